@@ -1,0 +1,27 @@
+"""The bundled example checks, and the command line reports errors with a position."""
+import subprocess
+import sys
+from pathlib import Path
+
+import tilenb
+from tilenb.__main__ import EXAMPLE
+
+
+def test_example_file_compiles_with_all_kernels():
+    mod = tilenb.compile(EXAMPLE.read_text(), backend="cpu")
+    assert set(mod.kernels) == {"scale_rows", "partial_sums", "act", "rms_norm", "flash_attention",
+                                "quantize", "gemm"}
+    assert mod.rms_norm is mod.kernels["rms_norm"]
+
+
+def test_check_command_exit_codes(tmp_path: Path):
+    good = tmp_path / "good.tile"
+    good.write_text("kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n")
+    bad = tmp_path / "bad.tile"
+    bad.write_text("kernel k(X: tensor<f32>[N]) {\n  X[0] = y\n}\n")
+    r = subprocess.run([sys.executable, "-m", "tilenb", "check", str(good)], capture_output=True, text=True)
+    assert r.returncode == 0
+    r = subprocess.run([sys.executable, "-m", "tilenb", "check", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert f"{bad}:2:10: error: 'y' is not defined" in r.stderr
+    assert "^" in r.stderr

@@ -1,0 +1,80 @@
+"""Command line: `python -m tilenb check FILE...` and `python -m tilenb main`.
+
+check: prints every diagnostic of each file and exits 1 if any file has an error, else 0.
+list:  checks the files and lists their kernels (parameters, @autotune space, tile footprint).
+main:  the main job: for now checks and lists the kernels of the bundled example file.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import compile as tile_compile
+from .lang.diagnostics import TileError
+
+EXAMPLE = Path(__file__).parent / "examples" / "seed_kernels.tile"
+
+
+def _load(path: str):
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        print(f"{path}: error: cannot read: {e.strerror}", file=sys.stderr)
+        return None, False
+    try:
+        return tile_compile(text, backend="cpu", filename=path), True
+    except TileError as e:
+        print(e, file=sys.stderr)
+        return None, False
+
+
+def _list(mod) -> None:
+    from .analysis.lifetimes import tile_lifetimes
+    for name, k in mod.kernels.items():
+        kir = k.ir()
+        params = ", ".join(f"{p.sym.name}: {_ty(p.sym.type)}" for p in kir.params)
+        tune = k.tune_space
+        lt = tile_lifetimes(kir)
+        tune_txt = f"  @autotune {', '.join(f'{n} in {list(v)}' for n, v in tune.items())}" if tune else ""
+        print(f"  {name}({params})")
+        print(f"      {kir.threads} threads/CTA, {len(lt.tiles)} tile(s), shared memory {lt.footprint} B{tune_txt}")
+
+
+def _ty(t):
+    from .runtime.module import _type_text
+    return _type_text(t)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="tilenb", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="check tile-language files; exit 1 on any error")
+    c.add_argument("files", nargs="+")
+    li = sub.add_parser("list", help="check files and list their kernels")
+    li.add_argument("files", nargs="+")
+    sub.add_parser("main", help="the main job")
+    a = ap.parse_args(argv)
+    if a.cmd in ("check", "list"):
+        ok = True
+        for f in a.files:
+            mod, good = _load(f)
+            ok &= good
+            if good and a.cmd == "list":
+                print(f"{f}: {len(mod.kernels)} kernel(s)")
+                _list(mod)
+            elif good:
+                print(f"{f}: ok, {len(mod.kernels)} kernel(s): {', '.join(mod.kernels)}")
+        return 0 if ok else 1
+    if a.cmd == "main":
+        print(f"Checking {EXAMPLE.name}")
+        mod, good = _load(str(EXAMPLE))
+        if not good:
+            return 1
+        _list(mod)
+        return 0
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,249 @@
+"""Tile lifetimes and shared-memory offsets.
+
+Guarantees: every tile of a kernel variant (var and let tiles, and `let` views that a `dot`
+reads, which are staged in shared memory) gets a live range in statement positions: from its
+declaration to its last use, widened to cover the whole of every loop it is used in but not
+declared in (a later turn of the loop reads it again). Tiles in registers (@registers and GEMM
+accumulators) take no shared memory. Shared tiles whose ranges overlap never overlap in bytes;
+each offset is a multiple of `ALIGN`. `footprint` is the end of the highest tile; it never
+exceeds the sum of the tiles, and equals the largest live set whenever the packer can reach it
+(always for up to `EXACT_LIMIT` tiles alive together, and in practice for more).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+from ..types import DTYPES
+
+ALIGN = 16          # bytes: the widest vector access (16-byte loads and stores)
+EXACT_LIMIT = 9
+
+
+@dataclass(frozen=True)
+class TileLife:
+    name: str
+    sym: ir.Sym
+    dtype: str
+    shape: Tuple[int, ...]
+    bytes: int               # aligned size in shared memory (0 in registers)
+    offset: Optional[int]    # byte offset in shared memory (None in registers)
+    space: str               # "shared" or "registers"
+    first_line: int
+    last_line: int
+    start: int               # statement positions (pre-order index) of the live range
+    end: int
+    staged_view: bool = False
+
+
+@dataclass(frozen=True)
+class Lifetimes:
+    tiles: Tuple[TileLife, ...]
+    footprint: int               # bytes of shared memory the kernel needs
+    largest_live_set: int        # bytes of the largest set of shared tiles alive at once
+    peak_line: int               # a source line where that set is alive
+    live_at_peak: Tuple[TileLife, ...]
+    positions: Tuple[Tuple[int, ir.Stmt], ...]  # (position, statement) in pre-order
+
+
+def _aligned(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
+    """Tiles accumulated as `acc += dot(a, b)` (or dot_t) with f16/bf16 operands in a plain
+    (not unrolled) for loop: the GEMM loops, whose accumulators live in registers."""
+    out = []
+    for s in ir.walk_stmts(kir.body):
+        if isinstance(s, ir.For) and s.unroll == 1:
+            for t in s.body:
+                if (isinstance(t, ir.Assign) and t.op == "+" and isinstance(t.target, ir.Ref)
+                        and isinstance(t.value, ir.Dot) and t.value.a.type.dtype in ("f16", "bf16")
+                        and t.target.sym not in out and t.target.sym.kind == "var"):
+                    out.append(t.target.sym)
+    return out
+
+
+def _uses(e, views: Dict[int, ir.Sym]):
+    """Tile Syms an expression reads or writes (a view counts as its tile, or as itself when staged)."""
+    out = []
+    for x in ir.walk_expr(e):
+        sym = None
+        if isinstance(x, ir.Ref):
+            sym = x.sym
+        elif isinstance(x, (ir.Slice, ir.Element)):
+            sym = x.base
+        if sym is None:
+            continue
+        out.append(sym)
+        while id(sym) in views:
+            sym = views[id(sym)]
+            out.append(sym)
+    return out
+
+
+def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
+    positions: List[Tuple[int, ir.Stmt]] = []
+    loops: List[Tuple[int, int]] = []          # (start, end) positions of each loop
+    loop_of: Dict[int, List[int]] = {}         # position -> indices of enclosing loops
+
+    def visit(body, enclosing):
+        for s in body:
+            p = len(positions)
+            positions.append((p, s))
+            loop_of[p] = list(enclosing)
+            if isinstance(s, (ir.For, ir.While)):
+                idx = len(loops)
+                loops.append((p, -1))
+                visit(s.body, enclosing + [idx])
+                loops[idx] = (p, len(positions) - 1)
+            elif isinstance(s, ir.If):
+                visit(s.then, enclosing)
+                visit(s.orelse, enclosing)
+    visit(kir.body, [])
+
+    # which let views are staged (read by a dot) and what each view aliases
+    views: Dict[int, ir.Sym] = {}
+    staged: set = set()
+    for _, s in positions:
+        if isinstance(s, ir.Let) and s.sym.kind == "view":
+            base = s.value.base if isinstance(s.value, ir.Slice) else s.value.sym
+            if base.kind != "tensor":
+                views[id(s.sym)] = base
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Dot):
+                    for opnd in (x.a, x.b):
+                        if isinstance(opnd, ir.Ref) and opnd.sym.kind == "view" and id(opnd.sym) not in views:
+                            staged.add(id(opnd.sym))
+
+    decl: Dict[int, Tuple[int, ir.Stmt]] = {}
+    syms: Dict[int, ir.Sym] = {}
+    for p, s in positions:
+        if isinstance(s, (ir.VarDecl, ir.Let)) and isinstance(s.sym.type, ir.TileT):
+            if s.sym.kind != "view" or id(s.sym) in staged:
+                decl[id(s.sym)] = (p, s)
+                syms[id(s.sym)] = s.sym
+    last: Dict[int, int] = {k: v[0] for k, v in decl.items()}
+    used_at: Dict[int, List[int]] = {k: [] for k in decl}
+    for p, s in positions:
+        for e in ir.stmt_exprs(s):
+            for sym in _uses(e, views):
+                if id(sym) in decl:
+                    used_at[id(sym)].append(p)
+                    last[id(sym)] = max(last[id(sym)], p)
+
+    in_regs = {id(s) for s in kir.registers} | {id(s) for s in gemm_accumulators(kir)}
+    ranges: Dict[int, Tuple[int, int]] = {}
+    for k, (p0, _) in decl.items():
+        start, end = p0, last[k]
+        decl_loops = set(loop_of[p0])
+        for u in used_at[k]:
+            for li in loop_of[u]:
+                if li not in decl_loops:
+                    ls, le = loops[li]
+                    start, end = min(start, ls), max(end, le)
+        ranges[k] = (start, end)
+
+    shared = [k for k in decl if k not in in_regs]
+    sizes = {k: _aligned(syms[k].type.size * DTYPES[syms[k].type.dtype].itemsize) for k in decl}
+    offsets = _pack([(k, ranges[k][0], ranges[k][1], sizes[k]) for k in shared])
+    footprint = max([offsets[k] + sizes[k] for k in shared] + [0])
+
+    line_of = {p: s.span.line for p, s in positions}
+    best, best_p = 0, 0
+    for p, _ in positions:
+        tot = sum(sizes[k] for k in shared if ranges[k][0] <= p <= ranges[k][1])
+        if tot > best:
+            best, best_p = tot, p
+
+    tiles = []
+    for k in decl:
+        sym = syms[k]
+        reg = k in in_regs
+        s, e = ranges[k]
+        tiles.append(TileLife(sym.name, sym, sym.type.dtype, sym.type.shape, 0 if reg else sizes[k],
+                              None if reg else offsets[k], "registers" if reg else "shared",
+                              line_of[decl[k][0]], line_of[e], s, e, k in staged))
+    live_at_peak = tuple(t for t in tiles if t.space == "shared" and t.start <= best_p <= t.end)
+    return Lifetimes(tuple(tiles), footprint, best, line_of.get(best_p, kir.span.line), live_at_peak,
+                     tuple(positions))
+
+
+def _pack(items: List[Tuple[int, int, int, int]]) -> Dict[int, int]:
+    """Offsets for (key, start, end, size) items so that items alive together never share bytes.
+
+    Tries several greedy orders and keeps the lowest; where those leave a gap above the largest
+    live set and few items are alive together, searches placements exhaustively."""
+    if not items:
+        return {}
+    positions = sorted({i[1] for i in items})
+    target = max(sum(it[3] for it in items if it[1] <= p <= it[2]) for p in positions)
+    orders = [
+        sorted(items, key=lambda i: (i[1], -i[3])),
+        sorted(items, key=lambda i: (-i[3], i[1])),
+        sorted(items, key=lambda i: (-(i[2] - i[1]), -i[3])),
+        sorted(items, key=lambda i: (i[2], -i[3])),
+    ]
+    best = None
+    for order in orders:
+        offs = _first_fit(order)
+        top = max(offs[i[0]] + i[3] for i in items)
+        if best is None or top < best[0]:
+            best = (top, offs)
+        if top == target:
+            return offs
+    if len(items) <= EXACT_LIMIT:
+        exact = _exhaustive(items, target, best[0])
+        if exact is not None:
+            return exact
+    return best[1]
+
+
+def _overlaps(a, b) -> bool:
+    return a[1] <= b[2] and b[1] <= a[2]
+
+
+def _first_fit(order) -> Dict[int, int]:
+    placed = []
+    offs = {}
+    for it in order:
+        off = _lowest_gap(it, placed, offs)
+        offs[it[0]] = off
+        placed.append(it)
+    return offs
+
+
+def _lowest_gap(it, placed, offs) -> int:
+    busy = sorted((offs[p[0]], offs[p[0]] + p[3]) for p in placed if _overlaps(it, p))
+    off = 0
+    for lo, hi in busy:
+        if off + it[3] <= lo:
+            break
+        off = max(off, hi)
+    return off
+
+
+def _exhaustive(items, target, bound) -> Optional[Dict[int, int]]:
+    """Depth-first search over placement orders for a packing that reaches `target`."""
+    best = [bound, None]
+    n = len(items)
+    budget = [20000]
+
+    def go(placed, offs, remaining, top):
+        budget[0] -= 1
+        if budget[0] < 0 or top >= best[0]:
+            return
+        if not remaining:
+            best[0], best[1] = top, dict(offs)
+            return
+        for i, it in enumerate(remaining):
+            off = _lowest_gap(it, placed, offs)
+            offs[it[0]] = off
+            go(placed + [it], offs, remaining[:i] + remaining[i + 1:], max(top, off + it[3]))
+            del offs[it[0]]
+            if best[0] == target:
+                return
+    go([], {}, list(items), 0)
+    return best[1] if n else {}

@@ -1,0 +1,34 @@
+"""`tilenb.compile`: source text -> a checked `Module`.
+
+Guarantees: returns a Module, or raises a `TileError` (the first by position, carrying every
+error found in `.diagnostics`). No other exception escapes for any source string.
+"""
+from __future__ import annotations
+
+from .lang.diagnostics import Source, TileError, TileSyntaxError
+from .lang.parser import parse
+from .runtime.module import Module, choose_backend
+from .sema.check import check_program
+
+
+def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", debug: bool = False,
+            line_offset: int = 0) -> Module:
+    """Parse and check `source`; return a Module whose kernels run on `backend`.
+
+    backend: "auto" (CUDA when a GPU is usable, else the CPU reference executor), "cpu" or
+    "cuda". debug: launches check shared-memory races and out-of-bounds element accesses.
+    line_offset: added to reported line numbers (the notebook magic's header line, say).
+    Raises TileError (TileSyntaxError, TileNameError, TileTypeError, ...) on any static error.
+    """
+    if not isinstance(source, str):
+        raise TileError(f"source must be a str, not {type(source).__name__}")
+    chosen = choose_backend(backend)
+    src = Source(source, filename, line_offset)
+    try:
+        prog = parse(source, filename, line_offset)
+        checked = check_program(prog, src)
+    except TileError:
+        raise
+    except RecursionError:
+        raise src.error(TileSyntaxError, "the program nests too deeply", 1, 1) from None
+    return Module(checked, chosen, debug)

@@ -1,0 +1,261 @@
+"""Source text -> `tilenb.lang.ast.Program`, using the grammar of record (grammar.lark).
+
+Guarantees: `parse` returns a Program whose every node has a span, or raises a
+`TileSyntaxError` at the offending token's line and column. No other exception escapes for
+any input string.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import lark
+from lark import Token, Transformer, v_args
+
+from . import ast as A
+from .diagnostics import Source, TileSyntaxError
+
+_GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+
+class _Newlines:
+    """Drop newlines inside ( ) and [ ], and between top-level items, where they end nothing."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream):
+        parens = 0
+        braces = 0
+        for tok in stream:
+            t = tok.type
+            if t == "_NL":
+                if parens == 0 and braces > 0:
+                    yield tok
+                continue
+            if t in ("LPAR", "LSQB"):
+                parens += 1
+            elif t in ("RPAR", "RSQB"):
+                parens = max(0, parens - 1)
+            elif t == "LBRACE":
+                braces += 1
+            elif t == "RBRACE":
+                braces = max(0, braces - 1)
+            yield tok
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    return lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True,
+                     postlex=_Newlines(), maybe_placeholders=True)
+
+
+def _span(meta_or_tok) -> A.Span:
+    if isinstance(meta_or_tok, Token):
+        return A.Span(meta_or_tok.line, meta_or_tok.column,
+                      meta_or_tok.end_line or meta_or_tok.line, meta_or_tok.end_column or meta_or_tok.column)
+    m = meta_or_tok
+    if getattr(m, "empty", False):
+        return A.Span(0, 0)
+    return A.Span(m.line, m.column, m.end_line, m.end_column)
+
+
+def _stmts(block):
+    return tuple(block) if block is not None else ()
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    # ---- top level
+    def start(self, meta, items):
+        kernels = tuple(i for i in items if isinstance(i, A.Kernel))
+        fns = tuple(i for i in items if isinstance(i, A.Function))
+        return kernels, fns
+
+    def kernel_def(self, meta, ch):
+        attrs = [c for c in ch if isinstance(c, A.Attribute)]
+        rest = [c for c in ch if not isinstance(c, A.Attribute)]
+        name = rest[0]
+        params = tuple(p for p in rest[1:-1] if p is not None)
+        body = rest[-1]
+        return A.Kernel(str(name), tuple(attrs), params, body, _span(meta), _span(name))
+
+    def attribute(self, meta, ch):
+        name = ch[0]
+        args = tuple(a for a in ch[1:] if a is not None)
+        # maybe_placeholders leaves a None for a missing "( ... )"
+        has_parens = not (len(ch) == 2 and ch[1] is None)
+        return A.Attribute(str(name), args, has_parens, _span(meta))
+
+    def tune_arg(self, meta, ch):
+        return A.TuneArg(str(ch[0]), tuple(c for c in ch[1:] if c is not None), _span(meta))
+
+    def param(self, meta, ch):
+        return A.Param(str(ch[0]), ch[1], _span(meta))
+
+    def expr_fn(self, meta, ch):
+        return A.Function(str(ch[0]), tuple(str(c) for c in ch[1:-1] if c is not None), ch[-1], True, _span(meta))
+
+    def stmt_fn(self, meta, ch):
+        return A.Function(str(ch[0]), tuple(str(c) for c in ch[1:-1] if c is not None), ch[-1], False, _span(meta))
+
+    # ---- types
+    def tensor_type(self, meta, ch):
+        dims = []
+        spans = []
+        for d in ch[1:]:
+            spans.append(_span(d))
+            dims.append(int(d, 0) if d.type == "INT" else str(d))
+        return A.TensorTypeExpr(str(ch[0]), tuple(dims), tuple(spans), _span(meta))
+
+    def tile_type(self, meta, ch):
+        return A.TileTypeExpr(str(ch[0]), tuple(ch[1:]), _span(meta))
+
+    def scalar_type(self, meta, ch):
+        return A.ScalarTypeExpr(str(ch[0]), _span(meta))
+
+    # ---- statements
+    def block(self, meta, ch):
+        return tuple(c for c in ch if c is not None)
+
+    def let_stmt(self, meta, ch):
+        return A.Let(str(ch[0]), ch[1], ch[2], _span(meta))
+
+    def var_stmt(self, meta, ch):
+        return A.VarDecl(str(ch[0]), ch[1], ch[2], _span(meta))
+
+    def assign(self, meta, ch):
+        return A.Assign(ch[0], None, ch[1], _span(meta))
+
+    def aug_assign(self, meta, ch):
+        return A.Assign(ch[0], str(ch[1])[:-1], ch[2], _span(meta))
+
+    def unroll(self, meta, ch):
+        t = ch[0]
+        return (int(t, 0) if t.type == "INT" else str(t)), _span(t)
+
+    def for_stmt(self, meta, ch):
+        unroll, name, *args, body = ch
+        args = tuple(a for a in args if a is not None)
+        n, nspan = unroll if unroll is not None else (None, None)
+        return A.For(str(name), args, n, nspan, body, _span(meta))
+
+    def while_stmt(self, meta, ch):
+        return A.While(ch[0], ch[1], _span(meta))
+
+    def if_stmt(self, meta, ch):
+        cond, then, orelse = ch
+        if orelse is None:
+            orelse = ()
+        elif isinstance(orelse, A.If):
+            orelse = (orelse,)
+        return A.If(cond, then, orelse, _span(meta))
+
+    def break_stmt(self, meta, ch):
+        return A.Break(_span(meta))
+
+    def continue_stmt(self, meta, ch):
+        return A.Continue(_span(meta))
+
+    def return_stmt(self, meta, ch):
+        return A.Return(_span(meta))
+
+    def expr_stmt(self, meta, ch):
+        return A.ExprStmt(ch[0], _span(meta))
+
+    # ---- expressions
+    def binop(self, meta, ch):
+        return A.Binary(str(ch[1]), ch[0], ch[2], _span(meta))
+
+    def unop(self, meta, ch):
+        return A.Unary(str(ch[0]), ch[1], _span(meta))
+
+    def index(self, meta, ch):
+        subs = []
+        for s in ch[1:]:
+            if isinstance(s, (A.RangeSub, A.FullSub)):
+                subs.append(s)
+            else:
+                subs.append(A.IndexSub(s, _expr_span(s)))
+        return A.Index(ch[0], tuple(subs), _span(meta))
+
+    def range_sub(self, meta, ch):
+        return A.RangeSub(ch[0], ch[2], _span(meta))
+
+    def full_sub(self, meta, ch):
+        return A.FullSub(_span(meta))
+
+    def field(self, meta, ch):
+        return A.Field(ch[0], str(ch[1]), _span(meta))
+
+    def call(self, meta, ch):
+        return A.Call(str(ch[0]), tuple(c for c in ch[1:] if c is not None), _span(meta), _span(ch[0]))
+
+    def name(self, meta, ch):
+        return A.Name(str(ch[0]), _span(ch[0]))
+
+    def int_lit(self, meta, ch):
+        return A.IntLit(int(ch[0], 0), _span(ch[0]))
+
+    def float_lit(self, meta, ch):
+        return A.FloatLit(float(ch[0]), _span(ch[0]))
+
+
+def _expr_span(e) -> A.Span:
+    return e.span
+
+
+_TOKEN_WORDS = {
+    "_NL": "end of line", "$END": "end of input", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('",
+    "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "COLON": "':'", "SEMICOLON": "';'",
+    "EQUAL": "'='", "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "MORETHAN": "'>'",
+    "LESSTHAN": "'<'", "AT": "'@'", "DOT": "'.'",
+}
+
+
+def _describe(tok) -> str:
+    if tok is None or tok.type == "$END":
+        return "end of input"
+    if tok.type == "_NL":
+        return "end of line"
+    return f"'{tok}'"
+
+
+def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Program:
+    """Parse `text`; raise TileSyntaxError (with line and column) if it is not a program."""
+    src = Source(text, filename, line_offset)
+    try:
+        tree = _lark().parse(text)
+    except lark.exceptions.UnexpectedToken as e:
+        tok = e.token
+        line, col = _token_pos(tok, text)
+        if tok.type == "ELSE":
+            raise src.error(TileSyntaxError, "'else' must follow the '}' of its 'if' on the same line",
+                            line, col) from None
+        expected = sorted(_TOKEN_WORDS.get(x, repr(x.lower()) if x.isupper() and len(x) > 2 else x)
+                          for x in (e.expected or ()) if not x.startswith("__"))
+        hint = f"; expected {', '.join(expected[:6])}" if expected and len(expected) <= 6 else ""
+        raise src.error(TileSyntaxError, f"unexpected {_describe(tok)}{hint}", line, col) from None
+    except lark.exceptions.UnexpectedCharacters as e:
+        ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
+        raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
+    except lark.exceptions.UnexpectedEOF:
+        lines = text.splitlines() or [""]
+        raise src.error(TileSyntaxError, "unexpected end of input", len(lines), len(lines[-1]) + 1) from None
+    except lark.exceptions.LarkError as e:  # any other parser failure is still a syntax error
+        raise src.error(TileSyntaxError, f"cannot parse: {e.__class__.__name__}", 1, 1) from None
+    except RecursionError:
+        raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
+    try:
+        kernels, fns = _ToAst().transform(tree)
+    except lark.exceptions.VisitError as e:
+        if isinstance(e.orig_exc, ValueError):  # an integer literal that does not parse
+            raise src.error(TileSyntaxError, f"bad literal: {e.orig_exc}", 1, 1) from None
+        raise
+    return A.Program(kernels, fns, text, filename)
+
+
+def _token_pos(tok, text):
+    if tok is None or getattr(tok, "line", None) is None or tok.type == "$END":
+        lines = text.splitlines() or [""]
+        return len(lines), len(lines[-1]) + 1
+    return tok.line, tok.column

@@ -1,0 +1,1 @@
+"""Modules, kernels, launches and the backends that run them."""

@@ -1,0 +1,116 @@
+"""The public objects a user holds: `Module` (a compiled source) and `Kernel` (one kernel).
+
+Guarantees: a Module is only made from a program that checked without error; its kernels are
+attributes and entries of `module.kernels`. `kernel[grid](*args)` launches on the module's
+backend after the launch checks (`tilenb.runtime.launch`), so a bad launch raises a
+`LaunchError` before anything runs.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from .. import ir
+from ..lang.diagnostics import TileError
+from ..sema.check import CheckedKernel, CheckedProgram
+
+
+class Kernel:
+    """One kernel of a compiled module.
+
+    `kernel[grid](*args, debug=False, variant=None)` launches it; `grid` is an int or a tuple of
+    up to 3 ints (CTAs along x, y, z). Without `[grid]`, `kernel(*args)` uses the kernel's
+    @grid attribute. `variant` picks the @autotune values (a dict); by default the backend
+    chooses (the CPU backend takes the first value of each name).
+    """
+
+    def __init__(self, module: "Module", checked: CheckedKernel):
+        self.module = module
+        self.checked = checked
+        self.name = checked.ast.name
+        self.last_run = None   # what the backend reports about the latest launch
+
+    # -- introspection
+    @property
+    def tune_space(self) -> Dict[str, tuple]:
+        """@autotune names and their candidate values."""
+        return dict(self.checked.tune_space)
+
+    @property
+    def params(self):
+        """(name, type) of each parameter, in order, for the default variant."""
+        return [(p.sym.name, p.sym.type) for p in self.ir().params]
+
+    def ir(self, **tune) -> ir.KernelIR:
+        """The typed tile IR of one variant (default: the first value of each @autotune name)."""
+        t = self.checked.default_tune()
+        t.update(tune)
+        return self.checked.variant(**t)
+
+    def analysis(self, **tune):
+        """The machine's view of one variant: see `tilenb.analysis.analyze`."""
+        from ..analysis import analyze
+        return analyze(self.ir(**tune))
+
+    def cuda_source(self, **tune) -> str:
+        """The CUDA C++ generated for one variant (works without a GPU)."""
+        from ..codegen import cuda_source
+        return cuda_source(self.ir(**tune))
+
+    # -- launching
+    def __getitem__(self, grid):
+        def launch(*args, **kw):
+            return self._launch(grid, args, **kw)
+        return launch
+
+    def __call__(self, *args, **kw):
+        return self._launch(None, args, **kw)
+
+    def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None):
+        from .launch import launch
+        return launch(self, grid, args, debug=self.module.debug if debug is None else debug, variant=variant)
+
+    def __repr__(self):
+        ps = ", ".join(f"{n}: {_type_text(t)}" for n, t in self.params)
+        return f"<tilenb kernel {self.name}({ps}) on {self.module.backend}>"
+
+
+def _type_text(t):
+    if isinstance(t, ir.TensorT):
+        return f"tensor<{t.dtype}>[{', '.join(str(d) for d in t.dims)}]"
+    if isinstance(t, ir.TileT):
+        return f"tile<{t.dtype}>[{', '.join(str(d) for d in t.shape)}]"
+    return t.dtype
+
+
+class Module:
+    """A compiled tile-language source: `module.<kernel name>` and `module.kernels`."""
+
+    def __init__(self, checked: CheckedProgram, backend: str, debug: bool = False):
+        self.checked = checked
+        self.backend = backend
+        self.debug = debug
+        self.source = checked.source.text
+        self.filename = checked.source.filename
+        self.kernels: Dict[str, Kernel] = {n: Kernel(self, ck) for n, ck in checked.kernels.items()}
+
+    def __getattr__(self, name):
+        kernels = self.__dict__.get("kernels", {})
+        if name in kernels:
+            return kernels[name]
+        raise AttributeError(f"module has no kernel '{name}' (it has: {', '.join(kernels) or 'none'})")
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self.kernels)
+
+    def __repr__(self):
+        return f"<tilenb module {self.filename}: {', '.join(self.kernels) or 'no kernels'} on {self.backend}>"
+
+
+def choose_backend(backend: str) -> str:
+    """'auto' -> 'cuda' when CuPy sees a usable GPU, else 'cpu'. Raises TileError for unknown names."""
+    if backend not in ("auto", "cpu", "cuda"):
+        raise TileError(f"unknown backend {backend!r}: use 'auto', 'cpu' or 'cuda'")
+    if backend != "auto":
+        return backend
+    from .gpu import gpu_available
+    return "cuda" if gpu_available() else "cpu"

@@ -1,0 +1,22 @@
+"""The built-in names of the tile language: what each call is, and how many arguments it takes.
+
+Guarantees: the one list of built-ins; the checker types them, the backends implement them.
+"""
+UNARY_MATH = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "floor", "ceil", "round",
+              "tanh", "sin", "cos", "erf")
+BINARY_MATH = ("min", "max")
+REDUCTIONS = {  # name -> (op, axis)
+    "rowsum": ("sum", 1), "rowmax": ("max", 1), "rowmin": ("min", 1),
+    "colsum": ("sum", 0), "colmax": ("max", 0), "colmin": ("min", 0),
+}
+ATOMICS = {"atomic_add": "add", "atomic_max": "max"}
+OTHER = ("where", "dot", "dot_t", "transpose", "flat", "cdiv", "barrier")
+CTX_FIELDS = ("block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z", "thread", "threads",
+              "warp", "lane")
+ATTRIBUTES = ("launch", "autotune", "dynshared", "registers", "grid")
+CONSTANTS = {"true": True, "false": False}
+
+
+def all_names():
+    from ..types import CONVERSIONS
+    return set(UNARY_MATH) | set(BINARY_MATH) | set(REDUCTIONS) | set(ATOMICS) | set(OTHER) | set(CONVERSIONS)
