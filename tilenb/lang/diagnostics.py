@@ -36,7 +36,7 @@ class TileError(Exception):
         head = f"{self.filename}:{self.line}:{self.column}: error: {self.message}"
         if self.source_line is None:
             return head
-        text = self.source_line.rstrip("\n").expandtabs(1)
+        text = self.source_line.rstrip("\r\n").expandtabs(1)
         caret = " " * max(0, (self.column or 1) - 1) + "^"
         return f"{head}\n    {text}\n    {caret}"
 
@@ -85,7 +85,7 @@ class Source:
     def __init__(self, text: str, filename: str = "<cell>", line_offset: int = 0):
         self.text = text
         self.filename = filename
-        self.lines = text.splitlines() or [""]
+        self.lines = text.split("\n")  # lines end at "\n" only, as the lexer counts them
         self.line_offset = line_offset  # added to reported lines (a cell's magic line, say)
 
     def error(self, cls, message: str, line: Optional[int], column: Optional[int]) -> TileError:

@@ -18,8 +18,17 @@ from .diagnostics import Source, TileSyntaxError
 _GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 
+# Words the grammar uses to begin or join constructs. They are reserved: Lark's contextual
+# lexer would otherwise read `let else = 1` or a stray `else` at the start of a line as a name.
+# `tile`, `tensor`, `range` and `unroll` only mean something in one place (a type, a for
+# header) and stay usable as names elsewhere.
+KEYWORDS = ("kernel", "fn", "let", "var", "for", "in", "while", "if", "else", "break", "continue",
+            "return")
+
+
 class _Newlines:
-    """Drop newlines inside ( ) and [ ], and between top-level items, where they end nothing."""
+    """Drop newlines inside ( ) and [ ], and between top-level items, where they end nothing;
+    turn a reserved word lexed as a NAME into its keyword token."""
 
     always_accept = ("_NL",)
 
@@ -28,6 +37,9 @@ class _Newlines:
         braces = 0
         for tok in stream:
             t = tok.type
+            if t == "NAME" and tok.value in KEYWORDS:
+                tok = Token.new_borrow_pos(tok.value.upper(), tok.value, tok)
+                t = tok.type
             if t == "_NL":
                 if parens == 0 and braces > 0:
                     yield tok
@@ -104,7 +116,7 @@ class _ToAst(Transformer):
         spans = []
         for d in ch[1:]:
             spans.append(_span(d))
-            dims.append(int(d, 0) if d.type == "INT" else str(d))
+            dims.append(_int(d) if d.type == "INT" else str(d))
         return A.TensorTypeExpr(str(ch[0]), tuple(dims), tuple(spans), _span(meta))
 
     def tile_type(self, meta, ch):
@@ -131,7 +143,7 @@ class _ToAst(Transformer):
 
     def unroll(self, meta, ch):
         t = ch[0]
-        return (int(t, 0) if t.type == "INT" else str(t)), _span(t)
+        return (_int(t) if t.type == "INT" else str(t)), _span(t)
 
     def for_stmt(self, meta, ch):
         unroll, name, *args, body = ch
@@ -194,10 +206,24 @@ class _ToAst(Transformer):
         return A.Name(str(ch[0]), _span(ch[0]))
 
     def int_lit(self, meta, ch):
-        return A.IntLit(int(ch[0], 0), _span(ch[0]))
+        return A.IntLit(_int(ch[0]), _span(ch[0]))
 
     def float_lit(self, meta, ch):
         return A.FloatLit(float(ch[0]), _span(ch[0]))
+
+
+class _BadLiteral(Exception):
+    def __init__(self, tok, why):
+        super().__init__(why)
+        self.tok = tok
+
+
+def _int(tok) -> int:
+    """An INT token's value: hexadecimal after 0x, else decimal (leading zeros allowed)."""
+    text = str(tok)
+    if len(text) > 40:  # far past 64 bits; also keeps int() clear of its digit limit
+        raise _BadLiteral(tok, f"the integer literal {text[:20]}... is too long")
+    return int(text[2:], 16) if text[:2] in ("0x", "0X") else int(text, 10)
 
 
 def _expr_span(e) -> A.Span:
@@ -228,7 +254,7 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         line, col = _token_pos(tok, text)
-        if tok.type == "ELSE":
+        if tok.type == "ELSE" and _after_close_brace(text, tok):
             raise src.error(TileSyntaxError, "'else' must follow the '}' of its 'if' on the same line",
                             line, col) from None
         expected = sorted(_TOKEN_WORDS.get(x, repr(x.lower()) if x.isupper() and len(x) > 2 else x)
@@ -239,7 +265,7 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
         raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
     except lark.exceptions.UnexpectedEOF:
-        lines = text.splitlines() or [""]
+        lines = text.split("\n")
         raise src.error(TileSyntaxError, "unexpected end of input", len(lines), len(lines[-1]) + 1) from None
     except lark.exceptions.LarkError as e:  # any other parser failure is still a syntax error
         raise src.error(TileSyntaxError, f"cannot parse: {e.__class__.__name__}", 1, 1) from None
@@ -248,14 +274,27 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
     try:
         kernels, fns = _ToAst().transform(tree)
     except lark.exceptions.VisitError as e:
-        if isinstance(e.orig_exc, ValueError):  # an integer literal that does not parse
-            raise src.error(TileSyntaxError, f"bad literal: {e.orig_exc}", 1, 1) from None
+        if isinstance(e.orig_exc, _BadLiteral):
+            tok = e.orig_exc.tok
+            raise src.error(TileSyntaxError, str(e.orig_exc), tok.line, tok.column) from None
         raise
     return A.Program(kernels, fns, text, filename)
 
 
+def _after_close_brace(text, tok) -> bool:
+    """Whether the source before `tok` ends (past blanks, newlines and comments) with '}'."""
+    pos = getattr(tok, "start_pos", None)
+    if pos is None:
+        return False
+    for line in reversed(text[:pos].split("\n")):
+        code = line.split("//", 1)[0].strip()
+        if code:
+            return code.endswith("}")
+    return False
+
+
 def _token_pos(tok, text):
     if tok is None or getattr(tok, "line", None) is None or tok.type == "$END":
-        lines = text.splitlines() or [""]
+        lines = text.split("\n")
         return len(lines), len(lines[-1]) + 1
     return tok.line, tok.column
