@@ -79,6 +79,20 @@ class UnsupportedError(TileError):
     """A valid program uses something a backend cannot run yet."""
 
 
+class RaceError(LaunchError):
+    """Debug launch: two threads of a CTA touched one shared-tile element, at least one of them
+    writing, with no barrier() between. Names the kernel, line, threads and element."""
+
+
+class OutOfBoundsError(LaunchError):
+    """Debug launch: a per-thread element read or write fell outside its tensor, tile or view."""
+
+
+class BarrierDivergenceError(LaunchError):
+    """Debug launch: a barrier() or tile statement ran while some threads of the CTA had left
+    (a `while` that some threads broke out of); on a GPU that barrier would hang."""
+
+
 class Source:
     """A source text and its name, for turning spans into positioned errors."""
 
