@@ -8,6 +8,7 @@ from .lang.diagnostics import (LaunchError, TileBudgetError, TileError, TileName
                                UnsupportedError)
 from .api import compile  # noqa: F401,A001
 from .runtime.module import Kernel, Module  # noqa: F401
+from .verify import VerificationError, verify  # noqa: F401
 
 __version__ = "0.1.0"
 
