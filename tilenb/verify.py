@@ -43,7 +43,7 @@ def verify(actual, expected, what: str = "output", rtol: float = 1e-5, atol: flo
     e64 = e.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(e64)
     diff = np.where(both_nan, 0.0, np.abs(a64 - e64))
-    bad = ~(diff <= atol + rtol * np.abs(e64))
+    bad = ~((diff <= atol + rtol * np.abs(e64)) | both_nan)
     if bad.any():
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
         raise VerificationError(
