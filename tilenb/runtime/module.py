@@ -107,10 +107,17 @@ class Module:
 
 
 def choose_backend(backend: str) -> str:
-    """'auto' -> 'cuda' when CuPy sees a usable GPU, else 'cpu'. Raises TileError for unknown names."""
+    """'auto' -> the TILENB_BACKEND environment variable if set, else 'cuda' when CuPy sees a
+    usable GPU, else 'cpu'. Raises TileError for unknown names."""
+    import os
     if backend not in ("auto", "cpu", "cuda"):
         raise TileError(f"unknown backend {backend!r}: use 'auto', 'cpu' or 'cuda'")
     if backend != "auto":
         return backend
+    forced = os.environ.get("TILENB_BACKEND", "").strip()
+    if forced:
+        if forced not in ("cpu", "cuda"):
+            raise TileError(f"TILENB_BACKEND={forced!r}: use 'cpu' or 'cuda'")
+        return forced
     from .gpu import gpu_available
     return "cuda" if gpu_available() else "cpu"
