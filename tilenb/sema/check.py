@@ -2,14 +2,27 @@
 
 Guarantees: `check_program` either returns a `CheckedProgram` whose every kernel variant is a
 consistent `tilenb.ir.KernelIR`, or raises the first `TileError` by position carrying every
-error found (`.diagnostics`). It enforces the language's static rules: names, functions
-(inlining, hygiene, aliasing, recursion, jumps), types, shapes, constants, uniformity of tile
-statements and barriers, @registers, and the shared-memory budget (from tile lifetimes).
+error found (`.diagnostics`, sorted by position). It enforces the language's static rules
+(docs/spec.md): names, functions (inlining, hygiene, aliasing, recursion, jumps), types,
+literal ranges, shapes, constants, uniformity of tile statements and barriers, @registers, and
+the shared-memory budget (from tile lifetimes).
+
+In the IR it returns: every `Const` holds a value representable in its type (a literal has
+taken the type its context gives it: in `x * 2` with x an f64, the 2 is an f64 `Const`), and
+`KernelIR.uniformity` maps `id(stmt)` to the uniformity of the control the statement runs under.
+
+How it works: one `_KernelChecker` walks a kernel's body once per @autotune combination,
+inlining function calls as it goes. An error inside a statement is recorded and abandons that
+statement only; a name whose declaration failed is "poisoned" so that its later uses stay
+quiet instead of cascading. Uniformity of scalar `var`s and of loops that threads leave early
+is found by re-walking until nothing rises (values only go up, so this ends).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -29,7 +42,7 @@ MAX_VARIANTS = 256
 
 
 class _Abort(Exception):
-    """Stops checking one expression after its error has been recorded."""
+    """Stops checking one statement after its error has been recorded."""
 
 
 # ---- bindings in scope -----------------------------------------------------------------------
@@ -40,10 +53,18 @@ class _Tune:
 
 @dataclass
 class _MacroArg:
-    """A function parameter: the argument's syntax, checked where the call is."""
+    """A function parameter: the argument's syntax, checked where and when the call is."""
     expr: A.Expr
     env: "_Env"
     fn: str
+    caller: tuple  # (call_stack, call_sites) of the caller, restored while the argument is checked
+
+
+class _Poison:
+    """The binding of a name whose declaration failed: uses of it abort without a new error."""
+
+
+_POISON = _Poison()
 
 
 class _Env:
@@ -63,14 +84,28 @@ class _Env:
         return _Env(self)
 
 
+@dataclass(frozen=True)
+class _Lit(ir.Const):
+    """A literal (or constant arithmetic on literals and @autotune names) whose type is still
+    open: it takes the type its context gives it. Never left in the IR: see `_finalize`."""
+
+
+# ---- results ----------------------------------------------------------------------------------
 @dataclass
 class CheckedKernel:
-    """A kernel's syntax, its @autotune space, and its checked variants (IR per tune values)."""
+    """A kernel's syntax, its @autotune space, and its checked variants (IR per tune values).
+
+    `variants` maps a sorted tuple of (name, value) pairs to the variant's KernelIR. A variant
+    whose tiles do not fit in shared memory is not an error while another variant fits: it is
+    left out of `variants` and `skipped` maps its key to the reason."""
     ast: A.Kernel
     tune_space: Tuple[Tuple[str, Tuple[int, ...]], ...]
     variants: Dict[Tuple[Tuple[str, int], ...], ir.KernelIR]
+    skipped: Dict[Tuple[Tuple[str, int], ...], str] = field(default_factory=dict)
 
     def variant(self, **tune) -> ir.KernelIR:
+        """The IR for one set of @autotune values. Raises TileNameError for names or values
+        not in the space, or for a variant that was skipped (saying why)."""
         key = tuple(sorted(tune.items()))
         if key in self.variants:
             return self.variants[key]
@@ -85,9 +120,14 @@ class CheckedKernel:
         for n, vals in self.tune_space:
             if tune[n] not in vals:
                 raise TileNameError(f"kernel {self.ast.name}: {n}={tune[n]} is not one of its @autotune values {list(vals)}")
+        if key in self.skipped:
+            raise TileNameError(f"kernel {self.ast.name}: the variant {_label(key)} was skipped: {self.skipped[key]}")
         raise TileNameError(f"kernel {self.ast.name}: no variant {tune}")
 
     def default_tune(self) -> Dict[str, int]:
+        """The first variant that checked (in the order the @autotune values are written)."""
+        for key in self.variants:
+            return dict(key)
         return {n: vals[0] for n, vals in self.tune_space}
 
 
@@ -98,7 +138,14 @@ class CheckedProgram:
     source: Source
 
 
+def _label(key) -> str:
+    return ", ".join(f"{n}={v}" for n, v in key)
+
+
+# ---- the program -------------------------------------------------------------------------------
 def check_program(prog: A.Program, src: Source) -> CheckedProgram:
+    """Check every function and kernel of `prog`. Raises the first TileError by position,
+    carrying all of them in `.diagnostics`."""
     errors: List[TileError] = []
     fns: Dict[str, A.Function] = {}
     kernels: Dict[str, CheckedKernel] = {}
@@ -112,7 +159,13 @@ def check_program(prog: A.Program, src: Source) -> CheckedProgram:
             fns[f.name] = f
         if len(set(f.params)) != len(f.params):
             errors.append(src.error(TileNameError, f"function '{f.name}' names a parameter twice", f.span.line, f.span.column))
-    errors.extend(_check_recursion(fns, src))
+        for p in f.params:
+            if p in reserved:
+                errors.append(src.error(TileNameError, f"parameter '{p}' of function '{f.name}' is a built-in name; choose another", f.span.line, f.span.column))
+        if not f.is_expr:
+            errors.extend(_check_jumps(f, src))
+    rec_errors, recursive = _check_recursion(fns, src)
+    errors.extend(rec_errors)
     for k in prog.kernels:
         if k.name in kernels or k.name in fns:
             errors.append(src.error(TileNameError, f"'{k.name}' is defined twice", k.name_span.line, k.name_span.column))
@@ -120,13 +173,21 @@ def check_program(prog: A.Program, src: Source) -> CheckedProgram:
         if k.name in reserved:
             errors.append(src.error(TileNameError, f"'{k.name}' is a built-in name; choose another name for this kernel", k.name_span.line, k.name_span.column))
             continue
-        ck, errs = _check_kernel(k, fns, src)
+        ck, errs = _check_kernel(k, fns, recursive, src)
         errors.extend(errs)
         if ck is not None:
             kernels[k.name] = ck
     if errors:
         raise combine(errors)
     return CheckedProgram(kernels, fns, src)
+
+
+def _children(n):
+    if isinstance(n, tuple):
+        return n
+    if hasattr(n, "__dataclass_fields__") and not isinstance(n, A.Span):
+        return tuple(getattr(n, f) for f in n.__dataclass_fields__)
+    return ()
 
 
 def _calls_in(node):
@@ -136,29 +197,27 @@ def _calls_in(node):
     def visit(n):
         if isinstance(n, A.Call):
             out.append((n.func, n.span))
-        if isinstance(n, tuple):
-            for c in n:
-                visit(c)
-            return
-        if hasattr(n, "__dataclass_fields__"):
-            for f in n.__dataclass_fields__:
-                visit(getattr(n, f))
+        for c in _children(n):
+            visit(c)
     visit(node)
     return out
 
 
 def _check_recursion(fns, src):
+    """Errors for functions that call themselves, directly or through others (one per cycle),
+    and the set of every function on such a cycle."""
     errors = []
     graph = {name: [c for c, _ in _calls_in(f.body) if c in fns] for name, f in fns.items()}
     reported = set()
+    recursive = set()
     for start in fns:
-        # depth-first search for a path back to `start`
         stack = [(start, [start])]
         seen = set()
         while stack:
             node, path = stack.pop()
             for nxt in graph[node]:
                 if nxt == start:
+                    recursive.update(path)
                     cycle = frozenset(path)
                     if cycle not in reported:
                         reported.add(cycle)
@@ -168,7 +227,33 @@ def _check_recursion(fns, src):
                 elif nxt not in seen:
                     seen.add(nxt)
                     stack.append((nxt, path + [nxt]))
+    return errors, recursive
+
+
+def _check_jumps(f: A.Function, src):
+    """A statement function's body is spliced into its caller: it may not `return`, and its
+    `break`/`continue` must sit inside one of its own loops."""
+    errors = []
+
+    def visit(stmts, loops):
+        for s in stmts:
+            if isinstance(s, A.Return):
+                errors.append(src.error(TileRuleError, f"'return' is not allowed in a statement function (the body of '{f.name}' is spliced into its caller); restructure with if/else", s.span.line, s.span.column))
+            elif isinstance(s, (A.Break, A.Continue)) and loops == 0:
+                word = "break" if isinstance(s, A.Break) else "continue"
+                errors.append(src.error(TileRuleError, f"'{word}' in a statement function must be inside a loop of that function ('{f.name}' is spliced into its caller, whose loops it cannot leave)", s.span.line, s.span.column))
+            elif isinstance(s, (A.For, A.While)):
+                visit(s.body, loops + 1)
+            elif isinstance(s, A.If):
+                visit(s.then, loops)
+                visit(s.orelse, loops)
+    visit(f.body, 0)
     return errors
+
+
+# ---- constants in attributes ------------------------------------------------------------------------
+class _NotConst(Exception):
+    pass
 
 
 def _const_int(expr, src, errors, what, env=None) -> Optional[int]:
@@ -178,21 +263,21 @@ def _const_int(expr, src, errors, what, env=None) -> Optional[int]:
     except _NotConst:
         errors.append(src.error(TileRuleError, f"{what} must be a constant: an integer literal or an @autotune name", expr.span.line, expr.span.column))
         return None
-    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
-        errors.append(src.error(TileTypeError, f"{what} must be an integer", expr.span.line, expr.span.column))
+    if not isinstance(v, int) or isinstance(v, bool):
+        errors.append(src.error(TileTypeError, f"{what} must be an integer, not {v}", expr.span.line, expr.span.column))
         return None
-    return int(v)
-
-
-class _NotConst(Exception):
-    pass
+    if not -(2 ** 63) <= v < 2 ** 63:
+        errors.append(src.error(TileTypeError, f"{what} does not fit in 64 bits", expr.span.line, expr.span.column))
+        return None
+    return v
 
 
 def _fold(e, env):
+    """The value of a constant expression over literals and @autotune names (exact), or _NotConst."""
     if isinstance(e, A.IntLit):
         return e.value
     if isinstance(e, A.FloatLit):
-        return float(np.float32(e.value))
+        return e.value
     if isinstance(e, A.Name) and env is not None:
         b = env.lookup(e.id)
         if isinstance(b, _Tune):
@@ -202,6 +287,8 @@ def _fold(e, env):
         return -_fold(e.operand, env)
     if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/", "%"):
         a, b = _fold(e.left, env), _fold(e.right, env)
+        if max(abs(a), abs(b)) > 2 ** 64:
+            raise _NotConst()
         if e.op == "+":
             return a + b
         if e.op == "-":
@@ -211,11 +298,9 @@ def _fold(e, env):
         if isinstance(a, int) and isinstance(b, int):
             if b == 0:
                 raise _NotConst()
-            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            q = _cdiv_trunc(a, b)
             return q if e.op == "/" else a - q * b
-        if e.op == "/":
-            if b == 0:
-                raise _NotConst()
+        if e.op == "/" and b != 0:
             return a / b
         raise _NotConst()
     if isinstance(e, A.Call) and e.func == "cdiv" and len(e.args) == 2:
@@ -226,30 +311,46 @@ def _fold(e, env):
     raise _NotConst()
 
 
-def _check_kernel(k: A.Kernel, fns, src) -> Tuple[Optional[CheckedKernel], List[TileError]]:
+def _cdiv_trunc(a: int, b: int) -> int:
+    """Integer division truncating toward zero (C's `/`)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+# ---- a kernel -----------------------------------------------------------------------------------------
+def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKernel], List[TileError]]:
     errors: List[TileError] = []
     tune_space: List[Tuple[str, Tuple[int, ...]]] = []
+    tune_ok = True
     seen_attrs = {}
     for at in k.attributes:
         if at.name not in B.ATTRIBUTES:
             errors.append(src.error(TileRuleError, f"unknown attribute '@{at.name}' (known: {', '.join('@' + a for a in B.ATTRIBUTES)})", at.span.line, at.span.column))
             continue
         if at.name in seen_attrs:
-            errors.append(src.error(TileRuleError, f"'@{at.name}' is given twice", at.span.line, at.span.column))
+            errors.append(src.error(TileRuleError, f"'@{at.name}' is given twice; merge them into one", at.span.line, at.span.column))
             continue
-        seen_attrs[at.name] = at
+        ok = True
         if at.name == "autotune":
             if not at.args:
                 errors.append(src.error(TileRuleError, "@autotune needs at least one 'NAME in [values]'", at.span.line, at.span.column))
+                tune_ok = False
             for arg in at.args:
                 if not isinstance(arg, A.TuneArg):
                     errors.append(src.error(TileRuleError, "@autotune takes entries of the form 'NAME in [v1, v2]'", arg.span.line, arg.span.column))
+                    tune_ok = False
                     continue
                 if any(arg.name == n for n, _ in tune_space):
                     errors.append(src.error(TileNameError, f"@autotune names '{arg.name}' twice", arg.span.line, arg.span.column))
+                    tune_ok = False
+                    continue
+                if arg.name in B.all_names() or arg.name in B.CONSTANTS or arg.name == "ctx":
+                    errors.append(src.error(TileNameError, f"'{arg.name}' is a built-in name; choose another @autotune name", arg.span.line, arg.span.column))
+                    tune_ok = False
                     continue
                 if not arg.values:
                     errors.append(src.error(TileRuleError, f"@autotune name '{arg.name}' needs at least one value", arg.span.line, arg.span.column))
+                    tune_ok = False
                     continue
                 vals = []
                 for v in arg.values:
@@ -258,37 +359,60 @@ def _check_kernel(k: A.Kernel, fns, src) -> Tuple[Optional[CheckedKernel], List[
                         vals.append(c)
                 if len(vals) == len(arg.values):
                     tune_space.append((arg.name, tuple(dict.fromkeys(vals))))
+                else:
+                    tune_ok = False
         elif at.name == "dynshared":
             if at.args:
                 errors.append(src.error(TileRuleError, "@dynshared takes no arguments", at.span.line, at.span.column))
         elif at.name == "launch":
             if len(at.args) != 1 or isinstance(at.args[0], A.TuneArg):
-                errors.append(src.error(TileRuleError, "@launch takes one argument: the number of threads per CTA", at.span.line, at.span.column))
+                errors.append(src.error(TileRuleError, "@launch takes one argument: the number of threads per CTA, as in @launch(256)", at.span.line, at.span.column))
+                ok = False
         elif at.name == "registers":
             if not at.args or not all(isinstance(a, A.Name) for a in at.args):
                 errors.append(src.error(TileRuleError, "@registers takes the names of tiles, as in @registers(acc, m)", at.span.line, at.span.column))
+                ok = False
         elif at.name == "grid":
             if not 1 <= len(at.args) <= 3 or any(isinstance(a, A.TuneArg) for a in at.args):
-                errors.append(src.error(TileRuleError, "@grid takes one to three expressions (x, y, z)", at.span.line, at.span.column))
-    if errors:
-        return None, errors
+                errors.append(src.error(TileRuleError, "@grid takes one to three expressions (CTAs along x, y, z)", at.span.line, at.span.column))
+                ok = False
+        if ok:
+            seen_attrs[at.name] = at
+    if not tune_ok:
+        return None, errors  # without the whole @autotune space there is no variant to check
     combos = list(itertools.product(*[vals for _, vals in tune_space]))
     if len(combos) > MAX_VARIANTS:
         at = seen_attrs["autotune"]
-        return None, [src.error(TileRuleError, f"@autotune makes {len(combos)} variants; at most {MAX_VARIANTS} are allowed", at.span.line, at.span.column)]
-    variants = {}
+        return None, errors + [src.error(TileRuleError, f"@autotune makes {len(combos)} variants; at most {MAX_VARIANTS} are allowed", at.span.line, at.span.column)]
+    variants: Dict[tuple, ir.KernelIR] = {}
+    skipped: Dict[tuple, str] = {}
+    first_budget_errors = None
     names = [n for n, _ in tune_space]
     for i, combo in enumerate(combos):
         tune = dict(zip(names, combo))
-        kir, errs = _KernelChecker(k, fns, src, tune, seen_attrs).run()
+        key = tuple(sorted(tune.items()))
+        kir, errs = _KernelChecker(k, fns, recursive, src, tune, seen_attrs).run()
+        if errs and all(isinstance(e, TileBudgetError) for e in errs):
+            # a variant that needs too much shared memory is skipped while another one fits
+            skipped[key] = errs[0].message
+            if first_budget_errors is None:
+                first_budget_errors = (tune, errs)
+            continue
         if errs:
-            if i > 0:
-                label = ", ".join(f"{n}={v}" for n, v in tune.items())
+            if len(combos) > 1:
                 for e in errs:
-                    e.message += f" (in the variant {label})"
-            return None, errs
-        variants[tuple(sorted(tune.items()))] = kir
-    return CheckedKernel(k, tuple(tune_space), variants), []
+                    e.message += f" (in the variant {_label(tune.items())})"
+            return None, errors + errs
+        variants[key] = kir
+    if not variants and first_budget_errors is not None:
+        tune, errs = first_budget_errors
+        if len(combos) > 1:
+            for e in errs:
+                e.message += f" (in the variant {_label(tune.items())}; no @autotune variant fits)"
+        return None, errors + errs
+    if errors:
+        return None, errors
+    return CheckedKernel(k, tuple(tune_space), variants, skipped), []
 
 
 def _broadcast(a: Tuple[int, ...], b: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
@@ -325,25 +449,52 @@ def _type_str(t):
     return "?"
 
 
+def _int_range(dtype: str) -> Tuple[int, int]:
+    d = T.DTYPES[dtype]
+    if d.kind == "uint":
+        return 0, (1 << d.bits) - 1
+    return -(1 << (d.bits - 1)), (1 << (d.bits - 1)) - 1
+
+
+def _lit_type(value) -> ir.ScalarT:
+    """The type of a literal its context leaves open: f32 for a float, i32 for an integer that
+    fits, else i64."""
+    if isinstance(value, float):
+        return ir.ScalarT("f32")
+    lo, hi = _int_range("i32")
+    return ir.ScalarT("i32" if lo <= value <= hi else "i64")
+
+
+def _round_float(v: float, dtype: str) -> float:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.asarray(v, dtype=np.float64).astype(T.DTYPES[dtype].numpy).astype(np.float64))
+
+
 class _KernelChecker:
-    def __init__(self, k: A.Kernel, fns, src: Source, tune: Dict[str, int], attrs):
+    def __init__(self, k: A.Kernel, fns, recursive, src: Source, tune: Dict[str, int], attrs):
         self.k = k
         self.fns = fns
+        self.recursive = recursive
         self.src = src
         self.tune = tune
         self.attrs = attrs
         self.errors: List[TileError] = []
         self.uid = 0
-        # uniformity: of lets/loop vars/views per Sym; of vars per declaration site, found by
-        # re-running the walk until nothing rises (values can only go up, so this ends).
+        # Uniformity that later statements can raise, kept across walks: of scalar vars (per
+        # declaration site) and of loops that some threads leave early (per loop site).
         self.var_uni: Dict[tuple, int] = {}
+        self.loop_div: Dict[tuple, tuple] = {}
         self.sym_uni: Dict[int, int] = {}
         self.sym_key: Dict[int, tuple] = {}
         self.inline_path: Tuple[tuple, ...] = ()
         self.call_stack: List[str] = []
+        self.call_sites: List[Tuple[str, A.Span]] = []
 
     # ---- errors
     def err(self, cls, msg, span):
+        if self.call_sites:
+            name, site = self.call_sites[-1]
+            msg += f" (in '{name}', called at line {site.line + self.src.line_offset})"
         self.errors.append(self.src.error(cls, msg, span.line, span.column))
 
     def fail(self, cls, msg, span):
@@ -356,19 +507,20 @@ class _KernelChecker:
 
     # ---- driver
     def run(self):
-        for _ in range(6):
-            before = dict(self.var_uni)
+        while True:
+            before = (dict(self.var_uni), dict(self.loop_div))
             self.errors = []
             self.uid = 0
             self.sym_uni = {}
+            self.sym_key = {}
             kir = self.check_kernel()
-            if self.var_uni == before:
+            if (self.var_uni, self.loop_div) == before:
                 break
         if self.errors:
             return None, self.errors
         return kir, []
 
-    def check_kernel(self) -> Optional[ir.KernelIR]:
+    def check_kernel(self) -> ir.KernelIR:
         k = self.k
         env = _Env()
         for n, v in self.tune.items():
@@ -376,8 +528,15 @@ class _KernelChecker:
         params = []
         dims: Dict[str, ir.Sym] = {}
         for p in k.params:
-            if env.lookup(p.name) is not None and not isinstance(env.lookup(p.name), ir.Sym) or p.name in [q.sym.name for q in params]:
-                self.err(TileNameError, f"parameter '{p.name}' is defined twice (or clashes with an @autotune name)", p.span)
+            prior = env.lookup(p.name)
+            if isinstance(prior, _Tune) or p.name in [q.sym.name for q in params]:
+                self.err(TileNameError, f"parameter '{p.name}' is defined twice (or has the name of an @autotune value)", p.span)
+                continue
+            if p.name in B.all_names() or p.name in B.CONSTANTS or p.name == "ctx":
+                self.err(TileNameError, f"parameter '{p.name}' has a built-in name; choose another", p.span)
+                continue
+            if isinstance(prior, ir.Sym) and prior.kind == "dim":
+                self.err(TileNameError, f"parameter '{p.name}' has the name of a dimension", p.span)
                 continue
             t = p.type
             if isinstance(t, A.TileTypeExpr):
@@ -393,15 +552,20 @@ class _KernelChecker:
                 tdims = []
                 for d, ds in zip(t.dims, t.dim_spans):
                     if isinstance(d, int):
-                        if d <= 0:
-                            self.err(TileShapeError, f"dimension {d} of '{p.name}' must be positive", ds)
+                        if d <= 0 or d >= 2 ** 62:
+                            self.err(TileShapeError, f"dimension {d} of '{p.name}' must be a positive size", ds)
                         tdims.append(d)
                     elif d in self.tune:
+                        if self.tune[d] <= 0:
+                            self.err(TileShapeError, f"dimension {d}={self.tune[d]} of '{p.name}' must be positive", ds)
                         tdims.append(self.tune[d])
                     else:
                         b = env.lookup(d)
                         if b is not None and not (isinstance(b, ir.Sym) and b.kind == "dim"):
                             self.err(TileNameError, f"dimension name '{d}' is already the name of a parameter", ds)
+                            continue
+                        if d in B.all_names() or d in B.CONSTANTS or d == "ctx":
+                            self.err(TileNameError, f"dimension name '{d}' is a built-in name; choose another", ds)
                             continue
                         if d not in dims:
                             dims[d] = self.new_sym(d, "dim", ir.ScalarT("index"), ds)
@@ -411,13 +575,10 @@ class _KernelChecker:
                 sym = self.new_sym(p.name, "tensor", ir.TensorT(t.dtype, tuple(tdims)), p.span)
             else:
                 if t.name not in T.DTYPES or t.name == "index":
-                    self.err(TileTypeError, f"unknown type '{t.name}'", t.span)
+                    self.err(TileTypeError, f"unknown type '{t.name}' (scalar parameters are one of {', '.join(n for n in T.DTYPES if n != 'index')})", t.span)
                     continue
                 sym = self.new_sym(p.name, "scalar_param", ir.ScalarT(t.name), p.span)
                 self.sym_uni[id(sym)] = ir.UNIFORM
-            if isinstance(env.lookup(p.name), ir.Sym) and env.lookup(p.name).kind == "dim":
-                self.err(TileNameError, f"parameter '{p.name}' has the name of a dimension", p.span)
-                continue
             env.names[p.name] = sym
             params.append(ir.Param(sym, p.span))
         # attributes that need the environment
@@ -446,8 +607,8 @@ class _KernelChecker:
                 try:
                     e = self.expr(a, genv, allow_ctx=False)
                     if not isinstance(e.type, ir.ScalarT) or not T.DTYPES[e.type.dtype].is_int:
-                        self.fail(TileTypeError, "@grid's extents must be integers", a.span)
-                    gl.append(e)
+                        self.fail(TileTypeError, f"@grid's extents must be integers, not {_type_str(e.type)}", a.span)
+                    gl.append(self.fin(self.to_index(e, a.span)))
                 except _Abort:
                     pass
             grid = tuple(gl)
@@ -456,9 +617,11 @@ class _KernelChecker:
         if "registers" in self.attrs:
             self.register_names = [(a.id, a.span) for a in self.attrs["registers"].args]
         self.tile_decls: Dict[str, List[ir.Sym]] = {}
+        self.stmt_uni: Dict[int, int] = {}
         self.loop_depth = 0
         self.control: List[Tuple[int, A.Span, str]] = []
-        self.diverged: List[Optional[Tuple[int, A.Span, str]]] = [None]  # per loop frame (0: kernel)
+        self.diverged: List[Optional[tuple]] = [None]  # per loop frame (0: the kernel body)
+        self.loop_keys: List[tuple] = []
         self.fn_frames: List[dict] = []
         body = self.block(k.body, env.child())
         regs = []
@@ -469,7 +632,7 @@ class _KernelChecker:
             else:
                 regs.extend(syms)
         kir = ir.KernelIR(k.name, tuple(params), dims, dict(self.tune), threads, grid, self.dynshared,
-                          tuple(regs), body, k.span)
+                          tuple(regs), body, k.span, dict(self.stmt_uni))
         if not self.errors:
             self.check_registers(kir)
         if not self.errors:
@@ -477,52 +640,67 @@ class _KernelChecker:
         return kir
 
     # ---- control uniformity
-    def control_level(self):
-        lvl = max([c[0] for c in self.control] + [ir.UNIFORM])
-        for d in self.diverged:
-            if d is not None:
-                lvl = max(lvl, d[0])
-        return lvl
-
     def control_reason(self):
+        """The (level, span, clause) of the least uniform control around the current statement."""
         worst = None
         for c in list(self.control) + [d for d in self.diverged if d is not None]:
             if c[0] > ir.UNIFORM and (worst is None or c[0] > worst[0]):
                 worst = c
         return worst
 
-    def require_uniform_control(self, what, span):
-        lvl = self.control_level()
-        if lvl > ir.UNIFORM:
-            _, rspan, desc = self.control_reason()
-            self.fail(TileRuleError, f"{what} under {ir.UNIFORMITY_NAMES[lvl]} control: {desc} at line {rspan.line + self.src.line_offset} differs between threads, but {what.split(' (')[0]} needs every thread of the CTA", span)
+    def control_level(self):
+        r = self.control_reason()
+        return r[0] if r is not None else ir.UNIFORM
+
+    def require_uniform_control(self, what, short, span):
+        r = self.control_reason()
+        if r is not None:
+            lvl, _, clause = r
+            self.fail(TileRuleError, f"{what} under {ir.UNIFORMITY_NAMES[lvl]} control: {clause}, but {short} needs every thread of the CTA; move it where all threads run it", span)
+
+    def clause(self, kind, node, span):
+        line = span.line + self.src.line_offset
+        if kind == "if":
+            return f"the condition '{self.text(node)}' at line {line} differs between threads"
+        if kind == "while":
+            return f"the while condition '{self.text(node)}' at line {line} differs between threads"
+        if kind == "for":
+            return f"the loop bounds at line {line} differ between threads"
+        return f"the '{kind}' at line {line} is taken by some threads only"
 
     # ---- statements
     def block(self, stmts, env) -> Tuple[ir.Stmt, ...]:
         out = []
-        scope_names = {}
+        scope_names: Dict[str, int] = {}
         for s in stmts:
             try:
                 r = self.stmt(s, env, scope_names)
             except _Abort:
+                if isinstance(s, (A.Let, A.VarDecl)) and s.name not in scope_names:
+                    env.names[s.name] = _POISON
+                    scope_names[s.name] = s.span.line
                 continue
             if r is None:
                 continue
             if isinstance(r, list):
                 out.extend(r)
             else:
+                self.stmt_uni[id(r)] = self.control_level()
                 out.append(r)
         return tuple(out)
 
-    def declare(self, env, scope_names, name, sym_or_binding, span):
+    def declare(self, env, scope_names, name, binding, span):
         if name in scope_names:
             self.fail(TileNameError, f"'{name}' is already defined in this block (line {scope_names[name] + self.src.line_offset}); use another name, or assign with '{name} = ...' if it is a var", span)
-        if name in B.all_names() or name in ("ctx",) or name in B.CONSTANTS:
+        if name in B.all_names() or name == "ctx" or name in B.CONSTANTS:
             self.fail(TileNameError, f"'{name}' is a built-in name; choose another", span)
-        if isinstance(env.lookup(name), _Tune):
+        prior = env.lookup(name)
+        if isinstance(prior, _Tune):
             self.fail(TileNameError, f"'{name}' is an @autotune name; choose another", span)
+        if isinstance(prior, ir.Sym) and prior.kind in ("tensor", "dim", "scalar_param"):
+            self.fail(TileNameError, f"'{name}' is a kernel {'parameter' if prior.kind != 'dim' else 'dimension'}; choose another name", span)
         scope_names[name] = span.line
-        env.names[name] = sym_or_binding
+        env.names[name] = binding
 
     def decl_key(self, span):
         return (self.inline_path, span.line, span.column)
@@ -535,72 +713,114 @@ class _KernelChecker:
         if isinstance(s, A.Assign):
             return self.assign_stmt(s, env)
         if isinstance(s, A.For):
-            return self.for_stmt(s, env, scope_names)
+            return self.for_stmt(s, env)
         if isinstance(s, A.While):
-            cond = self.cond(s.cond, env, "a while condition")
-            u = self.uni(cond)
-            self.control.append((u, s.cond.span, f"the while condition '{self.text(s.cond)}'"))
-            self.loop_depth += 1
-            self.diverged.append(None)
-            if self.fn_frames:
-                self.fn_frames[-1]["loops"] += 1
-            try:
-                body = self.block(s.body, env.child())
-            finally:
-                self.control.pop()
-                self.loop_depth -= 1
-                self.diverged.pop()
-                if self.fn_frames:
-                    self.fn_frames[-1]["loops"] -= 1
-            return ir.While(cond, body, s.span)
+            return self.while_stmt(s, env)
         if isinstance(s, A.If):
-            cond = self.cond(s.cond, env, "an if condition")
-            u = self.uni(cond)
-            self.control.append((u, s.cond.span, f"the condition '{self.text(s.cond)}'"))
-            try:
-                then = self.block(s.then, env.child())
-                orelse = self.block(s.orelse, env.child())
-            finally:
-                self.control.pop()
-            return ir.If(cond, then, orelse, s.span)
+            return self.if_stmt(s, env)
         if isinstance(s, (A.Break, A.Continue)):
             word = "break" if isinstance(s, A.Break) else "continue"
             if self.fn_frames and self.fn_frames[-1]["loops"] == 0:
-                self.fail(TileRuleError, f"'{word}' in a statement function must be inside a loop of that function", s.span)
+                raise _Abort()  # reported once, at the function's definition (_check_jumps)
             if self.loop_depth == 0:
-                self.fail(TileRuleError, f"'{word}' outside a loop", s.span)
-            self.note_divergence(len(self.diverged) - 1, word, s.span)
+                self.fail(TileRuleError, f"'{word}' outside a loop; it leaves (or skips a turn of) the innermost for or while", s.span)
+            self.note_divergence(word, s.span)
             return ir.Break(s.span) if word == "break" else ir.Continue(s.span)
         if isinstance(s, A.Return):
             if self.fn_frames:
-                self.fail(TileRuleError, "'return' is not allowed in a statement function (its body is spliced into the caller)", s.span)
-            for i in range(len(self.diverged)):
-                self.note_divergence(i, "return", s.span)
+                raise _Abort()  # reported once, at the function's definition (_check_jumps)
+            self.note_divergence("return", s.span)
             return ir.Return(s.span)
         if isinstance(s, A.ExprStmt):
             return self.expr_stmt(s, env)
-        raise AssertionError(s)
+        self.fail(TileRuleError, "unsupported statement", s.span)
 
-    def note_divergence(self, frame, word, span):
+    def note_divergence(self, word, span):
+        """After a jump taken under non-uniform control, some threads are gone: the rest of the
+        block runs under that control, and a `break` or `return` also leaves the threads that
+        took it out of every later turn of the loop(s) it leaves, so the whole loop body does."""
         lvl = self.control_level()
-        if lvl > ir.UNIFORM:
-            cur = self.diverged[frame]
+        if lvl == ir.UNIFORM:
+            return
+        reason = (lvl, span, self.clause(word, None, span))
+        frames = [len(self.diverged) - 1] if word != "return" else list(range(len(self.diverged)))
+        for f in frames:
+            cur = self.diverged[f]
             if cur is None or cur[0] < lvl:
-                self.diverged[frame] = (lvl, span, f"the '{word}' taken by some threads only")
+                self.diverged[f] = reason
+        loops = self.loop_keys[-1:] if word == "break" else self.loop_keys if word == "return" else []
+        for key in loops:
+            cur = self.loop_div.get(key)
+            if cur is None or cur[0] < lvl:
+                self.loop_div[key] = reason
+
+    def loop_body(self, key, body, env):
+        self.loop_depth += 1
+        self.diverged.append(self.loop_div.get(key))
+        self.loop_keys.append(key)
+        if self.fn_frames:
+            self.fn_frames[-1]["loops"] += 1
+        try:
+            return self.block(body, env)
+        finally:
+            self.loop_depth -= 1
+            self.diverged.pop()
+            self.loop_keys.pop()
+            if self.fn_frames:
+                self.fn_frames[-1]["loops"] -= 1
+
+    def while_stmt(self, s: A.While, env):
+        cond, u = None, ir.UNIFORM
+        try:
+            cond = self.cond(s.cond, env, "a while condition")
+            u = self.uni(cond)
+        except _Abort:
+            pass
+        self.control.append((u, s.cond.span, self.clause("while", s.cond, s.cond.span)))
+        try:
+            body = self.loop_body(self.decl_key(s.span), s.body, env.child())
+        finally:
+            self.control.pop()
+        if cond is None:
+            raise _Abort()
+        return ir.While(cond, body, s.span)
+
+    def if_stmt(self, s: A.If, env):
+        cond, u = None, ir.UNIFORM
+        try:
+            cond = self.cond(s.cond, env, "an if condition")
+            u = self.uni(cond)
+        except _Abort:
+            pass
+        self.control.append((u, s.cond.span, self.clause("if", s.cond, s.cond.span)))
+        try:
+            then = self.block(s.then, env.child())
+            orelse = self.block(s.orelse, env.child())
+        finally:
+            self.control.pop()
+        if cond is None:
+            raise _Abort()
+        return ir.If(cond, then, orelse, s.span)
 
     def let_stmt(self, s: A.Let, env, scope_names):
         value = self.expr(s.value, env)
         typ = value.type
+        if isinstance(typ, ir.TensorT):
+            self.fail(TileRuleError, "a tensor cannot be bound whole; bind a slice, as in let v = A[r :+ 64, :]", s.value.span)
         if s.type is not None:
             want = self.type_expr(s.type, env)
-            value = self.coerce(value, want, s.value.span, "let")
+            value = self.coerce(value, want, s.value.span)
             typ = want
+        elif isinstance(value, ir.Const):
+            value = self.fin(value)
+            typ = value.type
         if isinstance(typ, ir.TileT):
             is_view = isinstance(value, ir.Slice) or (isinstance(value, ir.Ref) and value.sym.kind in ("var", "let", "view") and isinstance(value.sym.type, ir.TileT))
-            if is_view:
-                self.require_slice_uniform(value, s.span)
-            else:
-                self.require_uniform_control("a tile statement (let of a tile)", s.span)
+            if not is_view:
+                self.require_uniform_control("a tile statement (let of a tile)", "a tile statement", s.span)
+            if is_view and value.type != typ:
+                is_view = False  # a converting let makes a tile of its own
+                self.require_uniform_control("a tile statement (let of a tile)", "a tile statement", s.span)
             sym = self.new_sym(s.name, "view" if is_view else "let", typ, s.span)
             self.sym_uni[id(sym)] = ir.UNIFORM
             if not is_view:
@@ -609,25 +829,23 @@ class _KernelChecker:
             sym = self.new_sym(s.name, "let", typ, s.span)
             self.sym_uni[id(sym)] = max(self.uni(value), self.control_level())
         self.declare(env, scope_names, s.name, sym, s.span)
-        return ir.Let(sym, value, s.span)
+        return ir.Let(sym, self.fin(value), s.span)
 
     def var_stmt(self, s: A.VarDecl, env, scope_names):
         want = self.type_expr(s.type, env) if s.type is not None else None
         value = self.expr(s.value, env) if s.value is not None else None
         if want is None and value is None:
-            self.fail(TileTypeError, f"var '{s.name}' needs a type or an initial value", s.span)
-        if isinstance(want, ir.TensorT):
-            self.fail(TileTypeError, "a var cannot be a tensor; tensors are kernel parameters", s.type.span)
+            self.fail(TileTypeError, f"var '{s.name}' needs a type or an initial value, as in 'var {s.name}: f32 = 0.0'", s.span)
+        if value is not None and isinstance(value.type, ir.TensorT):
+            self.fail(TileRuleError, "a tensor cannot be copied whole; copy a slice, as in var t = A[r :+ 64, :]", s.value.span)
         if want is None:
+            if isinstance(value, ir.Const):
+                value = self.fin(value)
             want = value.type
-            if isinstance(want, ir.ScalarT) and want.dtype == "bool":
-                pass
-            if isinstance(value, ir.Const) and isinstance(want, ir.ScalarT) and want.dtype == "i32" and isinstance(value.value, (int, np.integer)):
-                want = ir.ScalarT("i32")
         if value is not None:
-            value = self.coerce(value, want, s.value.span, "var")
+            value = self.coerce(value, want, s.value.span)
         if isinstance(want, ir.TileT):
-            self.require_uniform_control("a tile statement (var of a tile)", s.span)
+            self.require_uniform_control("a tile statement (var of a tile)", "a tile statement", s.span)
         sym = self.new_sym(s.name, "var", want, s.span)
         key = self.decl_key(s.span)
         self.sym_key[id(sym)] = key
@@ -637,98 +855,103 @@ class _KernelChecker:
         else:
             self.tile_decls.setdefault(s.name, []).append(sym)
         self.declare(env, scope_names, s.name, sym, s.span)
-        return ir.VarDecl(sym, value, s.span)
+        return ir.VarDecl(sym, self.fin(value) if value is not None else None, s.span)
 
     def assign_stmt(self, s: A.Assign, env):
         target = self.target(s.target, env)
         value = self.expr(s.value, env)
-        op = s.op
+        if isinstance(value.type, ir.TensorT):
+            self.fail(TileRuleError, "a tensor cannot be assigned whole; assign a slice of it", s.value.span)
         ttype = target.type
-        if op is not None:
-            combined = self.binary_types(op, target, value, s.span)
+        if s.op is not None:
+            combined, opdt = self.binary_types(s.op, target, value, s.span)
+            if isinstance(value, _Lit):
+                value = self.fit_const(value, opdt, s.value.span)
             if isinstance(ttype, ir.TileT) and isinstance(combined, ir.TileT) and not _fits(combined.shape, ttype.shape):
                 self.fail(TileShapeError, f"'{self.text(s.value)}' of shape {_shape_str(combined.shape)} does not fit the target of shape {_shape_str(ttype.shape)}", s.value.span)
-            check_val = ir.Binary(op, target, value, combined, s.span)
-            self.coerce(check_val, ttype, s.value.span, "assign")
-            if not isinstance(ttype, ir.TileT):
-                value = self.coerce(value, combined if isinstance(combined, ir.ScalarT) else ttype, s.value.span, "assign") if isinstance(value, ir.Const) else value
+            self.coerce(ir.Binary(s.op, target, value, combined, s.span), ttype, s.value.span)
         else:
-            value = self.coerce(value, ttype, s.value.span, "assign")
+            value = self.coerce(value, ttype, s.value.span)
         if isinstance(ttype, ir.TileT):
-            self.require_uniform_control("a tile statement (assignment to a tile)", s.span)
-            if isinstance(target, ir.Slice):
-                self.require_slice_uniform(target, s.span)
+            self.require_uniform_control("a tile statement (assignment to a tile)", "a tile statement", s.span)
         elif isinstance(target, ir.Ref):
             key = self.sym_key.get(id(target.sym))
             if key is not None:
                 u = max(self.uni(value), self.control_level())
                 self.var_uni[key] = max(self.var_uni.get(key, ir.UNIFORM), u)
-        if isinstance(value, ir.Ref) and isinstance(value.type, ir.TensorT):
-            self.fail(TileRuleError, "a tensor cannot be assigned whole; slice it", s.value.span)
-        return ir.Assign(target, value, op, s.span)
+        return ir.Assign(self.fin(target), self.fin(value), s.op, s.span)
 
-    def for_stmt(self, s: A.For, env, scope_names):
+    def for_stmt(self, s: A.For, env):
+        lo = hi = None
+        step, unroll, u = 1, 1, ir.UNIFORM
+        ok = True
         if len(s.args) == 1:
             lo_ast, hi_ast, step_ast = None, s.args[0], None
         else:
             lo_ast, hi_ast = s.args[0], s.args[1]
             step_ast = s.args[2] if len(s.args) == 3 else None
-        lo = self.index_expr(lo_ast, env, "the loop's start") if lo_ast is not None else ir.Const(0, ir.ScalarT("index"), s.span)
-        hi = self.index_expr(hi_ast, env, "the loop's end")
-        step = 1
-        if step_ast is not None:
-            try:
-                step = _fold(step_ast, env)
-            except _NotConst:
-                self.fail(TileRuleError, "a for loop's step must be a constant (a literal or an @autotune name)", step_ast.span)
-            if not isinstance(step, int) or step <= 0:
-                self.fail(TileRuleError, f"a for loop's step must be a positive integer, not {step}", step_ast.span)
-        unroll = 1
-        if s.unroll is not None:
-            if isinstance(s.unroll, str):
-                b = env.lookup(s.unroll)
-                if not isinstance(b, _Tune):
-                    self.fail(TileRuleError, f"the unroll count '{s.unroll}' must be a constant: an integer literal or an @autotune name", s.unroll_span)
-                unroll = b.value
-            else:
-                unroll = s.unroll
-            if unroll < 1:
-                self.fail(TileRuleError, f"the unroll count must be at least 1, not {unroll}", s.unroll_span)
-        u = max(self.uni(lo), self.uni(hi))
+        try:
+            lo = self.index_expr(lo_ast, env, "the loop's start") if lo_ast is not None else ir.Const(0, ir.ScalarT("index"), s.span)
+            hi = self.index_expr(hi_ast, env, "the loop's end")
+            u = max(self.uni(lo), self.uni(hi))
+        except _Abort:
+            ok = False
+        try:
+            if step_ast is not None:
+                try:
+                    step = _fold(step_ast, env)
+                except _NotConst:
+                    self.fail(TileRuleError, "a for loop's step must be a constant (a literal or an @autotune name); for a step known only at run time, use a while loop", step_ast.span)
+                if not isinstance(step, int) or step <= 0 or step >= 2 ** 62:
+                    self.fail(TileRuleError, f"a for loop's step must be a positive integer, not {step}; to count down, count up and compute the index", step_ast.span)
+        except _Abort:
+            ok = False
+        try:
+            if s.unroll is not None:
+                if isinstance(s.unroll, str):
+                    b = env.lookup(s.unroll)
+                    if not isinstance(b, _Tune):
+                        self.fail(TileRuleError, f"the unroll count '{s.unroll}' must be a constant: an integer literal or an @autotune name", s.unroll_span)
+                    unroll = b.value
+                else:
+                    unroll = s.unroll
+                if not 1 <= unroll <= 1024:
+                    self.fail(TileRuleError, f"the unroll count must be at least 1 (and at most 1024), not {unroll}", s.unroll_span)
+        except _Abort:
+            ok = False
+        if s.var in B.all_names() or s.var == "ctx" or s.var in B.CONSTANTS:
+            self.err(TileNameError, f"'{s.var}' is a built-in name; choose another loop variable", s.span)
+            ok = False
         var = self.new_sym(s.var, "loop", ir.ScalarT("index"), s.span)
         self.sym_uni[id(var)] = max(u, self.control_level())
         benv = env.child()
-        if s.var in B.all_names() or s.var == "ctx":
-            self.fail(TileNameError, f"'{s.var}' is a built-in name; choose another loop variable", s.span)
-        benv.names[s.var] = var
-        self.control.append((u, s.span, "the loop bounds"))
-        self.loop_depth += 1
-        self.diverged.append(None)
-        if self.fn_frames:
-            self.fn_frames[-1]["loops"] += 1
+        benv.names[s.var] = var if ok else _POISON
+        self.control.append((u, s.span, self.clause("for", None, s.span)))
         try:
-            body = self.block(s.body, benv.child())
+            body = self.loop_body(self.decl_key(s.span), s.body, benv.child())
         finally:
             self.control.pop()
-            self.loop_depth -= 1
-            self.diverged.pop()
-            if self.fn_frames:
-                self.fn_frames[-1]["loops"] -= 1
-        return ir.For(var, lo, hi, step, unroll, body, s.span)
+        if not ok:
+            raise _Abort()
+        return ir.For(var, self.fin(lo), self.fin(hi), step, unroll, body, s.span)
 
     def expr_stmt(self, s: A.ExprStmt, env):
         e = s.expr
         if isinstance(e, A.Call):
+            b = env.lookup(e.func)
+            if isinstance(b, _Poison):
+                raise _Abort()
+            if isinstance(b, _MacroArg):
+                self.fail(TileRuleError, f"'{e.func}' is a parameter, not a function", e.func_span)
+            if b is not None and not isinstance(b, _Tune):
+                self.fail(TileNameError, f"'{e.func}' is not a function", e.func_span)
             if e.func == "barrier":
                 if e.args:
                     self.fail(TileRuleError, "barrier() takes no arguments", e.span)
-                self.require_uniform_control("barrier() (it would hang)", e.span)
+                self.require_uniform_control("barrier() (it would hang)", "barrier()", e.span)
                 return ir.Barrier(s.span)
             if e.func in B.ATOMICS:
                 return self.atomic(e, env)
-            b = env.lookup(e.func)
-            if isinstance(b, _MacroArg):
-                self.fail(TileRuleError, f"'{e.func}' is a parameter, not a function", e.func_span)
             if e.func in self.fns and not self.fns[e.func].is_expr:
                 return self.inline_stmt_fn(self.fns[e.func], e, env)
         # any other expression: its value would be dropped
@@ -743,35 +966,62 @@ class _KernelChecker:
             self.fail(TileRuleError, f"the first argument of {e.func} must be one element of a tensor, as in T[i, j]", e.args[0].span)
         value = self.expr(e.args[1], env)
         if not isinstance(value.type, ir.ScalarT):
-            self.fail(TileTypeError, f"{e.func} adds one scalar value", e.args[1].span)
+            self.fail(TileTypeError, f"{e.func} takes one scalar value, not {_type_str(value.type)}", e.args[1].span)
         dt = target.type.dtype
         if dt not in ("f32", "f64", "i32", "i64", "u32", "f16", "bf16"):
             self.fail(TileTypeError, f"{e.func} works on f16, bf16, f32, f64, i32, i64 and u32 tensors, not {dt}", e.args[0].span)
         if e.func == "atomic_max" and dt in ("f16", "bf16"):
             self.fail(TileTypeError, "atomic_max works on f32, f64, i32, i64 and u32 tensors", e.args[0].span)
-        value = self.coerce(value, target.type, e.args[1].span, "atomic")
-        return ir.Atomic(B.ATOMICS[e.func], target, value, e.span)
+        value = self.coerce(value, target.type, e.args[1].span)
+        return ir.Atomic(B.ATOMICS[e.func], self.fin(target), self.fin(value), e.span)
 
-    def inline_stmt_fn(self, f: A.Function, call: A.Call, env):
+    # ---- functions
+    @contextlib.contextmanager
+    def at_call_site(self, m: _MacroArg):
+        """Check a function argument as the caller would: its call stack and call sites."""
+        saved = (self.call_stack, self.call_sites)
+        self.call_stack, self.call_sites = list(m.caller[0]), list(m.caller[1])
+        try:
+            yield
+        finally:
+            self.call_stack, self.call_sites = saved
+
+    def bind_args(self, f: A.Function, call: A.Call, env):
         if len(call.args) != len(f.params):
             self.fail(TileRuleError, f"function '{f.name}' takes {len(f.params)} argument(s), not {len(call.args)}", call.span)
+        if f.name in self.recursive:
+            raise _Abort()  # reported once, at the function's definition
         if f.name in self.call_stack:
             self.fail(TileRuleError, f"function '{f.name}' calls itself; recursion is not allowed", call.span)
         written = _written_params(f)
         for p, a in zip(f.params, call.args):
             if p in written and not isinstance(a, A.Name):
                 self.fail(TileRuleError, f"function '{f.name}' indexes or assigns its parameter '{p}', so it must be passed a name, not '{self.text(a)}'", a.span)
+        caller = (tuple(self.call_stack), tuple(self.call_sites))
         fenv = env.child()
         for p, a in zip(f.params, call.args):
-            fenv.names[p] = _MacroArg(a, env, f.name)
+            fenv.names[p] = _MacroArg(a, env, f.name, caller)
+        return fenv
+
+    @contextlib.contextmanager
+    def inside(self, f: A.Function, call: A.Call):
         self.call_stack.append(f.name)
+        self.call_sites.append((f.name, call.span))
+        try:
+            yield
+        finally:
+            self.call_stack.pop()
+            self.call_sites.pop()
+
+    def inline_stmt_fn(self, f: A.Function, call: A.Call, env):
+        fenv = self.bind_args(f, call, env)
         self.fn_frames.append({"loops": 0})
         saved_path = self.inline_path
         self.inline_path = self.inline_path + ((call.span.line, call.span.column),)
         try:
-            body = self.block(f.body, fenv.child())
+            with self.inside(f, call):
+                body = self.block(f.body, fenv.child())
         finally:
-            self.call_stack.pop()
             self.fn_frames.pop()
             self.inline_path = saved_path
         return list(body)
@@ -783,7 +1033,7 @@ class _KernelChecker:
                 self.fail(TileTypeError, f"unknown type '{t.name}'", t.span)
             return ir.ScalarT(t.name)
         if isinstance(t, A.TensorTypeExpr):
-            self.fail(TileTypeError, "only kernel parameters are tensors", t.span)
+            self.fail(TileTypeError, "only kernel parameters are tensors; declare a tile, as in tile<f32>[64, 64]", t.span)
         if t.dtype not in T.ELEMENT_DTYPES:
             self.fail(TileTypeError, f"'{t.dtype}' is not a tile element type (one of {', '.join(T.ELEMENT_DTYPES)})", t.span)
         if not 1 <= len(t.dims) <= 2:
@@ -799,12 +1049,15 @@ class _KernelChecker:
         except _NotConst:
             if isinstance(d, A.Name):
                 b = env.lookup(d.id)
+                if isinstance(b, _Poison):
+                    raise _Abort()
                 if isinstance(b, ir.Sym) and b.kind == "dim":
                     self.fail(TileShapeError, f"{what} must be a constant, but '{d.id}' is a runtime dimension; bind it with @autotune({d.id} in [...]) or use a literal", d.span)
                 if isinstance(b, _MacroArg):
-                    return self.const_extent(b.expr, b.env, what)
+                    with self.at_call_site(b):
+                        return self.const_extent(b.expr, b.env, what)
             self.fail(TileShapeError, f"{what} must be a constant: a literal or an @autotune name, not '{self.text(d)}'", d.span)
-        if not isinstance(v, int) or v <= 0:
+        if not isinstance(v, int) or v <= 0 or v > 2 ** 31:
             self.fail(TileShapeError, f"{what} must be a positive integer, not {v}", d.span)
         return v
 
@@ -829,46 +1082,39 @@ class _KernelChecker:
             if s.kind == "var" and isinstance(s.type, ir.ScalarT):
                 return self.var_uni.get(self.sym_key.get(id(s)), ir.UNIFORM)
             return self.sym_uni.get(id(s), ir.UNIFORM)
-        if isinstance(e, ir.Element):
-            u = max([self.uni(i) for i in e.indices] + [ir.UNIFORM])
-            if e.base.kind in ("var", "let", "view") and e.base.kind != "tensor":
-                return u
-            return u
         return max([self.uni(c) for c in ir.sub_exprs(e)] + [ir.UNIFORM])
-
-    def require_slice_uniform(self, sl, span):
-        if isinstance(sl, ir.Slice):
-            for sub in sl.subs:
-                x = sub.index if isinstance(sub, ir.SubIndex) else sub.start
-                if self.uni(x) > ir.UNIFORM:
-                    self.fail(TileRuleError, "a tile slice's start differs between threads; a tile statement's slices must be the same in every thread (uniform)", span)
 
     def cond(self, e, env, what):
         c = self.expr(e, env)
         if c.type != ir.ScalarT("bool"):
             self.fail(TileTypeError, f"{what} must be a bool scalar (a comparison), not {_type_str(c.type)}", e.span)
-        return c
+        return self.fin(c)
+
+    def to_index(self, x, span):
+        if isinstance(x, ir.Const):
+            return self.fit_const(x, "index", span) if isinstance(x, _Lit) else ir.Const(int(x.value), ir.ScalarT("index"), x.span)
+        return x
 
     def index_expr(self, e, env, what):
         x = self.expr(e, env)
         if not isinstance(x.type, ir.ScalarT) or not T.DTYPES[x.type.dtype].is_int:
-            self.fail(TileTypeError, f"{what} must be an integer, not {_type_str(x.type)}", e.span)
-        if isinstance(x, ir.Const):
-            return ir.Const(int(x.value), ir.ScalarT("index"), x.span)
-        return x
+            extra = "; convert it, as in i32(x)" if isinstance(x.type, ir.ScalarT) and x.type.dtype in ("u8", "u16", "u32") else ""
+            self.fail(TileTypeError, f"{what} must be an integer, not {_type_str(x.type)}{extra}", e.span)
+        return self.to_index(x, e.span)
 
     def target(self, e, env) -> ir.Expr:
         if isinstance(e, A.Name):
             b = env.lookup(e.id)
+            if isinstance(b, _Poison):
+                raise _Abort()
             if isinstance(b, _MacroArg):
-                return self.target(b.expr, b.env)
+                with self.at_call_site(b):
+                    return self.target(b.expr, b.env)
             if b is None:
-                self.fail(TileNameError, f"'{e.id}' is not defined", e.span)
+                self.fail(TileNameError, f"'{e.id}' is not defined; declare it with 'var {e.id} = ...'", e.span)
             if isinstance(b, _Tune):
                 self.fail(TileRuleError, f"'{e.id}' is an @autotune constant and cannot be assigned", e.span)
             s = b
-            if not isinstance(s, ir.Sym):
-                self.fail(TileRuleError, f"'{e.id}' cannot be assigned", e.span)
             if s.kind == "var":
                 return ir.Ref(s, s.type, e.span)
             if s.kind in ("let", "view"):
@@ -877,20 +1123,22 @@ class _KernelChecker:
                 self.fail(TileRuleError, f"tensor '{e.id}' cannot be assigned whole; write a slice, as in {e.id}[r :+ 8, :] = t", e.span)
             self.fail(TileRuleError, f"'{e.id}' ({'a loop variable' if s.kind == 'loop' else 'a parameter' if s.kind == 'scalar_param' else 'a dimension'}) cannot be assigned", e.span)
         if isinstance(e, A.Index):
-            return self.index(e, env, as_target=True)
+            return self.index(e, env)
         if isinstance(e, A.Call) and e.func == "flat":
             return self.expr(e, env)
         self.fail(TileRuleError, f"'{self.text(e)}' cannot be assigned; assign a var, a slice or an element", e.span)
 
     def expr(self, e, env, allow_ctx=True) -> ir.Expr:
         if isinstance(e, A.IntLit):
-            if not -(2 ** 63) <= e.value < 2 ** 63:
+            if e.value > 2 ** 63:
                 self.fail(TileTypeError, f"the integer {e.value} does not fit in 64 bits", e.span)
-            return ir.Const(e.value, ir.ScalarT("i32"), e.span)
+            return _Lit(e.value, _lit_type(e.value), e.span)
         if isinstance(e, A.FloatLit):
-            return ir.Const(float(np.float32(e.value)), ir.ScalarT("f32"), e.span)
+            if not math.isfinite(e.value):
+                self.fail(TileTypeError, f"the float literal {self.text(e)} is out of the range of every float type", e.span)
+            return _Lit(e.value, ir.ScalarT("f32"), e.span)
         if isinstance(e, A.Name):
-            return self.name(e, env)
+            return self.name(e, env, allow_ctx)
         if isinstance(e, A.Field):
             path = []
             x = e
@@ -902,30 +1150,31 @@ class _KernelChecker:
                 if f not in B.CTX_FIELDS:
                     self.fail(TileNameError, f"ctx has no field '{f}' (it has: {', '.join(B.CTX_FIELDS)})", e.span)
                 if not allow_ctx:
-                    self.fail(TileRuleError, "ctx is not available here", e.span)
+                    self.fail(TileRuleError, "ctx is not available here: @grid is computed on the host, before any CTA runs", e.span)
                 return ir.Ctx(f, ir.ScalarT("index"), e.span)
-            self.fail(TileNameError, f"'{self.text(e)}': only ctx has fields", e.span)
+            self.fail(TileNameError, f"'{self.text(e)}': only ctx has fields (ctx.block.x, ctx.thread, ...)", e.span)
         if isinstance(e, A.Unary):
             x = self.expr(e.operand, env, allow_ctx)
             return self.unary(e, x)
         if isinstance(e, A.Binary):
             a = self.expr(e.left, env, allow_ctx)
             b = self.expr(e.right, env, allow_ctx)
-            t = self.binary_types(e.op, a, b, e.span)
-            folded = _fold_binary(e.op, a, b, t, e.span)
-            return folded if folded is not None else ir.Binary(e.op, a, b, t, e.span)
+            return self.binary(e.op, a, b, e.span)
         if isinstance(e, A.Index):
             return self.index(e, env)
         if isinstance(e, A.Call):
             return self.call(e, env, allow_ctx)
         self.fail(TileRuleError, "unsupported expression", e.span)
 
-    def name(self, e: A.Name, env):
+    def name(self, e: A.Name, env, allow_ctx=True):
         b = env.lookup(e.id)
+        if isinstance(b, _Poison):
+            raise _Abort()
         if isinstance(b, _MacroArg):
-            return self.expr(b.expr, b.env)
+            with self.at_call_site(b):
+                return self.expr(b.expr, b.env, allow_ctx)
         if isinstance(b, _Tune):
-            return ir.Const(b.value, ir.ScalarT("i32"), e.span)
+            return _Lit(b.value, _lit_type(b.value), e.span)
         if b is None:
             if e.id in B.CONSTANTS:
                 return ir.Const(B.CONSTANTS[e.id], ir.ScalarT("bool"), e.span)
@@ -944,22 +1193,29 @@ class _KernelChecker:
         dt = self.scalar_dtype(t, e.span)
         if e.op == "-":
             self.require_arith(dt, e.span)
-            rt = self.with_dtype(t, T.compute_type(dt) if dt != "index" else dt)
+            if dt == "bool":
+                self.fail(TileTypeError, "'-' does not apply to bool values; use '!'", e.span)
+            if isinstance(x, _Lit):
+                return _Lit(-x.value, _lit_type(-x.value), e.span)
+            rt = self.with_dtype(t, T.compute_type(dt))
             if isinstance(x, ir.Const):
-                return ir.Const(-x.value, x.type, e.span)
+                return ir.Const(_convert_const(-x.value, rt.dtype), rt, e.span)
             return ir.Unary("-", x, rt, e.span)
         if e.op == "!":
             if dt != "bool":
-                self.fail(TileTypeError, f"'!' needs a bool, not {dt}", e.span)
+                self.fail(TileTypeError, f"'!' needs a bool, not {dt}; compare first, as in x != 0", e.span)
             if isinstance(x, ir.Const):
                 return ir.Const(not x.value, x.type, e.span)
             return ir.Unary("!", x, t, e.span)
         self.require_arith(dt, e.span)
         if not T.DTYPES[dt].is_int:
             self.fail(TileTypeError, f"'~' needs an integer, not {dt}", e.span)
+        if isinstance(x, _Lit):
+            return _Lit(~x.value, _lit_type(~x.value), e.span)
+        rt = self.with_dtype(t, T.compute_type(dt))
         if isinstance(x, ir.Const):
-            return ir.Const(~x.value, x.type, e.span)
-        return ir.Unary("~", x, self.with_dtype(t, T.compute_type(dt)), e.span)
+            return ir.Const(_convert_const(~x.value, rt.dtype), rt, e.span)
+        return ir.Unary("~", x, rt, e.span)
 
     def scalar_dtype(self, t, span):
         if isinstance(t, ir.TensorT):
@@ -974,39 +1230,160 @@ class _KernelChecker:
     def require_arith(self, dt, span):
         if T.DTYPES[dt].storage_only:
             self.fail(TileTypeError, f"no arithmetic on {dt}: it is a storage type; convert first, as in i32(x)", span)
-        if dt == "bool" and False:
-            pass
+
+    # ---- literals
+    def fit_const(self, c: ir.Const, dtype: str, span) -> ir.Const:
+        """`c` as a constant of type `dtype`. A literal must fit (a float literal in a float type,
+        an integer literal in range); a typed constant converts (wrapping or rounding)."""
+        if not isinstance(c, _Lit):
+            return ir.Const(_convert_const(c.value, dtype), ir.ScalarT(dtype), c.span)
+        v = c.value
+        d = T.DTYPES[dtype]
+        if dtype == "bool":
+            self.fail(TileTypeError, f"cannot use the number {self.lit_text(c)} as a bool; compare, as in x != 0", span)
+        if d.is_float:
+            r = _round_float(float(v), dtype)
+            if not math.isfinite(r):
+                big = float(np.finfo(d.numpy).max) if dtype != "bf16" else 3.3895313892515355e38
+                self.fail(TileTypeError, f"the constant {self.lit_text(c)} is out of the range of {dtype} (largest finite value about {big:.3g})", c.span)
+            return ir.Const(r, ir.ScalarT(dtype), c.span)
+        if isinstance(v, float):
+            self.fail(TileTypeError, f"the float literal {self.lit_text(c)} cannot be {'an index' if dtype == 'index' else 'an ' + dtype}; convert it, as in {('i32' if dtype == 'index' else dtype)}(x)", span)
+        lo, hi = _int_range("i64" if dtype == "index" else dtype)
+        if not lo <= v <= hi:
+            self.fail(TileTypeError, f"the constant {v} does not fit in {dtype} ({lo} to {hi})", c.span)
+        return ir.Const(int(v), ir.ScalarT(dtype), c.span)
+
+    def lit_text(self, c):
+        if c.span.line and c.span.end_line == c.span.line:
+            t = self.text(c)
+            if t and t != "expression":
+                return t
+        return repr(c.value)
+
+    def fin(self, e):
+        """`e` with every open literal given its own type (f32, i32 or i64): see `_finalize`."""
+        return _finalize(e, self.fit_const)
+
+    # ---- operators
+    def binary(self, op, a, b, span):
+        t, opdt = self.binary_types(op, a, b, span)
+        la, lb = isinstance(a, _Lit), isinstance(b, _Lit)
+        if la and not lb:
+            a = self.fit_const(a, opdt, span)
+        elif lb and not la:
+            b = self.fit_const(b, opdt, span)
+        if isinstance(a, ir.Const) and isinstance(b, ir.Const) and isinstance(t, ir.ScalarT):
+            folded = self.fold_binary(op, a, b, t, opdt, span)
+            if folded is not None:
+                return folded
+        return ir.Binary(op, a, b, t, span)
+
+    def fold_binary(self, op, a, b, t, opdt, span):
+        """Fold an operator on two constants. Open literals fold exactly and stay open; typed
+        constants fold in their type (left alone where the result would wrap or is IEEE-special)."""
+        x, y = a.value, b.value
+        both_lit = isinstance(a, _Lit) and isinstance(b, _Lit)
+        is_int = isinstance(x, int) and isinstance(y, int) and not isinstance(x, bool) and not isinstance(y, bool)
+        if op in ("/", "%") and y == 0:
+            if is_int or opdt and T.DTYPES[opdt].is_int:
+                self.fail(TileRuleError, f"{'division' if op == '/' else 'remainder'} by zero in a constant expression", span)
+            return None
+        if op in ("&&", "||"):
+            v = (x and y) if op == "&&" else (x or y)
+            return ir.Const(bool(v), t, span)
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            if not both_lit and T.DTYPES[opdt].is_float:
+                x, y = _round_float(x, opdt), _round_float(y, opdt)
+            v = {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+            return ir.Const(bool(v), t, span)
+        if is_int:
+            if op == "+":
+                v = x + y
+            elif op == "-":
+                v = x - y
+            elif op == "*":
+                v = x * y
+            elif op == "/":
+                v = _cdiv_trunc(x, y)
+            elif op == "%":
+                v = x - _cdiv_trunc(x, y) * y
+            elif op == "&":
+                v = x & y
+            elif op == "|":
+                v = x | y
+            elif op == "^":
+                v = x ^ y
+            elif op in ("<<", ">>"):
+                if not 0 <= y < 64:
+                    return None
+                v = x << y if op == "<<" else x >> y
+            else:
+                return None
+            if both_lit:
+                if not -(2 ** 63) <= v < 2 ** 63:
+                    self.fail(TileTypeError, f"the constant expression '{self.text_span(span)}' is {v}, which does not fit in 64 bits", span)
+                return _Lit(v, _lit_type(v), span)
+            lo, hi = _int_range("i64" if t.dtype == "index" else t.dtype)
+            return ir.Const(v, t, span) if lo <= v <= hi else None
+        if op not in ("+", "-", "*", "/", "%"):
+            return None
+        fx, fy = float(x), float(y)
+        if both_lit:
+            with np.errstate(all="ignore"):
+                v = {"+": fx + fy, "-": fx - fy, "*": fx * fy, "/": fx / fy if fy else math.nan,
+                     "%": math.fmod(fx, fy) if fy else math.nan}[op]
+            if not math.isfinite(v):
+                return None
+            return _Lit(v, ir.ScalarT("f32"), span)
+        npdt = T.DTYPES[t.dtype].numpy
+        with np.errstate(all="ignore"):
+            xa, ya = np.asarray(fx, npdt), np.asarray(fy, npdt)
+            r = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "%": np.fmod}[op](xa, ya)
+        v = float(r)
+        if not math.isfinite(v):
+            return None
+        return ir.Const(v, t, span)
+
+    def text_span(self, span):
+        if span.line == span.end_line and 1 <= span.line <= len(self.src.lines):
+            return self.src.lines[span.line - 1][span.column - 1:span.end_column - 1]
+        return "..."
 
     def operand_types(self, a, b, span, what):
-        """Result dtype of combining a and b (literals adapt to the other side)."""
+        """The type a and b are combined in: an open literal takes the other side's
+        arithmetic type; two values must promote (no int with float, nothing with bool)."""
         ta, tb = a.type.dtype, b.type.dtype
         for dt in (ta, tb):
             self.require_arith(dt, span)
-        ca, cb = isinstance(a, ir.Const), isinstance(b, ir.Const)
+        la, lb = isinstance(a, _Lit), isinstance(b, _Lit)
         if ta == "bool" or tb == "bool":
             if ta == tb:
                 return "bool"
-            self.fail(TileTypeError, f"{what} mixes bool and {tb if ta == 'bool' else ta}; bool converts to nothing", span)
-        if ca and not cb:
+            other = tb if ta == "bool" else ta
+            self.fail(TileTypeError, f"{what} mixes bool and {other}; bool converts to and from nothing (compare first, or use where(c, a, b))", span)
+        if la and not lb:
             return self.literal_adapts(a, tb, span, what)
-        if cb and not ca:
+        if lb and not la:
             return self.literal_adapts(b, ta, span, what)
-        if ca and cb:
-            return "f32" if "f32" in (ta, tb) else ta
+        if la and lb:
+            if "f32" in (ta, tb):
+                return "f32"
+            return "i64" if "i64" in (ta, tb) else "i32"
         r = T.promote(ta, tb)
         if r is None:
-            self.fail(TileTypeError, f"{what} mixes {ta} and {tb}; convert one side first, as in {('f32' if T.DTYPES[ta].is_float or T.DTYPES[tb].is_float else 'i32')}(x)", span)
+            fix = "f32" if T.DTYPES[ta].is_float or T.DTYPES[tb].is_float else "i32"
+            self.fail(TileTypeError, f"{what} mixes {ta} and {tb}; convert one side first, as in {fix}(x)", span)
         return r
 
     def literal_adapts(self, lit, other, span, what):
         if T.DTYPES[other].is_float:
             return T.compute_type(other)
-        if isinstance(lit.value, float) and lit.type.dtype == "f32":
-            self.fail(TileTypeError, f"{what} mixes {other} and the float literal {lit.value}; convert first, as in f32(x)", span)
+        if isinstance(lit.value, float):
+            self.fail(TileTypeError, f"{what} mixes {other} and the float literal {self.lit_text(lit)}; convert first, as in f32(x)", span)
         return T.compute_type(other)
 
     def combine_shapes(self, types, span, what):
-        shape = None
         tiles = [t for t in types if isinstance(t, ir.TileT)]
         if not tiles:
             return None
@@ -1025,6 +1402,7 @@ class _KernelChecker:
                     self.fail(TileRuleError, "a per-thread (varying) value cannot be combined with a tile; tile expressions need values every thread agrees on", span)
 
     def binary_types(self, op, a, b, span):
+        """(result type, operand type) of `a op b`."""
         for x in (a, b):
             self.scalar_dtype(x.type, span)
         self.require_uniform_scalars_with_tiles((a, b), span)
@@ -1033,66 +1411,82 @@ class _KernelChecker:
         if op in ("&&", "||"):
             if a.type.dtype != "bool" or b.type.dtype != "bool":
                 self.fail(TileTypeError, f"{what} needs bool operands, not {a.type.dtype} and {b.type.dtype}", span)
-            dt = "bool"
+            dt = opdt = "bool"
         elif op in ("==", "!=", "<", "<=", ">", ">="):
-            cdt = self.operand_types(a, b, span, what)
-            if cdt == "bool" and op not in ("==", "!="):
+            opdt = self.operand_types(a, b, span, what)
+            if opdt == "bool" and op not in ("==", "!="):
                 self.fail(TileTypeError, f"{what} does not order bools", span)
             dt = "bool"
         else:
-            dt = self.operand_types(a, b, span, what)
+            dt = opdt = self.operand_types(a, b, span, what)
             if dt == "bool":
                 self.fail(TileTypeError, f"{what} does not apply to bool values", span)
             if op in ("&", "|", "^", "<<", ">>") and not T.DTYPES[dt].is_int:
                 self.fail(TileTypeError, f"{what} needs integers, not {dt}", span)
-        return ir.TileT(dt, shape) if shape is not None else ir.ScalarT(dt)
+        return (ir.TileT(dt, shape) if shape is not None else ir.ScalarT(dt)), opdt
 
-    def coerce(self, value, want, span, ctx):
-        """Check that `value` may be stored into something of type `want`."""
+    def coerce(self, value, want, span):
+        """`value` as stored into something of type `want`: within a kind (int, float) values
+        convert on store; across kinds, or to or from bool, a conversion call is needed."""
         vt = value.type
         if isinstance(vt, ir.TensorT):
             self.fail(TileRuleError, "a tensor cannot be used whole; slice it", span)
+        if isinstance(want, ir.TensorT):
+            self.fail(TileRuleError, "a tensor cannot be assigned whole; assign a slice of it", span)
+        if isinstance(want, ir.ScalarT) and isinstance(vt, ir.TileT):
+            self.fail(TileTypeError, f"cannot store a tile {_type_str(vt)} into a scalar of type {want.dtype}", span)
         vd, wd = vt.dtype, want.dtype
         if vd != wd:
             if "bool" in (vd, wd):
-                self.fail(TileTypeError, f"cannot store {vd} into {wd}: bool converts to and from nothing", span)
+                self.fail(TileTypeError, f"cannot store {vd} into {wd}: bool converts to and from nothing" + (" (use where(c, 1, 0))" if vd == "bool" else " (compare instead, as in x != 0)"), span)
             fv, fw = T.DTYPES[vd].is_float, T.DTYPES[wd].is_float
-            if fv != fw:
-                if isinstance(value, ir.Const) and not fv and fw:
-                    value = ir.Const(float(value.value), ir.ScalarT(wd), value.span)
-                else:
-                    self.fail(TileTypeError, f"cannot store {vd} into {wd} without a conversion; write {wd}(...)", span)
-        if isinstance(want, ir.ScalarT) and isinstance(vt, ir.TileT):
-            self.fail(TileTypeError, f"cannot store a tile {_type_str(vt)} into the scalar of type {wd}", span)
+            if fv != fw and not (isinstance(value, _Lit) and fw):
+                if isinstance(value, _Lit):
+                    self.fail(TileTypeError, f"cannot store the float literal {self.lit_text(value)} into {wd}; write an integer, or {wd}(...)", span)
+                self.fail(TileTypeError, f"cannot store {vd} into {wd} without a conversion; write {wd}(...)", span)
         if isinstance(want, ir.TileT):
             if isinstance(vt, ir.TileT):
                 if not _fits(vt.shape, want.shape):
                     self.fail(TileShapeError, f"a tile of shape {_shape_str(vt.shape)} does not fit {_shape_str(want.shape)}", span)
             elif self.uni(value) > ir.UNIFORM:
-                self.fail(TileRuleError, "a tile cannot be filled with a per-thread (varying) value", span)
-        if isinstance(value, ir.Const) and isinstance(want, ir.ScalarT):
-            return ir.Const(value.value, want, value.span)
+                self.fail(TileRuleError, "a tile cannot be filled with a per-thread (varying) value; every thread must agree on it", span)
+        if isinstance(value, ir.Const):
+            return self.fit_const(value, wd, span)
         return value
 
     # ---- subscripts
-    def index(self, e: A.Index, env, as_target=False):
-        base_ast = e.base
+    def resolve_base(self, base_ast, env):
+        """The Sym a subscript's base names (through function parameters), and whether it is
+        flat(...). The subscripts themselves stay in the caller's scope."""
         flat = False
-        if isinstance(base_ast, A.Call) and base_ast.func == "flat":
-            if len(base_ast.args) != 1:
-                self.fail(TileRuleError, "flat(t) takes one tile", base_ast.span)
-            base_ast = base_ast.args[0]
-            flat = True
-        while isinstance(base_ast, A.Name) and isinstance(env.lookup(base_ast.id), _MacroArg):
-            m = env.lookup(base_ast.id)
-            base_ast, env_b = m.expr, m.env
-            return self.index(A.Index(base_ast, e.subs, e.span), env_b, as_target) if not flat else self.index(A.Index(A.Call("flat", (base_ast,), e.span, e.span), e.subs, e.span), env_b, as_target)
+        while True:
+            if isinstance(base_ast, A.Call) and base_ast.func == "flat" and env.lookup("flat") is None:
+                if flat:
+                    self.fail(TileRuleError, "flat(flat(t)) is just flat(t)", base_ast.span)
+                if len(base_ast.args) != 1:
+                    self.fail(TileRuleError, "flat(t) takes one tile", base_ast.span)
+                flat = True
+                base_ast = base_ast.args[0]
+                continue
+            if isinstance(base_ast, A.Name):
+                b = env.lookup(base_ast.id)
+                if isinstance(b, _MacroArg):
+                    base_ast, env = b.expr, b.env
+                    continue
+            break
         if not isinstance(base_ast, A.Name):
-            self.fail(TileRuleError, "only a tensor, a tile or a view can be subscripted", e.base.span)
+            self.fail(TileRuleError, f"only a tensor, a tile or a view can be subscripted, not '{self.text(base_ast)}'; bind it to a var first", base_ast.span)
         b = env.lookup(base_ast.id)
-        if b is None or isinstance(b, _Tune):
-            self.fail(TileNameError, f"'{base_ast.id}' is not defined" if b is None else f"'{base_ast.id}' is a constant and cannot be subscripted", base_ast.span)
-        sym: ir.Sym = b
+        if isinstance(b, _Poison):
+            raise _Abort()
+        if b is None:
+            self.fail(TileNameError, f"'{base_ast.id}' is not defined", base_ast.span)
+        if isinstance(b, _Tune):
+            self.fail(TileTypeError, f"'{base_ast.id}' is a constant and cannot be subscripted", base_ast.span)
+        return b, flat, base_ast
+
+    def index(self, e: A.Index, env):
+        sym, flat, base_ast = self.resolve_base(e.base, env)
         t = sym.type
         if isinstance(t, ir.ScalarT):
             self.fail(TileTypeError, f"'{sym.name}' is a scalar and cannot be subscripted", base_ast.span)
@@ -1106,7 +1500,7 @@ class _KernelChecker:
             if flat:
                 if sym.kind == "view":
                     self.fail(TileRuleError, "flat() applies to a declared tile (var or let), not a view", e.base.span)
-                extents = [1, t.size] if len(t.shape) == 2 else list(t.shape)
+                extents = [1, t.size]
             what = f"tile '{sym.name}'"
         if len(e.subs) != len(extents):
             self.fail(TileShapeError, f"{what} has {len(extents)} dimension(s) but {len(e.subs)} subscript(s) are given", e.span)
@@ -1114,61 +1508,69 @@ class _KernelChecker:
         shape = []
         for i, (s, ext) in enumerate(zip(e.subs, extents)):
             if isinstance(s, A.IndexSub):
-                subs.append(ir.SubIndex(self.index_expr(s.index, env, "a subscript")))
+                subs.append(ir.SubIndex(self.fin(self.index_expr(s.index, env, "a subscript"))))
             elif isinstance(s, A.FullSub):
                 if not isinstance(ext, int):
                     self.fail(TileShapeError, f"':' over dimension {i} of {what}, a runtime dimension ('{ext}'); a tile's shape must be constant, so write a slice such as 0 :+ 64", s.span)
                 subs.append(ir.SubRange(ir.Const(0, ir.ScalarT("index"), s.span), ext, True))
                 shape.append(ext)
             else:
-                start = self.index_expr(s.start, env, "a slice's start")
+                start = self.fin(self.index_expr(s.start, env, "a slice's start"))
                 n = self.const_extent(s.length, env, "a slice's length")
+                if self.uni(start) > ir.UNIFORM:
+                    self.fail(TileRuleError, f"the slice start '{self.text(s.start)}' differs between threads; a slice makes a tile that all threads share, so its start must be the same in every thread (uniform)", s.start.span)
                 subs.append(ir.SubRange(start, n))
                 shape.append(n)
         if not shape:
             indices = tuple(x.index for x in subs)
+            if sym.name in [n for n, _ in self.register_names] and sym.kind != "tensor":
+                self.fail(TileRuleError, f"'{sym.name}' is kept in registers (@registers): it cannot be indexed, since each thread holds only its own elements", e.span)
             return ir.Element(sym, indices, flat, ir.ScalarT(t.dtype), e.span)
         if len(shape) > 2:
             self.fail(TileShapeError, f"a slice makes a tile of at most 2 dimensions, not {len(shape)}; select the others with scalar indices", e.span)
         if sym.kind != "tensor":
             # a slice of a tile must stay inside it
             for s, sub, ext in zip(e.subs, subs, extents):
+                if isinstance(sub, ir.SubRange) and sub.length > ext:
+                    self.fail(TileShapeError, f"a slice of length {sub.length} does not fit in {what}, whose extent is {ext}", s.span)
                 if isinstance(sub, ir.SubRange) and isinstance(sub.start, ir.Const):
                     if sub.start.value < 0 or sub.start.value + sub.length > ext:
                         self.fail(TileShapeError, f"the slice {sub.start.value} :+ {sub.length} runs outside {what}, whose extent is {ext}", s.span)
-                if isinstance(sub, ir.SubRange) and sub.length > ext:
-                    self.fail(TileShapeError, f"a slice of length {sub.length} does not fit in {what}, whose extent is {ext}", s.span)
             if sym.name in [n for n, _ in self.register_names]:
-                self.fail(TileRuleError, f"'{sym.name}' is kept in registers (@registers): it cannot be sliced or indexed, since each thread holds only its own elements", e.span)
+                self.fail(TileRuleError, f"'{sym.name}' is kept in registers (@registers): it cannot be sliced, since each thread holds only its own elements", e.span)
         return ir.Slice(sym, tuple(subs), flat, ir.TileT(t.dtype, tuple(shape)), e.span)
 
     # ---- calls
     def call(self, e: A.Call, env, allow_ctx=True):
         f = e.func
         b = env.lookup(f)
+        if isinstance(b, _Poison):
+            raise _Abort()
         if b is not None and not isinstance(b, _Tune):
             self.fail(TileNameError, f"'{f}' is not a function", e.func_span)
         if f in self.fns:
             fn = self.fns[f]
             if not fn.is_expr:
                 self.fail(TileRuleError, f"'{f}' is a statement function and has no value; call it on a line of its own", e.span)
-            if len(e.args) != len(fn.params):
-                self.fail(TileRuleError, f"function '{f}' takes {len(fn.params)} argument(s), not {len(e.args)}", e.span)
-            if f in self.call_stack:
-                self.fail(TileRuleError, f"function '{f}' calls itself; recursion is not allowed", e.span)
-            fenv = env.child()
-            for p, a in zip(fn.params, e.args):
-                fenv.names[p] = _MacroArg(a, env, f)
-            self.call_stack.append(f)
-            try:
+            fenv = self.bind_args(fn, e, env)
+            with self.inside(fn, e):
                 return self.expr(fn.body, fenv, allow_ctx)
-            finally:
-                self.call_stack.pop()
         if f == "flat":
-            sl = self.index(A.Index(A.Call("flat", e.args, e.span, e.func_span), (A.FullSub(e.span), A.FullSub(e.span)), e.span), env) if len(e.args) == 1 and self._is_2d_tile(e.args[0], env) else None
-            if sl is None:
-                self.fail(TileRuleError, "flat(t) takes one declared 2-D tile", e.span)
-            return sl
+            if len(e.args) != 1:
+                self.fail(TileRuleError, "flat(t) takes one declared tile", e.span)
+            sym, _, _ = self.resolve_base(e.args[0], env)
+            if not (isinstance(sym, ir.Sym) and isinstance(sym.type, ir.TileT)):
+                self.fail(TileRuleError, "flat(t) takes one declared tile (a var or let tile)", e.span)
+            full = A.FullSub(e.span)
+            return self.index(A.Index(e, (full, full), e.span), env)
+        if f == "bool":
+            self.fail(TileTypeError, "there is no conversion to bool; compare instead, as in x != 0", e.span)
+        if f == "barrier":
+            self.fail(TileRuleError, "barrier() is a statement; write it on a line of its own", e.span)
+        if f in B.ATOMICS:
+            self.fail(TileRuleError, f"{f}() is a statement; write it on a line of its own", e.span)
+        if not (f in B.all_names()):
+            self.fail(TileNameError, f"'{f}' is not defined: no function or built-in of that name", e.func_span)
         args = [self.expr(a, env, allow_ctx) for a in e.args]
         for a, aa in zip(args, e.args):
             if isinstance(a.type, ir.TensorT):
@@ -1184,6 +1586,8 @@ class _KernelChecker:
             if x.type.dtype == "bool":
                 self.fail(TileTypeError, f"cannot convert a bool to {f}; bool converts to and from nothing (use where(c, 1, 0))", e.span)
             if isinstance(x, ir.Const):
+                if isinstance(x, _Lit) and T.DTYPES[f].is_float:
+                    return self.fit_const(x, f, e.span)
                 return ir.Const(_convert_const(x.value, f), ir.ScalarT(f), e.span)
             return ir.Convert(x, self.with_dtype(x.type, f), e.span)
         if f in B.UNARY_MATH:
@@ -1194,21 +1598,30 @@ class _KernelChecker:
             if dt == "bool":
                 self.fail(TileTypeError, f"{f}() does not take a bool", e.span)
             if f == "abs" and T.DTYPES[dt].is_int:
-                return ir.Math(f, (x,), self.with_dtype(x.type, T.compute_type(dt)), e.span)
+                if isinstance(x, _Lit):
+                    return _Lit(abs(x.value), _lit_type(abs(x.value)), e.span)
+                return ir.Math(f, (self.fin(x),), self.with_dtype(x.type, T.compute_type(dt)), e.span)
             if not T.DTYPES[dt].is_float:
-                if isinstance(x, ir.Const):
-                    x = ir.Const(float(x.value), ir.ScalarT("f32"), x.span)
+                if isinstance(x, _Lit):
+                    x = self.fit_const(x, "f32", e.span)
                     dt = "f32"
                 else:
                     self.fail(TileTypeError, f"{f}() needs a float, not {dt}; convert first, as in f32(x)", e.span)
+            if isinstance(x, _Lit):
+                x = self.fit_const(x, "f32", e.span)
             return ir.Math(f, (x,), self.with_dtype(x.type, T.compute_type(dt)), e.span)
         if f in B.BINARY_MATH:
             nargs(2)
-            t = self.binary_types("+", args[0], args[1], e.span)
-            if all(isinstance(a, ir.Const) for a in args):
-                v = (min if f == "min" else max)(args[0].value, args[1].value)
-                return ir.Const(v, t, e.span)
-            return ir.Math(f, tuple(args), t, e.span)
+            a, bb = args
+            t, opdt = self.binary_types("+", a, bb, e.span)
+            if isinstance(a, _Lit) and isinstance(bb, _Lit):
+                v = (min if f == "min" else max)(a.value, bb.value)
+                return _Lit(v, _lit_type(v), e.span) if not (isinstance(a.value, float) or isinstance(bb.value, float)) else _Lit(float(v), ir.ScalarT("f32"), e.span)
+            if isinstance(a, _Lit):
+                a = self.fit_const(a, opdt, e.span)
+            if isinstance(bb, _Lit):
+                bb = self.fit_const(bb, opdt, e.span)
+            return ir.Math(f, (a, bb), t, e.span)
         if f == "where":
             nargs(3)
             c, a, bb = args
@@ -1217,18 +1630,30 @@ class _KernelChecker:
             self.require_uniform_scalars_with_tiles(args, e.span)
             shape = self.combine_shapes([x.type for x in args], e.span, "where()")
             dt = self.operand_types(a, bb, e.span, "where()")
-            return ir.Math("where", tuple(args), ir.TileT(dt, shape) if shape else ir.ScalarT(dt), e.span)
+            if isinstance(a, _Lit):
+                a = self.fit_const(a, dt, e.span)
+            if isinstance(bb, _Lit):
+                bb = self.fit_const(bb, dt, e.span)
+            return ir.Math("where", (c, a, bb), ir.TileT(dt, shape) if shape else ir.ScalarT(dt), e.span)
         if f == "cdiv":
             nargs(2)
             for a, aa in zip(args, e.args):
                 if not isinstance(a.type, ir.ScalarT) or not T.DTYPES[a.type.dtype].is_int:
-                    self.fail(TileTypeError, "cdiv() takes integer scalars", aa.span)
+                    self.fail(TileTypeError, f"cdiv() takes integer scalars, not {_type_str(a.type)}", aa.span)
             dt = self.operand_types(args[0], args[1], e.span, "cdiv()")
-            if all(isinstance(a, ir.Const) for a in args):
-                if args[1].value == 0:
-                    self.fail(TileTypeError, "cdiv() by zero", e.span)
-                return ir.Const(-(-args[0].value // args[1].value), ir.ScalarT(dt), e.span)
-            return ir.Math("cdiv", tuple(args), ir.ScalarT(dt), e.span)
+            a, bb = args
+            if isinstance(a, ir.Const) and isinstance(bb, ir.Const):
+                if bb.value == 0:
+                    self.fail(TileRuleError, "cdiv() by zero in a constant expression", e.span)
+                v = -(-a.value // bb.value)
+                if isinstance(a, _Lit) and isinstance(bb, _Lit):
+                    return _Lit(v, _lit_type(v), e.span)
+                return self.fit_const(_Lit(v, _lit_type(v), e.span), dt, e.span)
+            if isinstance(a, _Lit):
+                a = self.fit_const(a, dt, e.span)
+            if isinstance(bb, _Lit):
+                bb = self.fit_const(bb, dt, e.span)
+            return ir.Math("cdiv", (a, bb), ir.ScalarT(dt), e.span)
         if f in B.REDUCTIONS:
             nargs(1)
             op, axis = B.REDUCTIONS[f]
@@ -1236,7 +1661,7 @@ class _KernelChecker:
             dt = x.type.dtype
             self.require_arith(dt, e.span)
             if dt == "bool":
-                self.fail(TileTypeError, f"{f}() does not take bool tiles", e.span)
+                self.fail(TileTypeError, f"{f}() does not take bool tiles; use where(c, 1, 0) to count", e.span)
             shape = x.type.shape
             if len(shape) == 1:
                 if axis == 0:
@@ -1253,9 +1678,9 @@ class _KernelChecker:
             a = self.tile_arg(args[0], e.args[0], f)
             bb = self.tile_arg(args[1], e.args[1], f)
             if len(a.type.shape) != 2 or len(bb.type.shape) != 2:
-                self.fail(TileShapeError, f"{f}() takes 2-D tiles", e.span)
+                self.fail(TileShapeError, f"{f}() takes 2-D tiles, not {_shape_str(a.type.shape)} and {_shape_str(bb.type.shape)}", e.span)
             if a.type.dtype != bb.type.dtype:
-                self.fail(TileTypeError, f"{f}() needs operands of one type, not {a.type.dtype} and {bb.type.dtype}", e.span)
+                self.fail(TileTypeError, f"{f}() needs operands of one type, not {a.type.dtype} and {bb.type.dtype}; convert one", e.span)
             dt = a.type.dtype
             if dt not in ("f16", "bf16", "f32", "f64", "i8"):
                 self.fail(TileTypeError, f"{f}() takes f16, bf16, f32, f64 or i8 tiles, not {dt}", e.span)
@@ -1270,23 +1695,10 @@ class _KernelChecker:
             nargs(1)
             x = self.tile_arg(args[0], e.args[0], f)
             if len(x.type.shape) != 2:
-                self.fail(TileShapeError, "transpose() takes a 2-D tile", e.span)
+                self.fail(TileShapeError, f"transpose() takes a 2-D tile, not {_shape_str(x.type.shape)}", e.span)
             r, c = x.type.shape
             return ir.Transpose(x, ir.TileT(x.type.dtype, (c, r)), e.span)
-        if f == "barrier":
-            self.fail(TileRuleError, "barrier() is a statement; write it on a line of its own", e.span)
-        if f in B.ATOMICS:
-            self.fail(TileRuleError, f"{f}() is a statement; write it on a line of its own", e.span)
         self.fail(TileNameError, f"'{f}' is not defined: no function or built-in of that name", e.func_span)
-
-    def _is_2d_tile(self, a, env):
-        while isinstance(a, A.Name) and isinstance(env.lookup(a.id), _MacroArg):
-            m = env.lookup(a.id)
-            a, env = m.expr, m.env
-        if isinstance(a, A.Name):
-            b = env.lookup(a.id)
-            return isinstance(b, ir.Sym) and isinstance(b.type, ir.TileT) and len(b.type.shape) == 2
-        return False
 
     def tile_arg(self, x, ast, f):
         if not isinstance(x.type, ir.TileT):
@@ -1294,8 +1706,7 @@ class _KernelChecker:
         regs = [n for n, _ in self.register_names]
         for sub in ir.walk_expr(x):
             if isinstance(sub, ir.Ref) and sub.sym.name in regs and isinstance(sub.sym.type, ir.TileT):
-                if f not in ():
-                    self.fail(TileRuleError, f"'{sub.sym.name}' is kept in registers (@registers), so {f}() cannot read it: {f} needs elements other threads hold", ast.span)
+                self.fail(TileRuleError, f"'{sub.sym.name}' is kept in registers (@registers), so {f}() cannot read it: {f} needs elements other threads hold", ast.span)
         return x
 
     # ---- whole-kernel checks
@@ -1312,97 +1723,94 @@ class _KernelChecker:
         from ..analysis.lifetimes import tile_lifetimes
         lt = tile_lifetimes(kir)
         limit = DYNAMIC_SMEM_BYTES if kir.dynshared else STATIC_SMEM_BYTES
-        if lt.footprint > limit:
-            peak = lt.peak_line
-            live = ", ".join(f"{t.name} ({t.bytes} B)" for t in lt.live_at_peak)
-            if kir.dynshared:
-                msg = (f"the tiles alive at once need {lt.footprint} bytes of shared memory ({live}), more than the "
-                       f"{limit}-byte per-block limit of the largest GPUs; use smaller tiles")
-            else:
-                msg = (f"the tiles alive at once need {lt.footprint} bytes of shared memory ({live}), more than the "
-                       f"static budget of {limit} bytes (48 KB); use smaller tiles, or add @dynshared to size shared memory at launch")
-            self.errors.append(self.src.error(TileBudgetError, msg, peak, 1))
+        if lt.footprint <= limit:
+            return
+        shared = [t for t in lt.tiles if t.space == "shared"]
+        over = [t for t in shared if t.offset + t.bytes > limit] or shared
+        first = min(over, key=lambda t: t.start)
+        live = [t for t in shared if t.start <= first.start <= t.end]
+        need = sum(t.bytes for t in live)
+        if need <= limit:  # the packing, not one live set, overflows: name the largest set
+            live, need = list(lt.live_at_peak), lt.largest_live_set
+        names = ", ".join(f"{t.name} ({t.bytes} B)" for t in live)
+        decl = [s for _, s in lt.positions if isinstance(s, (ir.VarDecl, ir.Let)) and s.sym is first.sym]
+        span = decl[0].span if decl else kir.span
+        if kir.dynshared:
+            msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
+                   f"memory ({names}), more than the {limit}-byte per-block limit of the largest GPUs; use smaller tiles")
+        else:
+            msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
+                   f"memory ({names}), more than the static budget of {limit} bytes (48 KB); use smaller tiles, "
+                   f"or add @dynshared to size shared memory at launch")
+        self.errors.append(self.src.error(TileBudgetError, msg, span.line, span.column))
 
 
 def _written_params(f: A.Function):
-    """The parameters a statement function assigns or indexes: those must be passed names."""
+    """The parameters a function assigns or indexes: those must be passed names."""
     out = set()
     params = set(f.params)
+
+    def base_name(t):
+        while isinstance(t, A.Call) and t.func == "flat" and t.args:
+            t = t.args[0]
+        return t.id if isinstance(t, A.Name) and t.id in params else None
 
     def visit(n):
         if isinstance(n, A.Assign):
             t = n.target
-            base = t.base if isinstance(t, A.Index) else t
-            if isinstance(base, A.Call) and base.func == "flat" and base.args:
-                base = base.args[0]
-            if isinstance(base, A.Name) and base.id in params:
-                out.add(base.id)
+            name = base_name(t.base if isinstance(t, A.Index) else t)
+            if name:
+                out.add(name)
         if isinstance(n, A.Index):
-            base = n.base
-            if isinstance(base, A.Call) and base.func == "flat" and base.args:
-                base = base.args[0]
-            if isinstance(base, A.Name) and base.id in params:
-                out.add(base.id)
-        if isinstance(n, A.Call) and n.func in B.ATOMICS and n.args:
-            visit(n.args[0])
-        if isinstance(n, tuple):
-            for c in n:
-                visit(c)
-            return
-        if hasattr(n, "__dataclass_fields__"):
-            for fld in n.__dataclass_fields__:
-                visit(getattr(n, fld))
+            name = base_name(n.base)
+            if name:
+                out.add(name)
+        if isinstance(n, A.Call) and n.func == "flat" and n.args:
+            name = base_name(n.args[0])
+            if name:
+                out.add(name)
+        for c in _children(n):
+            visit(c)
     visit(f.body)
     return out
 
 
 def _convert_const(v, dt):
+    """A constant converted as the language converts values: float -> int truncates toward
+    zero and saturates (NaN -> 0); int -> narrower int wraps; to a float rounds."""
     d = T.DTYPES[dt]
+    if dt == "bool":
+        return bool(v)
     if d.is_float:
-        return float(np.asarray(v, dtype=np.float64).astype(d.numpy).astype(np.float64))
-    # float -> int truncates toward zero and saturates; int -> narrower int wraps
-    info = np.iinfo(d.numpy)
+        return _round_float(float(v), dt)
+    lo, hi = _int_range("i64" if dt == "index" else dt)
     if isinstance(v, float):
         if v != v:
             return 0
-        v = int(max(info.min, min(info.max, np.trunc(v))))
-        return v
-    return int(np.asarray(int(v) & ((1 << 64) - 1), dtype=np.uint64).astype(d.numpy)) if d.bits < 64 else int(np.int64(np.uint64(int(v) & ((1 << 64) - 1))))
+        return int(max(lo, min(hi, math.trunc(v)))) if math.isfinite(v) else (hi if v > 0 else lo)
+    v = int(v)
+    span = hi - lo + 1
+    return (v - lo) % span + lo
 
 
-def _fold_binary(op, a, b, t, span):
-    """Fold arithmetic on two literals (Python ints are exact; the result keeps literal typing)."""
-    if not (isinstance(a, ir.Const) and isinstance(b, ir.Const)) or not isinstance(t, ir.ScalarT):
-        return None
-    x, y = a.value, b.value
-    try:
-        if op == "+":
-            v = x + y
-        elif op == "-":
-            v = x - y
-        elif op == "*":
-            v = x * y
-        elif op == "/":
-            if y == 0:
-                return None
-            if isinstance(x, float) or isinstance(y, float):
-                v = float(np.float32(x) / np.float32(y))
-            else:
-                v = int(x / y) if abs(x) < 2 ** 52 and abs(y) < 2 ** 52 else None
-                if v is None:
-                    return None
-        elif op in ("<", "<=", ">", ">=", "==", "!="):
-            v = {"<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y, "==": x == y, "!=": x != y}[op]
-        elif op == "&&":
-            v = x and y
-        elif op == "||":
-            v = x or y
-        else:
-            return None
-    except (OverflowError, TypeError):
-        return None
-    if isinstance(v, float):
-        v = float(np.float32(v))
-    elif isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 63:
-        return None
-    return ir.Const(v, t, span)
+_IR_NODES = (ir.Unary, ir.Binary, ir.Math, ir.Convert, ir.Reduce, ir.Dot, ir.Transpose, ir.Slice,
+             ir.Element, ir.SubIndex, ir.SubRange)
+
+
+def _finalize(e, fit):
+    """`e` with every open literal (`_Lit`) replaced by a plain `Const` of its own type."""
+    if isinstance(e, _Lit):
+        return fit(e, e.type.dtype, e.span)
+    if isinstance(e, tuple):
+        new = tuple(_finalize(x, fit) for x in e)
+        return new if any(a is not b for a, b in zip(new, e)) else e
+    if isinstance(e, _IR_NODES):
+        changes = {}
+        for f in fields(e):
+            v = getattr(e, f.name)
+            if isinstance(v, (tuple, ir.Const) + _IR_NODES):
+                nv = _finalize(v, fit)
+                if nv is not v:
+                    changes[f.name] = nv
+        return replace(e, **changes) if changes else e
+    return e
