@@ -1,0 +1,438 @@
+"""Memory of the CPU reference executor: tensors, tile storage, windows (slices and views).
+
+Guarantees:
+
+* A `TileStore` holds one declared tile's bytes for every CTA of the batch, `data` of shape
+  (B, *shape) in the tile's storage dtype (always C-contiguous), and its valid region.
+* A `Window` is a slice of a tensor, of a tile, or of another window (a `let` view): per base
+  dimension a start, a length (None: a scalar index, which drops the dimension) and the bounds
+  [lo, hi) in base coordinates that the window may touch: the base's extent, narrowed by every
+  enclosing view's window. A window has no bytes: reading it reads the base's current contents.
+* `read_window` never reads outside the bounds: those elements load as 0 and are invalid in
+  the result. Elements inside the bounds of a tile base keep the tile's bytes, valid only where
+  the tile's own region says so. `flat(t)` sees a [R, C] tile as [1, R*C] of the same bytes; its
+  region is the smallest run covering t's valid elements (exact when t's columns are wholly
+  valid or one row is valid).
+* `write_window` writes exactly the elements that are valid in the value, inside the bounds,
+  and in a CTA whose mask is set; the tile's own region is left unchanged.
+* `element_address` maps per-thread scalar subscripts through views to base coordinates and
+  says which lanes are inside the bounds; reads outside load 0, writes outside are skipped.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+
+from .cpu_values import TileVal, broadcast_region, region_mask, store_cast, tile_data, npdt
+
+
+class TileStore:
+    """The bytes of one declared tile (var, or let of a tile value) for each CTA of the batch."""
+    __slots__ = ("sym", "name", "dtype", "shape", "data", "region", "shadow")
+
+    def __init__(self, sym, batch: int):
+        self.sym = sym
+        self.name = sym.name
+        self.dtype = sym.type.dtype
+        self.shape = tuple(sym.type.shape)
+        self.data = np.zeros((batch,) + self.shape, npdt(self.dtype))
+        self.region = None          # None: wholly valid; else (lo, hi), each (B, rank)
+        self.shadow = None          # debug-mode access records (cpu_debug.Shadow)
+
+    def flat_data(self):
+        return self.data.reshape(self.data.shape[0], 1, -1)
+
+    def region_per_dim(self, flat: bool):
+        """Per base dimension (lo, hi) arrays of shape (B,), or None when wholly valid."""
+        if self.region is None:
+            return None
+        lo, hi = self.region
+        if not flat or len(self.shape) == 1:
+            return [(lo[:, d], hi[:, d]) for d in range(lo.shape[1])]
+        # flat view of a 2-D tile: the smallest run covering the valid elements
+        cols = self.shape[1]
+        empty = np.any(lo >= hi, axis=1)
+        start = lo[:, 0] * cols + lo[:, 1]
+        end = (hi[:, 0] - 1) * cols + hi[:, 1]
+        start = np.where(empty, 0, start)
+        end = np.where(empty, 0, end)
+        one = np.ones_like(start)
+        return [(np.zeros_like(start), one), (start, end)]
+
+
+class TensorRef:
+    """A tensor argument: its host array (C-contiguous) and name."""
+    __slots__ = ("name", "array", "dtype")
+
+    def __init__(self, name, array, dtype):
+        self.name = name
+        self.array = array
+        self.dtype = dtype
+
+
+class Window:
+    """A slice of a tensor or a tile (see the module docstring)."""
+    __slots__ = ("base", "flat", "starts", "lengths", "lo", "hi", "name")
+
+    def __init__(self, base, flat, starts, lengths, lo, hi, name):
+        self.base = base          # TensorRef or TileStore
+        self.flat = flat
+        self.starts: List[np.ndarray] = starts    # per base dim: (B,) int64 or ()
+        self.lengths: List[Optional[int]] = lengths
+        self.lo: List[np.ndarray] = lo
+        self.hi: List[np.ndarray] = hi
+        self.name = name          # how messages name it
+
+    @property
+    def shape(self):
+        return tuple(n for n in self.lengths if n is not None)
+
+    @property
+    def is_tile(self):
+        return isinstance(self.base, TileStore)
+
+    @property
+    def dtype(self):
+        return self.base.dtype
+
+
+def base_extents(base, flat: bool):
+    if isinstance(base, TensorRef):
+        return tuple(base.array.shape)
+    if flat and len(base.shape) == 2:
+        return (1, base.shape[0] * base.shape[1])
+    return base.shape
+
+
+def base_array(base, flat: bool):
+    if isinstance(base, TensorRef):
+        return base.array
+    return base.flat_data() if flat and len(base.shape) == 2 else base.data
+
+
+def whole_window(base, flat: bool, name: str) -> Window:
+    ext = base_extents(base, flat)
+    zero = np.zeros((), np.int64)
+    return Window(base, flat, [zero] * len(ext), list(ext), [zero] * len(ext),
+                  [np.asarray(e, np.int64) for e in ext], name)
+
+
+def sub_window(parent: Window, subs) -> Window:
+    """A slice of `parent`: `subs` gives, per tile axis of parent, (start, length-or-None)."""
+    starts, lengths, lo, hi = [], [], [], []
+    it = iter(subs)
+    for d, n in enumerate(parent.lengths):
+        s0, l0, b0, b1 = parent.starts[d], n, parent.lo[d], parent.hi[d]
+        if n is None:               # already a scalar index of the base: unchanged
+            starts.append(s0)
+            lengths.append(None)
+            lo.append(b0)
+            hi.append(b1)
+            continue
+        start, length = next(it)
+        starts.append(s0 + start)
+        lengths.append(length)
+        # the new window may touch only what the parent could, inside the parent's window
+        lo.append(np.maximum(b0, s0))
+        hi.append(np.minimum(b1, s0 + l0))
+    return Window(parent.base, parent.flat, starts, lengths, lo, hi, parent.name)
+
+
+def _shaped(a, p):
+    """(B,) or () -> broadcastable against (B, *tile axes) with p tile axes."""
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return a
+    return a.reshape((a.shape[0],) + (1,) * p)
+
+
+def _index_arrays(win: Window):
+    """Per base dim an index array broadcastable to (B, *shape), and the in-bounds mask."""
+    p = len(win.shape)
+    idx, valid = [], None
+    k = 0
+    for d, n in enumerate(win.lengths):
+        s = _shaped(win.starts[d], p)
+        if n is None:
+            ix = s
+        else:
+            shp = [1] * (p + 1)
+            shp[1 + k] = n
+            ix = s + np.arange(n, dtype=np.int64).reshape(shp)
+            k += 1
+        v = (ix >= _shaped(win.lo[d], p)) & (ix < _shaped(win.hi[d], p))
+        valid = v if valid is None else valid & v
+        idx.append(ix)
+    return idx, valid
+
+
+def _batch_index(nb, p):
+    return np.arange(nb, dtype=np.int64).reshape((nb,) + (1,) * p)
+
+
+def read_window(win: Window, nb: int) -> TileVal:
+    """The window's current contents as a tile value (see the module docstring)."""
+    shape = win.shape
+    p = len(shape)
+    ext = base_extents(win.base, win.flat)
+    src = base_array(win.base, win.flat)
+    fast = _basic_read(win, ext, src)
+    if fast is not None:
+        data, valid = fast, None
+    else:
+        idx, valid = _index_arrays(win)
+        if any(e == 0 for e in ext):
+            data = np.zeros((1,) + shape, src.dtype)
+        else:
+            cl = tuple(np.clip(ix, 0, e - 1) for ix, e in zip(idx, ext))
+            if win.is_tile:
+                cl = (_batch_index(src.shape[0], p),) + cl
+            data = src[cl]
+            if not valid.all():
+                data = np.where(valid, data, np.zeros((), data.dtype))
+            else:
+                valid = None
+        if data.shape[1:] != shape:
+            data = np.broadcast_to(data, (data.shape[0],) + shape)
+    # the region: the bounds, narrowed by a tile base's own region
+    bounds = list(zip(win.lo, win.hi))
+    if win.is_tile:
+        reg = win.base.region_per_dim(win.flat)
+        if reg is not None:
+            bounds = [(np.maximum(a, r0), np.minimum(b, r1)) for (a, b), (r0, r1) in zip(bounds, reg)]
+    region = _window_region(win, bounds, nb)
+    if win.is_tile and data.shape[0] == 1 and nb > 1:
+        data = np.broadcast_to(data, (nb,) + shape)
+    return TileVal(data, region)
+
+
+def _basic_read(win: Window, ext, src):
+    """A read needing no gather: every start the same in all CTAs and inside the bounds."""
+    sl = []
+    for d, n in enumerate(win.lengths):
+        s, lo, hi = win.starts[d], win.lo[d], win.hi[d]
+        if np.ndim(s) or np.ndim(lo) or np.ndim(hi):
+            return None
+        s = int(s)
+        if n is None:
+            if not (int(lo) <= s < int(hi)):
+                return None
+            sl.append(s)
+        else:
+            if s < int(lo) or s + n > int(hi):
+                return None
+            sl.append(slice(s, s + n))
+    if win.is_tile:
+        return src[(slice(None),) + tuple(sl)]
+    return src[tuple(sl)][None]
+
+
+def _window_region(win: Window, bounds, nb):
+    shape = win.shape
+    p = len(shape)
+    if p == 0:
+        return None
+    lo_l, hi_l = [], []
+    ok = None
+    full = True
+    for d, n in enumerate(win.lengths):
+        s = np.asarray(win.starts[d])
+        b0, b1 = bounds[d]
+        if n is None:
+            o = (s >= b0) & (s < b1)
+            ok = o if ok is None else ok & o
+            if not np.all(o):
+                full = False
+            continue
+        lo = np.clip(b0 - s, 0, n)
+        hi = np.clip(b1 - s, 0, n)
+        if np.any(lo != 0) or np.any(hi != n):
+            full = False
+        lo_l.append(lo)
+        hi_l.append(hi)
+    if full:
+        return None
+    rows = nb
+    lo = np.zeros((rows, p), np.int64)
+    hi = np.zeros((rows, p), np.int64)
+    for k in range(p):
+        lo[:, k] = lo_l[k]
+        hi[:, k] = hi_l[k]
+    if ok is not None:
+        ok = np.broadcast_to(ok, (rows,))
+        hi = np.where(ok[:, None], hi, lo)
+    return lo, hi
+
+
+def write_window(win: Window, value, value_dtype: str, cta: np.ndarray, nb: int):
+    """Store `value` (TileVal or scalar of IR type value_dtype) into the window (module doc)."""
+    shape = win.shape
+    p = len(shape)
+    ext = base_extents(win.base, win.flat)
+    dst = base_array(win.base, win.flat)
+    vdata = store_cast(np.asarray(tile_data(value, p)), value_dtype, win.dtype)
+    vmask = None
+    if isinstance(value, TileVal):
+        vmask = region_mask(broadcast_region(value.region, value.shape, shape), shape)
+    all_cta = bool(cta.all())
+    if vmask is None and all_cta and _basic_write(win, dst, vdata, shape):
+        return
+    idx, valid = _index_arrays(win)
+    if any(e == 0 for e in ext):
+        return
+    mask = valid
+    if vmask is not None:
+        mask = mask & vmask
+    if not all_cta:
+        mask = mask & cta.reshape((nb,) + (1,) * p)
+    full = (nb,) + shape
+    mask = np.broadcast_to(mask, full)
+    if not mask.any():
+        return
+    sel = [np.broadcast_to(ix, full)[mask] for ix in idx]
+    vals = np.broadcast_to(vdata, full)[mask]
+    if win.is_tile:
+        sel = [np.broadcast_to(_batch_index(nb, p), full)[mask]] + sel
+    dst[tuple(sel)] = vals
+
+
+def _basic_write(win: Window, dst, vdata, shape) -> bool:
+    sl = []
+    for d, n in enumerate(win.lengths):
+        s, lo, hi = win.starts[d], win.lo[d], win.hi[d]
+        if np.ndim(s) or np.ndim(lo) or np.ndim(hi):
+            return False
+        s = int(s)
+        if n is None:
+            if not (int(lo) <= s < int(hi)):
+                return False
+            sl.append(s)
+        else:
+            if s < int(lo) or s + n > int(hi):
+                return False
+            sl.append(slice(s, s + n))
+    if win.is_tile:
+        dst[(slice(None),) + tuple(sl)] = vdata
+        return True
+    # every CTA of the batch writes the same window: the last CTA's value stays (any order may)
+    if np.ndim(vdata) == len(shape) + 1:
+        vdata = vdata[-1]
+    dst[tuple(sl)] = vdata
+    return True
+
+
+class ElementAddress:
+    """Where a per-thread element access lands: the base, base-coordinate index arrays (each of
+    a scalar value's shape), and which lanes are inside the bounds."""
+    __slots__ = ("base", "flat", "index", "inside", "name", "view")
+
+    def __init__(self, base, flat, index, inside, name, view):
+        self.base = base
+        self.flat = flat
+        self.index = index
+        self.inside = inside
+        self.name = name
+        self.view = view
+
+
+def _lane(a):
+    """A window's per-CTA array (B,) as a scalar value shape (B, 1)."""
+    a = np.asarray(a)
+    return a if a.ndim == 0 else a.reshape(-1, 1)
+
+
+def element_address(target, indices, flat: bool) -> ElementAddress:
+    """`target` is a TensorRef, TileStore or Window; indices are index-typed scalar values."""
+    if isinstance(target, Window):
+        win = target
+        base_idx, inside = [], None
+        it = iter(indices)
+        for d, n in enumerate(win.lengths):
+            s = _lane(win.starts[d])
+            if n is None:
+                ix = s
+            else:
+                ix = s + next(it)
+            v = (ix >= _lane(win.lo[d])) & (ix < _lane(win.hi[d]))
+            inside = v if inside is None else inside & v
+            base_idx.append(ix)
+        return ElementAddress(win.base, win.flat, base_idx, inside, win.name, True)
+    ext = base_extents(target, flat)
+    inside = None
+    for ix, e in zip(indices, ext):
+        v = (ix >= 0) & (ix < e)
+        inside = v if inside is None else inside & v
+    return ElementAddress(target, flat, list(indices), inside, target.name, False)
+
+
+def read_element(addr: ElementAddress, nb: int):
+    """The element each lane addresses (0 outside the bounds)."""
+    ext = base_extents(addr.base, addr.flat)
+    src = base_array(addr.base, addr.flat)
+    if any(e == 0 for e in ext):
+        return np.zeros((), src.dtype)
+    cl = tuple(np.clip(ix, 0, e - 1) for ix, e in zip(addr.index, ext))
+    if isinstance(addr.base, TileStore):
+        cl = (np.arange(nb, dtype=np.int64).reshape(nb, 1),) + cl
+    val = src[cl]
+    inside = addr.inside
+    if inside is not None and not np.all(inside):
+        val = np.where(inside, val, np.zeros((), val.dtype))
+    return val
+
+
+def lanes_of(addr: ElementAddress, value, act, nb, nthreads):
+    """Flattened (CTA-major, then thread) arrays of the lanes that write: base-coordinate
+    indices, values, CTA and thread ids. Only active lanes inside the bounds are kept."""
+    full = (nb, nthreads)
+    m = np.broadcast_to(act, full)
+    if addr.inside is not None:
+        m = m & np.broadcast_to(addr.inside, full)
+    m = m.ravel()
+    idx = [np.broadcast_to(ix, full).ravel()[m] for ix in addr.index]
+    vals = np.broadcast_to(value, full).ravel()[m]
+    lane = np.nonzero(m)[0]
+    return idx, vals, lane // nthreads, lane % nthreads
+
+
+def linear(addr: ElementAddress, idx, cta_ids):
+    """Flat positions of the addressed elements in the base array (including the CTA axis)."""
+    ext = base_extents(addr.base, addr.flat)
+    lin = np.zeros(len(cta_ids), np.int64)
+    for ix, e in zip(idx, ext):
+        lin = lin * e + ix
+    if isinstance(addr.base, TileStore):
+        size = int(np.prod(ext))
+        lin = cta_ids * size + lin
+    return lin
+
+
+def write_element(addr: ElementAddress, value, act, nb, nthreads, uniform: bool):
+    """Store one value per active lane. Several lanes writing one element: the highest thread
+    (of the last CTA) wins, as if the threads ran in order."""
+    src = base_array(addr.base, addr.flat)
+    if uniform:
+        # every active thread of a CTA writes the same value to the same element: once per CTA
+        act = np.asarray(act)
+        if act.ndim == 2 and act.shape[1] > 1:
+            act = act.any(axis=1, keepdims=True)
+        nthreads = 1
+        value = np.asarray(value)
+        value = value if value.ndim == 0 else value[:, :1]
+        addr = ElementAddress(addr.base, addr.flat,
+                              [ix if np.ndim(ix) == 0 else np.asarray(ix)[:, :1] for ix in addr.index],
+                              None if addr.inside is None else (addr.inside if np.ndim(addr.inside) == 0 else np.asarray(addr.inside)[:, :1]),
+                              addr.name, addr.view)
+    idx, vals, cta_ids, _ = lanes_of(addr, value, act, nb, nthreads)
+    if len(vals) == 0:
+        return
+    flatdst = src.reshape(-1)
+    lin = linear(addr, idx, cta_ids)
+    if len(lin) > 1:
+        rev = lin[::-1]
+        _, first = np.unique(rev, return_index=True)
+        if len(first) < len(lin):
+            keep = len(lin) - 1 - first
+            lin, vals = lin[keep], vals[keep]
+    flatdst[lin] = vals

@@ -1,0 +1,458 @@
+"""Launching a kernel: the checks every backend shares, then dispatch to the module's backend.
+
+Guarantees: `launch` checks everything it can before anything runs, and raises a
+`tilenb.LaunchError` naming the parameter and the dimension at fault; when it raises, no
+argument has been written. The checks, in order:
+
+1. `variant`: a dict of @autotune values (names the kernel has, values from its lists); names
+   left out take their first value. Without `variant`, the first variant (in @autotune order)
+   whose literal tensor dimensions fit the arguments is chosen.
+2. The argument count.
+3. Each tensor argument: an array (numpy, or anything with `__array__`, `__dlpack__` or
+   `__cuda_array_interface__`; see `describe_array`) of the parameter's dtype (f16 = numpy
+   float16, bf16 = ml_dtypes.bfloat16, per `tilenb.types.DTYPES`), rank, literal dimensions,
+   C-contiguous; one value per symbolic dimension across all parameters (the message names
+   both parameters); runtime extents multiples of 4 elements.
+4. Each scalar argument: convertible to the parameter's type without loss (an int that fits an
+   integer type; a real number for a float type; a bool for bool).
+5. The grid: an int or a tuple of 1 to 3 positive ints, or the kernel's @grid evaluated over
+   the bound dimensions; within CUDA's limits (x < 2**31, y and z <= 65535).
+
+Then the module's backend runs it: "cpu" -> `tilenb.runtime.cpu.run_cpu` on host arrays in
+place (it records a `RunReport` in `kernel.last_run`, naming the variant it ran); "cuda" ->
+`tilenb.runtime.cuda.run_cuda(kernel, prepared, debug=...)` with the `Prepared` launch made here
+(every variant that fits, for autotuning); a TileError says so when that backend is missing.
+
+The CUDA backend reuses `describe_array`, `bind_arguments` and `prepare` as they are.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import ir
+from ..lang.diagnostics import LaunchError, TileError
+from ..types import DTYPES, ELEMENT_DTYPES
+
+_BY_NUMPY = {DTYPES[n].numpy: n for n in ELEMENT_DTYPES}
+_CUDA_GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
+_AXES = "xyz"
+
+
+# ---- array arguments ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArrayArg:
+    """A tensor argument as a backend sees it, whatever object the caller passed.
+
+    shape: extents; dtype: numpy dtype (None if unknown); strides: in bytes (None: C order);
+    device: "cpu" or "cuda"; host: a numpy array sharing the argument's memory when it is on
+    the host (None on a GPU); ptr: the data pointer when known; readonly: True if not writable.
+    """
+    obj: object
+    shape: Tuple[int, ...]
+    dtype: Optional[np.dtype]
+    strides: Optional[Tuple[int, ...]]
+    device: str
+    host: Optional[np.ndarray] = None
+    ptr: Optional[int] = None
+    readonly: bool = False
+
+    @property
+    def c_contiguous(self) -> bool:
+        if self.strides is None or self.dtype is None:
+            return True
+        expect, step = [], self.dtype.itemsize
+        for ext in reversed(self.shape):
+            expect.append(step)
+            step *= ext
+        expect = tuple(reversed(expect))
+        return all(e == 1 or s == x for s, x, e in zip(self.strides, expect, self.shape))
+
+    @property
+    def type_name(self) -> str:
+        return type(self.obj).__module__.split(".")[0] + "." + type(self.obj).__name__
+
+
+def _np_dtype(spec):
+    try:
+        return np.dtype(spec)
+    except TypeError:
+        name = str(spec).split(".")[-1]
+        for n in ELEMENT_DTYPES:
+            if DTYPES[n].numpy.name == name:
+                return DTYPES[n].numpy
+        return None
+
+
+def describe_array(x) -> Optional[ArrayArg]:
+    """The array behind `x`, without copying, or None if `x` is not an array.
+
+    numpy arrays are used as they are; objects with `__cuda_array_interface__` are described
+    from it (device "cuda"); `__dlpack__` objects on the CPU become numpy views of the same
+    memory (`np.from_dlpack`), on a GPU they are described from `.shape`/`.dtype`; anything
+    else with `__array__` goes through `np.asarray` (which shares memory for torch CPU tensors).
+    """
+    if isinstance(x, np.ndarray):
+        return ArrayArg(x, tuple(x.shape), x.dtype, tuple(x.strides), "cpu", x,
+                        x.__array_interface__["data"][0], not x.flags.writeable)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        try:
+            shape = tuple(int(s) for s in cai["shape"])
+            strides = tuple(int(s) for s in cai["strides"]) if cai.get("strides") else None
+            dt = _np_dtype(cai["typestr"])
+            ptr, ro = cai["data"]
+        except (KeyError, TypeError, ValueError):
+            return None
+        # typestr '<V2' is how 2-byte types numpy lacks (bf16) appear; trust the object's dtype
+        if dt is not None and dt.kind == "V":
+            dt = _np_dtype(getattr(x, "dtype", dt))
+        return ArrayArg(x, shape, dt, strides, "cuda", None, int(ptr), bool(ro))
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        try:
+            dev = x.__dlpack_device__()[0]
+        except Exception:  # a broken producer is "not an array" to us
+            dev = None
+        if dev == 1:  # kDLCPU
+            try:
+                a = np.from_dlpack(x)
+                return ArrayArg(x, tuple(a.shape), a.dtype, tuple(a.strides), "cpu", a,
+                                a.__array_interface__["data"][0], not a.flags.writeable)
+            except (TypeError, ValueError, BufferError, RuntimeError):
+                pass
+        elif dev is not None:
+            shape = tuple(int(s) for s in getattr(x, "shape", ()))
+            return ArrayArg(x, shape, _np_dtype(getattr(x, "dtype", None)), None, "cuda")
+    if hasattr(x, "__array__"):
+        try:
+            a = np.asarray(x)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return ArrayArg(x, tuple(a.shape), a.dtype, tuple(a.strides), "cpu", a,
+                        a.__array_interface__["data"][0], not a.flags.writeable)
+    return None
+
+
+# ---- binding ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bound:
+    """The arguments of one launch, checked against one kernel variant.
+
+    dims: runtime dim name -> extent; tensors: parameter name -> ArrayArg; scalars: parameter
+    name -> numpy scalar of the parameter's type; order: parameter names in order."""
+    dims: Dict[str, int]
+    tensors: Dict[str, ArrayArg]
+    scalars: Dict[str, object]
+    order: Tuple[str, ...] = ()
+
+
+def _type_text(sym: ir.Sym, ast_type=None) -> str:
+    t = sym.type
+    if isinstance(t, ir.TensorT):
+        dims = ast_type.dims if ast_type is not None and len(getattr(ast_type, "dims", ())) == len(t.dims) else t.dims
+        return f"tensor<{t.dtype}>[{', '.join(str(d) for d in dims)}]"
+    return t.dtype
+
+
+def _dtype_text(dt) -> str:
+    if dt is None:
+        return "an unknown dtype"
+    name = _BY_NUMPY.get(dt)
+    return f"{dt.name} ({name})" if name else dt.name
+
+
+def bind_arguments(kir: ir.KernelIR, args: Sequence, ast_params=None) -> Bound:
+    """Check `args` against the parameters of `kir` and bind the runtime dimensions.
+
+    ast_params: the kernel's parameters as written (for messages that show the symbolic
+    names of @autotune dimensions). Raises LaunchError naming the parameter and dimension."""
+    params = kir.params
+    name = kir.name
+    if len(args) != len(params):
+        listed = ", ".join(p.sym.name for p in params) or "none"
+        raise LaunchError(f"kernel '{name}' takes {len(params)} argument(s) ({listed}); got {len(args)}")
+    ast_types = {}
+    if ast_params is not None:
+        ast_types = {p.name: p.type for p in ast_params}
+    dims: Dict[str, int] = {}
+    dim_source: Dict[str, Tuple[str, int]] = {}
+    tensors: Dict[str, ArrayArg] = {}
+    scalars: Dict[str, object] = {}
+    for p, arg in zip(params, args):
+        sym = p.sym
+        tt = _type_text(sym, ast_types.get(sym.name))
+        if isinstance(sym.type, ir.TensorT):
+            tensors[sym.name] = _bind_tensor(name, sym, tt, arg, dims, dim_source, ast_types.get(sym.name))
+        else:
+            scalars[sym.name] = _bind_scalar(name, sym, arg)
+    for d, (pname, axis) in dim_source.items():
+        if dims[d] % 4:
+            raise LaunchError(f"kernel '{name}': dimension {d} = {dims[d]} (dimension {axis} of '{pname}') is not a "
+                              f"multiple of 4; runtime extents must be multiples of 4 elements (pad the array)")
+    return Bound(dims, tensors, scalars, tuple(p.sym.name for p in params))
+
+
+def _bind_tensor(kname, sym, tt, arg, dims, dim_source, ast_type) -> ArrayArg:
+    pname = sym.name
+    t: ir.TensorT = sym.type
+    a = describe_array(arg)
+    if a is None:
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({tt}) must be an array, not "
+                          f"{type(arg).__name__}")
+    want = DTYPES[t.dtype].numpy
+    if a.dtype != want:
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({tt}) has dtype {_dtype_text(a.dtype)}; it "
+                          f"needs {want.name} ({t.dtype})")
+    if len(a.shape) != len(t.dims):
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({tt}) has {len(a.shape)} dimension(s) "
+                          f"{list(a.shape)}; it needs {len(t.dims)}")
+    names = ast_type.dims if ast_type is not None and len(getattr(ast_type, "dims", ())) == len(t.dims) else t.dims
+    for axis, (d, ext, shown) in enumerate(zip(t.dims, a.shape, names)):
+        if isinstance(d, int):
+            if ext != d:
+                via = f" ({shown} = {d} in this variant)" if isinstance(shown, str) else ""
+                raise LaunchError(f"kernel '{kname}': dimension {axis} of '{pname}' ({tt}) is {ext}; it must be "
+                                  f"{d}{via}")
+        elif d in dims:
+            if dims[d] != ext:
+                other, oaxis = dim_source[d]
+                raise LaunchError(f"kernel '{kname}': dimension {d} is {dims[d]} in '{other}' (dimension {oaxis}) "
+                                  f"but {ext} in '{pname}' (dimension {axis}); one name is one extent")
+        else:
+            dims[d] = int(ext)
+            dim_source[d] = (pname, axis)
+    if not a.c_contiguous:
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({tt}) is not C-contiguous (strides "
+                          f"{list(a.strides)} bytes); pass a row-major copy, such as np.ascontiguousarray({pname})")
+    return a
+
+
+def _bind_scalar(kname, sym, arg):
+    pname = sym.name
+    dt = sym.type.dtype
+    d = DTYPES[dt]
+    v = arg
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if dt == "bool":
+        if isinstance(v, (bool, np.bool_)):
+            return np.bool_(v)
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' (bool) must be True or False, not {v!r}")
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Number) or isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real):
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
+                          f"{type(arg).__name__} {arg!r}"[:200])
+    if d.is_float:
+        return d.numpy.type(float(v))
+    # integers (and index-like): exact and in range
+    if isinstance(v, (float, np.floating)):
+        if not float(v).is_integer():
+            raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be an integer, not {v!r}")
+        v = int(v)
+    info = np.iinfo(d.numpy)
+    iv = int(v)
+    if not info.min <= iv <= info.max:
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' = {iv} does not fit in {dt} "
+                          f"({info.min} to {info.max})")
+    return d.numpy.type(iv)
+
+
+# ---- grid and variants ----------------------------------------------------------------------
+def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
+    """The launch grid as (x, y, z) CTA counts; from @grid when `grid` is None."""
+    name = kir.name
+    if grid is None:
+        if not kir.grid:
+            raise LaunchError(f"kernel '{name}' has no @grid; launch it with a grid, as in {name}[grid](...)")
+        from .cpu import eval_uniform
+        vals = []
+        for axis, e in enumerate(kir.grid):
+            try:
+                v = int(eval_uniform(kir, e, bound.dims, bound.scalars))
+            except TileError:
+                raise
+            except Exception as exc:  # noqa: BLE001 (reported as a launch error)
+                raise LaunchError(f"kernel '{name}': its @grid entry {_AXES[axis]} cannot be evaluated: {exc}") from exc
+            if v < 1:
+                shown = ", ".join(f"{k} = {v2}" for k, v2 in bound.dims.items())
+                raise LaunchError(f"kernel '{name}': its @grid gives {v} CTAs along {_AXES[axis]} (with {shown}); "
+                                  f"every grid dimension must be at least 1")
+            vals.append(v)
+        g = tuple(vals)
+    else:
+        if isinstance(grid, (bool, np.bool_)):
+            raise LaunchError(f"kernel '{name}': the grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
+        if isinstance(grid, (numbers.Integral, np.integer)):
+            grid = (grid,)
+        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+            raise LaunchError(f"kernel '{name}': the grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
+        g = []
+        for axis, v in enumerate(grid):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+                raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} must be an int, not {v!r}")
+            if int(v) < 1:
+                raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {int(v)}; it must be at least 1")
+            g.append(int(v))
+        g = tuple(g)
+    g = g + (1,) * (3 - len(g))
+    for axis, (v, lim) in enumerate(zip(g, _CUDA_GRID_LIMITS)):
+        if v > lim:
+            raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}; CUDA allows at most {lim}")
+    return g
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One variant ready to run: its @autotune values, IR, bound arguments and grid."""
+    tune: Dict[str, int]
+    kir: ir.KernelIR
+    bound: Bound
+    grid: Tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked launch: `chosen` runs unless the backend picks another of `candidates`
+    (every variant the arguments fit; only the named one when `explicit`)."""
+    chosen: Launch
+    candidates: Tuple[Launch, ...]
+    explicit: bool
+
+
+def _variant_tune(kernel, variant) -> Dict[str, int]:
+    space = kernel.checked.tune_space
+    names = [n for n, _ in space]
+    if not isinstance(variant, dict):
+        raise LaunchError(f"kernel '{kernel.name}': variant must be a dict of @autotune values, such as "
+                          f"{ {n: v[0] for n, v in space} }, not {variant!r}")
+    tune = {n: vals[0] for n, vals in space}
+    for k, v in variant.items():
+        if k not in tune:
+            raise LaunchError(f"kernel '{kernel.name}': variant names '{k}', which is not an @autotune name of "
+                              f"this kernel (it has: {', '.join(names) or 'none'})")
+        vals = dict(space)[k]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)) or int(v) not in vals:
+            raise LaunchError(f"kernel '{kernel.name}': variant {k}={v!r} is not one of its @autotune values {list(vals)}")
+        tune[k] = int(v)
+    return tune
+
+
+def prepare(kernel, grid, args, variant=None) -> Prepared:
+    """All backend-independent launch checks (see the module docstring)."""
+    ast_params = kernel.checked.ast.params
+    if variant is not None:
+        tune = _variant_tune(kernel, variant)
+        kir = kernel.checked.variant(**tune)
+        bound = bind_arguments(kir, args, ast_params)
+        one = Launch(tune, kir, bound, resolve_grid(kir, grid, bound))
+        return Prepared(one, (one,), True)
+    fits, first_error = [], None
+    for key, kir in kernel.checked.variants.items():
+        try:
+            bound = bind_arguments(kir, args, ast_params)
+        except LaunchError as e:
+            if first_error is None:
+                first_error = e
+            continue
+        values = dict(key)
+        fits.append(({n: values[n] for n, _ in kernel.checked.tune_space}, kir, bound))
+    if not fits:
+        if len(kernel.checked.variants) > 1:
+            first_error.message += " (no @autotune variant fits these arguments)"
+            first_error.args = (first_error.message,)
+        raise first_error
+    launches = tuple(Launch(t, k, b, resolve_grid(k, grid, b)) for t, k, b in fits)
+    return Prepared(launches[0], launches, False)
+
+
+# ---- running ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunReport:
+    """What a backend says about a launch (kept in `kernel.last_run`)."""
+    backend: str
+    kernel: str
+    variant: Dict[str, int]
+    note: str
+    grid: Tuple[int, int, int]
+    threads: int
+    ctas: int
+    seconds: float
+    debug: bool
+    extra: Dict[str, object] = field(default_factory=dict)
+
+    def __str__(self):
+        v = ", ".join(f"{k}={x}" for k, x in self.variant.items()) or "no @autotune"
+        return (f"{self.kernel} on {self.backend}: grid {self.grid} x {self.threads} threads, variant {v}; "
+                f"{self.seconds * 1e3:.1f} ms{' (debug)' if self.debug else ''}. {self.note}")
+
+
+def written_tensors(kir: ir.KernelIR):
+    """Names of the tensor parameters the kernel may write (stores, atomics, through views)."""
+    root = {}
+    for s in ir.walk_stmts(kir.body):
+        if isinstance(s, ir.Let) and s.sym.kind == "view":
+            v = s.value
+            base = v.base if isinstance(v, ir.Slice) else v.sym
+            root[s.sym] = root.get(base, base)
+    out = set()
+    for s in ir.walk_stmts(kir.body):
+        t = None
+        if isinstance(s, ir.Assign) and isinstance(s.target, (ir.Slice, ir.Element)):
+            t = s.target.base
+        elif isinstance(s, ir.Atomic):
+            t = s.target.base
+        if t is not None:
+            t = root.get(t, t)
+            if t.kind == "tensor":
+                out.add(t.name)
+    return out
+
+
+def launch(kernel, grid, args, debug=False, variant=None):
+    """Check and run one launch of `kernel` (a tilenb Kernel) on its module's backend.
+
+    grid: None (use @grid), an int, or a tuple of 1 to 3 ints; args: the kernel's arguments in
+    order; debug: detect races and out-of-bounds element accesses (CPU backend); variant: a
+    dict of @autotune values. Raises LaunchError before anything runs if a check fails."""
+    prepared = prepare(kernel, grid, tuple(args), variant)
+    backend = kernel.module.backend
+    if backend == "cuda":
+        try:
+            from .cuda import run_cuda
+        except ImportError as e:
+            raise TileError(f"the CUDA backend is unavailable ({e}); compile with backend='cpu' to run on "
+                            f"the CPU reference executor") from None
+        return run_cuda(kernel, prepared, debug=debug)
+    if backend != "cpu":
+        raise TileError(f"unknown backend {backend!r}")
+    return _run_on_cpu(kernel, prepared, debug)
+
+
+def _run_on_cpu(kernel, prepared: Prepared, debug: bool):
+    from .cpu import run_cpu
+    ch = prepared.chosen
+    kir, bound = ch.kir, ch.bound
+    written = written_tensors(kir)
+    host = {}
+    for pname, a in bound.tensors.items():
+        if a.host is None:
+            raise LaunchError(f"kernel '{kir.name}': argument '{pname}' is a GPU array ({a.type_name}); the CPU "
+                              f"backend needs host arrays (numpy); copy it to the host first")
+        if pname in written and a.readonly:
+            raise LaunchError(f"kernel '{kir.name}': argument '{pname}' is read-only, but the kernel writes it")
+        host[pname] = a.host
+    src = kernel.module.checked.source
+    source = (src.lines, src.line_offset, src.filename)
+    stats = run_cpu(kir, bound.dims, host, bound.scalars, ch.grid, debug=debug, source=source)
+    if not ch.tune:
+        note = "No @autotune: one variant."
+    elif prepared.explicit:
+        note = "The CPU backend ran the variant named by the call (no timing on the CPU)."
+    else:
+        note = ("The CPU backend does not time variants: it ran the first @autotune variant that fits the "
+                "arguments; name another with variant={...}.")
+    kernel.last_run = RunReport("cpu", kir.name, dict(ch.tune), note, ch.grid, kir.threads, stats.ctas,
+                                stats.seconds, debug, {"batch": stats.batch})
+    return None
