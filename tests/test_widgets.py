@@ -1,0 +1,191 @@
+"""The views without a browser: their traits, text summaries, offline HTML and PNG, the CUDA
+line links, the timing record, and that the ES modules ship with the package."""
+import json
+import re
+import types
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+import tilenb  # noqa: E402
+from tilenb.notebook import assets, build, demo, hardware, render, widgets  # noqa: E402
+from tilenb.notebook.fixture import RMS_NORM_SOURCE, rms_norm_analysis  # noqa: E402
+
+VIEWS = {"threadmap": widgets.ThreadMap, "ruler": widgets.LifetimeRuler, "barriers": widgets.BarrierView,
+         "timing": widgets.TimingView, "cuda": widgets.CudaView}
+
+
+def test_every_view_has_its_es_module_and_css_in_the_package():
+    for name in assets.WIDGETS:
+        js = assets.asset(f"{name}.js")
+        assert "export function render" in js and "export default { render }" in js
+        assert "http://" not in js.replace("http://www.w3.org/2000/svg", "") and "https://" not in js
+        assert assets.css(name).startswith(assets.asset("common.css"))
+    # the package reaches the same files through tilenb/widgets (a link in a checkout, a copy in a wheel)
+    assert (assets._PACKAGE / "widgets" / "threadmap.js").is_file()
+
+
+def test_fixture_is_consistent_with_its_source():
+    a = rms_norm_analysis()
+    tilenb.compile(RMS_NORM_SOURCE, backend="cpu")
+    src = RMS_NORM_SOURCE.splitlines()
+    for c in a["copies"]:
+        assert c["tensor"] + "[" in src[c["line"] - 1]
+        covered = sorted((r[1], r[2] + k) for r in c["runs"] for k in range(r[3]))
+        rows, cols = c["shape"]
+        assert covered == [(i, j) for i in range(rows) for j in range(cols)]   # every element once
+
+
+def test_thread_map_text_names_copies_and_per_warp_figures():
+    tm = demo(["threads"])[0]
+    text = repr(tm)
+    assert text.splitlines()[0] == "thread map of rms_norm: 256 threads per CTA (8 warps), 3 copy statements"
+    assert "line 5: load X -> x, [8, 256] f32, vector width 4, 512 runs by 256 threads" in text
+    assert "warps 0-7: 32 sectors (ideal 32), 8 wavefronts (ideal 8)" in text
+    assert "0x" not in text and text == repr(demo(["threads"])[0])      # deterministic
+
+
+def test_thread_map_text_flags_uncoalesced_warps_and_views():
+    a = rms_norm_analysis()
+    c = a["copies"][0]
+    c["warps"][3]["sectors"] = 64
+    c["warps"][5]["wavefronts"] = 32
+    view = dict(c, line=6, tile="c_old", is_view=True, wavefronts=0, ideal_wavefronts=0)
+    w = widgets.ThreadMap(kernel="k", threads=256, copies=[c, view], tiles=a["tiles"],
+                          lines=[[5, "6", "  var x = X[r :+ 8, :]"], [6, "7", "  let k = K[0 :+ 8, :]"]])
+    text = repr(w)
+    assert "line 6: load X -> x" in text                       # labels are the cell's lines
+    assert "warp 3: 64 sectors (ideal 32), 8 wavefronts (ideal 8)  <- uncoalesced" in text
+    assert "warp 5: 32 sectors (ideal 32), 32 wavefronts (ideal 8)  <- bank conflicts" in text
+    assert "line 7: let c_old views X (no tile is made; read into registers)" in text
+    assert "256 sectors (ideal 256); no shared-memory side" in text
+    fix = {"kind": "pad", "pad": 1, "row_length": 257, "bytes": 8224, "wavefronts": 8, "ideal_wavefronts": 8,
+           "keeps_vectors": False}
+    w.copies = [dict(c, fix=fix)]
+    assert ("fix: pad each tile row by 1 elements (rows of 257): 8 wavefronts (ideal 8), tile 8,224 B; "
+            "vector accesses are lost") in repr(w)
+
+
+def test_ruler_text_gives_footprint_budget_and_live_tiles_per_line():
+    text = repr(demo(["lifetimes"])[0])
+    assert text.splitlines()[0] == "shared memory of rms_norm: footprint 9,248 B of 49,152 B budget (18.8%)"
+    assert "  line 8: x@0+8192 inv@9216+32 g@8192+1024  (9,248 B)" in text
+
+
+def test_barrier_text_puts_each_mark_before_its_line():
+    lines = repr(demo(["barriers"])[0]).splitlines()
+    i = next(k for k, l in enumerate(lines) if "rowsum(x * x)" in l)
+    assert "barrier before line 6 (x): rowsum reads rows of x" in lines[i - 1]
+
+
+def test_mimebundle_has_every_kernel_free_rendering():
+    for w in demo(["threads", "lifetimes", "barriers"]):
+        data, meta = w._repr_mimebundle_()
+        assert set(data) >= {"text/plain", "text/html", "image/png", "application/vnd.jupyter.widget-view+json"}
+        assert data["text/plain"] == repr(w)
+        assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+        assert meta["tilenb"]["view"] == w._name
+
+
+def test_offline_html_carries_module_css_and_traits_and_no_network():
+    w = demo(["threads"])[0]
+    page = render.html("threadmap", w.state())
+    assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", page)
+    assert "import(" in page and "cdn" not in page.lower()
+    scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S)
+    assert len(scripts) == 2 and all("</script" not in s for s in scripts)
+    data = json.loads(re.search(r'<script type="application/json" class="tilenb-data">(.*?)</script>', page, re.S).group(1))
+    assert data["state"] == json.loads(json.dumps(w.state()))
+    assert data["esm"] == assets.asset("threadmap.js")
+    assert "thread map of rms_norm" in page            # the text summary until the script runs
+
+
+def test_html_escapes_source_text_that_looks_like_markup():
+    w = widgets.BarrierView(kernel="k", lines=[[1, "2", "  </script><b>x</b> & y"]], barriers=[])
+    page = render.html("barriers", w.state())
+    assert "</script><b>" not in page.split('class="tilenb-data">')[1].split("</script>")[0]
+    assert "&lt;/script&gt;" in page                   # in the fallback text
+
+
+def test_views_render_with_no_data_at_all():
+    for name, cls in VIEWS.items():
+        w = cls(kernel="empty")
+        assert repr(w).strip()
+        assert render.png(name, w.state())[:4] == b"\x89PNG"
+        assert "tilenb-root" in render.html(name, w.state())
+
+
+def test_cuda_lines_link_to_their_tile_lines():
+    code = ("extern \"C\" __global__ void k(float* X) {\n"
+            "  // line 4: var x = X[r :+ 8, :]\n"
+            "  for (int i = threadIdx.x; i < 512; i += 256) {\n"
+            "    x[i] = X[i];\n"
+            "  }\n"
+            "  __syncthreads();\n"
+            "  // line 6: rowsum\n"
+            "  float s = 0.0f;\n"
+            "}\n")
+    assert build.cuda_origins(code) == [0, 4, 4, 4, 4, 4, 6, 6, 0]
+    toks = build.cuda_tokens(code)
+    assert len(toks) == 9
+    assert ["".join(t for _, t in line) for line in toks] == code.splitlines()
+    classes = {c for line in toks for c, _ in line}
+    assert "c1" in classes and "kt" in classes         # comments and types are highlighted
+    w = widgets.CudaView(kernel="k", cuda=toks, origin=build.cuda_origins(code), lines=[[4, "5", "var x"]])
+    assert repr(w).splitlines()[0] == "generated CUDA of k: 9 lines"
+
+
+def _fake_kernel(backend, last_run=None):
+    module = types.SimpleNamespace(backend=backend)
+    return types.SimpleNamespace(module=module, last_run=last_run, name="k", ir=lambda: None)
+
+
+def test_timing_on_the_cpu_says_no_gpu_time_exists():
+    rec = build.timing_record(_fake_kernel("cpu"))
+    w = widgets.TimingView(kernel="k", timing=rec)
+    assert repr(w).startswith("timing of k: no GPU time exists: this kernel runs on the CPU backend")
+
+
+def test_timing_record_from_a_gpu_launch_uses_the_device_peaks():
+    run = {"kernel_ms": 0.5, "host_ms": 0.02, "bytes": 2_000_000_000, "flops": 1e9, "device": "NVIDIA H200",
+           "variant": {"TILE": 64}, "variants": [({"TILE": 64}, 0.5), ({"TILE": 128}, 0.7)]}
+    rec = build.timing_record(_fake_kernel("cuda", run))
+    assert rec["bytes_per_s"] == pytest.approx(4e12)
+    assert rec["flops_per_s"] == pytest.approx(2e12)
+    assert rec["peak"]["bytes_per_s"] == 4.8e12 and "datasheet" in rec["peak"]["bytes_source"]
+    assert [v["best"] for v in rec["variants"]] == [True, False]
+    text = repr(widgets.TimingView(kernel="k", timing=rec))
+    assert "kernel time (CUDA events): 500.0 us" in text
+    assert "83.3% of H200 memory bandwidth" in text
+    assert "variant TILE=64: 500.0 us  (fastest)" in text
+    assert render.png("timing", {"kernel": "k", "timing": rec})[:4] == b"\x89PNG"
+
+
+def test_peak_table_knows_h200_and_refuses_to_guess():
+    p = hardware.peak_for("NVIDIA H200", "BF16 tensor core (dense)")
+    assert p["flops_per_s"] == pytest.approx(989.5e12) and p["copy_bytes_per_s"] == 4.3e12
+    assert hardware.peak_for("NVIDIA H200")["flops_per_s"] == 67e12
+    assert hardware.peak_for("Some Other GPU") is None and hardware.peak_for(None) is None
+
+
+def test_views_of_a_compiled_kernel_list_its_lines_as_the_user_counts_them():
+    mod = tilenb.compile(RMS_NORM_SOURCE, backend="cpu", line_offset=1)
+    k = mod.rms_norm
+    lines = build.listing(k, [], build.default_labels(k))
+    assert lines[0] == [1, "2", "@autotune(D in [256])"]
+    assert len(lines) == 10
+    ws = build.make_views(k, ("threads", "lifetimes", "barriers", "timing", "cuda"))
+    assert [w._name for w in ws] == ["threadmap", "ruler", "barriers", "timing", "cuda"]
+    for w in ws:
+        assert repr(w).strip()             # whatever the later stages can or cannot do yet
+    with pytest.raises(tilenb.TileError):
+        build.make_views(k, ("pictures",))
+
+
+def test_parse_views():
+    assert build.parse_views(None, "cpu") == ("threads", "lifetimes", "barriers")
+    assert build.parse_views(None, "cuda")[-1] == "timing"
+    assert build.parse_views("none") == ()
+    assert build.parse_views("cuda, threads") == ("threads", "cuda")
+    assert build.parse_views("all") == build.VIEW_NAMES

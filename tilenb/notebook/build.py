@@ -1,0 +1,293 @@
+"""From a compiled kernel to the traits of its views (pure data; no display here).
+
+Guarantees: `make_views(kernel, show, tune)` returns one widget per requested view, in the
+order `VIEW_NAMES` lists them; it never raises for a failed analysis, code generation or timing
+read-out: the view carries the reason in its `note` and shows what it can. It raises
+`TileError` only for a bad request (an unknown view name).
+
+Lines: the analyses number lines of the compiled source. A `Labels` maps each to the text the
+user sees: by default the line plus the module's `line_offset`; the notebook magic gives its
+own (cell lines, and "In[3]:7" for functions brought in from earlier cells).
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..lang.diagnostics import TileError
+from . import hardware
+
+VIEW_NAMES = ("threads", "lifetimes", "barriers", "timing", "cuda")
+DEFAULT_VIEWS = ("threads", "lifetimes", "barriers")
+
+Labels = Callable[[int], str]
+
+
+def parse_views(spec: Optional[str], backend: str = "cpu") -> Tuple[str, ...]:
+    """'threads,cuda' -> ('threads', 'cuda'); 'none' -> (); 'all' -> every view; None -> the
+    default views (and timing on the CUDA backend). Raises TileError naming an unknown view."""
+    if spec is None:
+        return DEFAULT_VIEWS + (("timing",) if backend == "cuda" else ())
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if names == ["none"]:
+        return ()
+    if names == ["all"]:
+        return VIEW_NAMES
+    bad = [n for n in names if n not in VIEW_NAMES]
+    if bad:
+        raise TileError(f"unknown view {bad[0]!r} in --show: choose from {', '.join(VIEW_NAMES)}, or all, or none")
+    return tuple(n for n in VIEW_NAMES if n in names)
+
+
+def default_labels(kernel) -> Labels:
+    off = kernel.module.checked.source.line_offset
+    return lambda line: str(line + off)
+
+
+def _source_lines(kernel) -> List[str]:
+    return kernel.module.source.splitlines()
+
+
+def _spans(kernel) -> List[Tuple[int, int]]:
+    """(first, last) line of the kernel, then of each function of the module."""
+    out = [(kernel.checked.ast.span.line, kernel.checked.ast.span.end_line or kernel.checked.ast.span.line)]
+    for f in kernel.module.checked.functions.values():
+        out.append((f.span.line, f.span.end_line or f.span.line))
+    return out
+
+
+def listing(kernel, wanted: Iterable[int], labels: Labels) -> List[list]:
+    """[[line, label, text]] of the kernel's lines, plus the lines of each function whose lines
+    are in `wanted` (statements inlined from functions carry the function's lines)."""
+    src = _source_lines(kernel)
+    spans = _spans(kernel)
+    keep = set(range(spans[0][0], spans[0][1] + 1))
+    for line in wanted:
+        if line in keep or not 1 <= line <= len(src):
+            continue
+        for a, b in spans[1:]:
+            if a <= line <= b:
+                keep.update(range(a, b + 1))
+                break
+        else:
+            keep.add(line)
+    return [[n, labels(n), src[n - 1]] for n in sorted(keep) if 1 <= n <= len(src)]
+
+
+def analysis_record(kernel, tune: Optional[dict] = None) -> Tuple[Optional[dict], str]:
+    """(the analysis as JSON, '') or (None, why it could not be made)."""
+    try:
+        a = kernel.analysis(**(tune or {}))
+        return (a.to_json() if hasattr(a, "to_json") else dict(a)), ""
+    except TileError as e:
+        return None, str(e)
+    except ImportError:
+        return None, "the analyses (tilenb.analysis.analyze) are not available in this build"
+    except Exception as e:  # a bug in a later stage must not take the notebook down
+        return None, f"internal error while analysing {kernel.name}: {type(e).__name__}: {e}"
+
+
+def _lines_in(a: dict) -> List[int]:
+    out = [t["first_line"] for t in a.get("tiles", [])] + [t["last_line"] for t in a.get("tiles", [])]
+    out += [r["line"] for r in a.get("ruler", [])] + [b["line"] for b in a.get("barriers", [])]
+    out += [c["line"] for c in a.get("copies", [])]
+    return out
+
+
+# ---- CUDA source ------------------------------------------------------------------------
+_LINE_MARK = re.compile(r"//\s*line\s+(\d+)\b")
+
+
+def cuda_origins(code: str) -> List[int]:
+    """For each line of generated CUDA, the tile-language line it comes from (0: none).
+
+    A `// line N:` comment starts the code of line N; the lines after it belong to N until the
+    next such comment or a line indented less than the comment (the end of its block)."""
+    out = []
+    cur, indent = 0, 0
+    for text in code.splitlines():
+        m = _LINE_MARK.search(text)
+        ind = len(text) - len(text.lstrip())
+        if m:
+            cur, indent = int(m.group(1)), ind
+        elif cur and text.strip() and ind < indent:
+            cur = 0
+        out.append(cur)
+    return out
+
+
+def cuda_tokens(code: str) -> List[List[List[str]]]:
+    """Highlighted CUDA: one list of [Pygments short class, text] per line (no newlines)."""
+    try:
+        from pygments.lexers.c_like import CudaLexer
+        from pygments.token import STANDARD_TYPES
+    except ImportError:
+        return [[["", line]] for line in code.splitlines()]
+    lines: List[List[List[str]]] = [[]]
+    for tok, text in CudaLexer().get_tokens(code):
+        cls = ""
+        t = tok
+        while t is not None and not cls:
+            cls = STANDARD_TYPES.get(t, "")
+            t = t.parent
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            if i:
+                lines.append([])
+            if part:
+                lines[-1].append([cls, part])
+    n = len(code.splitlines())
+    return lines[:n]
+
+
+# ---- timing ----------------------------------------------------------------------------
+def _get(obj, *names, default=None):
+    for n in names:
+        if isinstance(obj, dict) and obj.get(n) is not None:
+            return obj[n]
+        if not isinstance(obj, dict) and getattr(obj, n, None) is not None:
+            return getattr(obj, n)
+    return default
+
+
+def flops_kind(kernel) -> str:
+    """The arithmetic a kernel's dots use: tensor-core BF16/FP16 when a dot reads such tiles."""
+    from .. import ir
+    try:
+        kir = kernel.ir()
+        for s in ir.walk_stmts(kir.body):
+            for e in ir.stmt_exprs(s):
+                for x in ir.walk_expr(e):
+                    if isinstance(x, ir.Dot):
+                        dt = x.a.type.dtype
+                        if dt == "bf16":
+                            return "BF16 tensor core (dense)"
+                        if dt == "f16":
+                            return "FP16 tensor core (dense)"
+    except Exception:  # the kind only picks a roof; never fail the view over it
+        pass
+    return "FP32"
+
+
+def timing_record(kernel) -> dict:
+    """What the timing view shows, from `kernel.module.backend` and `kernel.last_run`.
+
+    Keys: backend, reason (why there is no GPU time), device, launches, variant_label,
+    kernel_ms (CUDA-event time of one launch), host_ms (host overhead of one launch), bytes,
+    flops, bytes_per_s, flops_per_s, peak (see `hardware.peak_for`), variants ([{label, ms,
+    best}]: each autotune variant's time)."""
+    backend = kernel.module.backend
+    if backend != "cuda":
+        return {"backend": backend, "reason": "this kernel runs on the CPU backend (the numpy reference "
+                "executor), which measures no GPU time; compile with --backend cuda on a machine with a GPU"}
+    run = kernel.last_run
+    if run is None:
+        return {"backend": "cuda", "reason": ""}
+    kernel_ms = _get(run, "kernel_ms", "gpu_ms", "time_ms", "ms")
+    host_ms = _get(run, "host_ms", "overhead_ms", "launch_ms")
+    nbytes = _get(run, "bytes", "bytes_moved", "nbytes")
+    flops = _get(run, "flops")
+    device = _get(run, "device", "device_name")
+    variant = _get(run, "variant", "tune")
+    launches = _get(run, "launches", "repeats", default=1)
+    rec = {"backend": "cuda", "reason": "", "device": device, "launches": int(launches),
+           "variant_label": _tune_label(variant), "kernel_ms": kernel_ms, "host_ms": host_ms,
+           "bytes": nbytes, "flops": flops, "bytes_per_s": None, "flops_per_s": None,
+           "peak": hardware.peak_for(device, flops_kind(kernel)), "variants": []}
+    if kernel_ms:
+        sec = float(kernel_ms) / 1e3
+        rec["bytes_per_s"] = float(nbytes) / sec if nbytes else None
+        rec["flops_per_s"] = float(flops) / sec if flops else None
+    variants = _get(run, "variants", "autotune", "timings", default=[]) or []
+    rows = []
+    for v in variants:
+        if isinstance(v, (tuple, list)) and len(v) == 2:
+            tune, ms = v
+        else:
+            tune, ms = _get(v, "tune", "variant", "params"), _get(v, "ms", "kernel_ms", "time_ms")
+        if ms is not None:
+            rows.append({"label": _tune_label(tune), "ms": float(ms), "best": False})
+    if rows:
+        min(rows, key=lambda r: r["ms"])["best"] = True
+    rec["variants"] = rows
+    return rec
+
+
+def _tune_label(tune) -> str:
+    if not tune:
+        return "default"
+    if isinstance(tune, dict):
+        return ", ".join(f"{k}={v}" for k, v in tune.items())
+    return str(tune)
+
+
+# ---- the views -------------------------------------------------------------------------
+def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict] = None,
+               labels: Optional[Labels] = None) -> list:
+    """One widget per name in `show` (see VIEW_NAMES) for `kernel` at the @autotune values
+    `tune` (default: the first of each). Raises TileError for an unknown view name."""
+    from . import widgets as W
+    bad = [s for s in show if s not in VIEW_NAMES]
+    if bad:
+        raise TileError(f"unknown view {bad[0]!r}: choose from {', '.join(VIEW_NAMES)}")
+    labels = labels or default_labels(kernel)
+    a, why = (analysis_record(kernel, tune) if set(show) & {"threads", "lifetimes", "barriers"}
+              else (None, ""))
+    wanted = _lines_in(a) if a else []
+    lines = listing(kernel, wanted, labels)
+    name = kernel.name
+    out = []
+    for view in VIEW_NAMES:
+        if view not in show:
+            continue
+        if view == "threads":
+            out.append(W.ThreadMap(kernel=name, lines=lines, note=why, threads=int((a or {}).get("threads", 0)),
+                                   copies=(a or {}).get("copies", []), tiles=(a or {}).get("tiles", [])))
+        elif view == "lifetimes":
+            out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
+                                       budget=int((a or {}).get("budget", 49152)), tiles=(a or {}).get("tiles", []),
+                                       ruler=(a or {}).get("ruler", [])))
+        elif view == "barriers":
+            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=(a or {}).get("barriers", [])))
+        elif view == "timing":
+            out.append(W.TimingView(kernel=name, lines=[], timing=timing_record(kernel)))
+        elif view == "cuda":
+            code, note = "", ""
+            try:
+                code = kernel.cuda_source(**(tune or {}))
+            except TileError as e:
+                note = str(e)
+            except ImportError:
+                note = "the CUDA code generator (tilenb.codegen) is not available in this build"
+            except Exception as e:  # a code generator bug must not take the notebook down
+                note = f"internal error while generating CUDA for {name}: {type(e).__name__}: {e}"
+            out.append(W.CudaView(kernel=name, lines=lines, note=note, cuda=cuda_tokens(code),
+                                  origin=cuda_origins(code)))
+    return out
+
+
+def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS,
+                  labels: Optional[Labels] = None) -> list:
+    """Views of an analysis record (`Analysis.to_json()` shape) over `source`, with no kernel:
+    for records saved earlier, and for the tests. Timing and CUDA views are not made here."""
+    from . import widgets as W
+    labels = labels or str
+    src = source.splitlines()
+    lines = [[n, labels(n), t] for n, t in enumerate(src, 1)]
+    name = record.get("kernel", "")
+    out = []
+    for view in show:
+        if view == "threads":
+            out.append(W.ThreadMap(kernel=name, lines=lines, threads=int(record.get("threads", 0)),
+                                   copies=record.get("copies", []), tiles=record.get("tiles", [])))
+        elif view == "lifetimes":
+            out.append(W.LifetimeRuler(kernel=name, lines=lines, footprint=int(record.get("footprint", 0)),
+                                       budget=int(record.get("budget", 49152)), tiles=record.get("tiles", []),
+                                       ruler=record.get("ruler", [])))
+        elif view == "barriers":
+            out.append(W.BarrierView(kernel=name, lines=lines, barriers=record.get("barriers", [])))
+    return out
+
+
+__all__ = ["VIEW_NAMES", "DEFAULT_VIEWS", "parse_views", "make_views", "from_analysis", "timing_record",
+           "cuda_tokens", "cuda_origins", "listing", "analysis_record"]

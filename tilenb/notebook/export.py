@@ -1,0 +1,88 @@
+"""Exporting a notebook with tilenb views to HTML that works with no network.
+
+nbconvert draws an output's live widget only when the notebook saved that widget's state (as
+headless execution with nbclient does by default; JupyterLab does not, by default), and then
+it loads the widget manager from a CDN. The views carry their own self-contained `text/html`
+(the ES module from this package, inlined), which nbconvert uses whenever there is no saved
+state for them. `OfflineViews` makes that so: it drops the live-widget part of every tilenb
+view's output and the saved state of those widgets, and leaves every other output alone.
+
+    python -m tilenb.notebook.export NOTEBOOK.ipynb [OUT.html]
+
+Guarantees: `to_html(nb)` returns the HTML nbconvert's HTMLExporter makes after `OfflineViews`;
+in it every tilenb view is drawn by JavaScript inlined in the page. The notebook given is not
+changed (a copy is exported).
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+try:
+    from nbconvert.preprocessors import Preprocessor
+except ImportError:  # nbconvert is optional: only exporting needs it
+    Preprocessor = object
+
+
+def strip_live_views(nb) -> int:
+    """Remove the live-widget part of tilenb views (in place); return how many were removed."""
+    ids = set()
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) or []:
+            if out.get("output_type") not in ("display_data", "execute_result"):
+                continue
+            data = out.get("data", {})
+            if "tilenb" in (out.get("metadata") or {}) and "text/html" in data and WIDGET_VIEW in data:
+                ids.add(data.pop(WIDGET_VIEW).get("model_id"))
+    widgets = nb.get("metadata", {}).get("widgets")
+    if widgets and WIDGET_STATE in widgets:
+        state = widgets[WIDGET_STATE].get("state", {})
+        for i in ids:
+            model = state.pop(i, None) or {}
+            layout = str((model.get("state") or {}).get("layout", ""))
+            if layout.startswith("IPY_MODEL_"):            # the view's own Layout model
+                state.pop(layout[len("IPY_MODEL_"):], None)
+        if not state:
+            del widgets[WIDGET_STATE]
+        if not widgets:
+            del nb["metadata"]["widgets"]
+    return len(ids)
+
+
+class OfflineViews(Preprocessor):
+    """nbconvert preprocessor: tilenb views export as their self-contained HTML."""
+
+    def preprocess(self, nb, resources):
+        strip_live_views(nb)
+        return nb, resources
+
+
+def to_html(nb) -> str:
+    """HTML of a notebook (a NotebookNode) whose tilenb views need no network."""
+    from nbconvert import HTMLExporter
+    nb = copy.deepcopy(nb)
+    strip_live_views(nb)
+    body, _ = HTMLExporter().from_notebook_node(nb)
+    return body
+
+
+def main(argv=None) -> int:
+    import nbformat
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or len(argv) > 2:
+        print("usage: python -m tilenb.notebook.export NOTEBOOK.ipynb [OUT.html]", file=sys.stderr)
+        return 2
+    src = Path(argv[0])
+    out = Path(argv[1]) if len(argv) > 1 else src.with_suffix(".html")
+    nb = nbformat.read(src, as_version=4)
+    out.write_text(to_html(nb), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

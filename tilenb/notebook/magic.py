@@ -1,0 +1,314 @@
+"""The `%%tilekernel` cell magic (`%load_ext tilenb` registers it).
+
+    %%tilekernel [--backend cpu|cuda|auto] [--tune NAME=V,...] [--show VIEWS] [--debug] [--module NAME]
+    <tile-language source>
+
+Guarantees:
+- On success every kernel of the cell is bound by name in the user namespace (a `tilenb.Kernel`;
+  launch it as `name[grid](*arrays)`), `--module NAME` also binds the `tilenb.Module`, and the
+  requested views are displayed (default: threads, lifetimes, barriers, and timing on the CUDA
+  backend; `--show none` shows none; `--show all` all five).
+- Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
+  earlier successful cell defined (the latest definition wins; a cell's own definitions shadow
+  earlier ones). Functions are not bound as Python names: they are not callable from Python.
+- A static error prints the diagnostics to stderr, each with the line as counted in the cell
+  (the `%%tilekernel` line is line 1), the source line and a caret; no exception is raised, so
+  no Python traceback appears, and nothing is bound: kernels and functions from earlier cells
+  keep working. An error inside a function brought in from an earlier cell names that cell
+  ("In[3]:7"). nbval sees the failure as unexpected stderr output.
+- Bad options (an unknown backend or view, a malformed --tune) are reported the same way.
+- After every cell, timing views shown by this magic refresh from their kernel's `last_run`.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import weakref
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..lang.diagnostics import TileError
+
+_NAME_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_DEFINES = re.compile(r"\b(?:fn|kernel)\s+([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class FnDef:
+    """A function defined by an earlier cell: its text, the cell ("In[3]") and its first line
+    there (as counted in that cell)."""
+    name: str
+    text: str
+    origin: str
+    line: int
+
+
+@dataclass
+class Options:
+    backend: str = "auto"
+    tune: Optional[Dict[str, object]] = None
+    show: Optional[str] = None
+    debug: bool = False
+    module: Optional[str] = None
+
+
+USAGE = ("usage: %%tilekernel [--backend cpu|cuda|auto] [--tune NAME=VALUE,...] "
+         "[--show threads,lifetimes,barriers,timing,cuda|all|none] [--debug] [--module NAME]")
+
+
+def parse_options(line: str) -> Options:
+    """The magic's options. Raises TileError (with the usage line) for anything unknown."""
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise TileError(f"cannot read the options: {e}\n{USAGE}") from None
+    o = Options()
+    i = 0
+
+    def value(flag):
+        nonlocal i
+        if "=" in words[i] and words[i].startswith("--"):
+            return words[i].split("=", 1)[1]
+        if i + 1 >= len(words):
+            raise TileError(f"{flag} needs a value\n{USAGE}")
+        i += 1
+        return words[i]
+    while i < len(words):
+        w = words[i]
+        flag = w.split("=", 1)[0]
+        if flag == "--backend":
+            o.backend = value(flag)
+            if o.backend not in ("cpu", "cuda", "auto"):
+                raise TileError(f"unknown backend {o.backend!r}: use cpu, cuda or auto")
+        elif flag == "--tune":
+            o.tune = parse_tune(value(flag))
+        elif flag == "--show":
+            o.show = value(flag)
+        elif flag == "--module":
+            o.module = value(flag)
+            if not o.module.isidentifier():
+                raise TileError(f"--module needs a Python name, not {o.module!r}")
+        elif w == "--debug":
+            o.debug = True
+        elif w in ("-h", "--help"):
+            raise TileError(USAGE)
+        else:
+            raise TileError(f"unknown option {w!r}\n{USAGE}")
+        i += 1
+    return o
+
+
+def parse_tune(text: str) -> Dict[str, object]:
+    """'TILE=64,D=256' -> {'TILE': 64, 'D': 256}. Raises TileError for a malformed item."""
+    out: Dict[str, object] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, eq, val = item.partition("=")
+        name, val = name.strip(), val.strip()
+        if not eq or not name.isidentifier() or not val:
+            raise TileError(f"--tune takes NAME=VALUE pairs separated by commas, not {item!r}")
+        try:
+            out[name] = int(val, 0)
+        except ValueError:
+            try:
+                out[name] = float(val)
+            except ValueError:
+                raise TileError(f"--tune {name}: {val!r} is not a number") from None
+    return out
+
+
+def _fn_text(source_lines: List[str], span) -> str:
+    """The exact text of a function from its span (1-based lines and columns)."""
+    first, last = span.line, span.end_line or span.line
+    chunk = source_lines[first - 1:last]
+    if not chunk:
+        return ""
+    if span.end_column:
+        chunk[-1] = chunk[-1][:span.end_column - 1]
+    chunk[0] = chunk[0][span.column - 1:]
+    return "\n".join(chunk)
+
+
+class CellCompiler:
+    """Compiles cell bodies, bringing in functions of earlier cells, and remembers the functions
+    each successful cell defines. One per IPython shell."""
+
+    HEADER_LINES = 1   # the %%tilekernel line: body line 1 is cell line 2
+
+    def __init__(self):
+        self.functions: Dict[str, FnDef] = {}
+
+    def _needed(self, body: str) -> List[FnDef]:
+        own = set(_DEFINES.findall(body))
+        todo = [n for n in _NAME_CALL.findall(body)]
+        picked: Dict[str, FnDef] = {}
+        while todo:
+            n = todo.pop()
+            if n in own or n in picked or n not in self.functions:
+                continue
+            picked[n] = self.functions[n]
+            todo.extend(_NAME_CALL.findall(picked[n].text))
+        return [f for n, f in self.functions.items() if n in picked]   # in definition order
+
+    def compile(self, body: str, origin: str, backend: str, debug: bool):
+        """-> (module, labels). Raises TileError with lines as the user sees them."""
+        import tilenb
+        body_lines = body.splitlines()
+        nbody = len(body_lines)
+        text = "\n".join(body_lines)
+        blocks: List[Tuple[int, FnDef]] = []     # (first compiled line, function)
+        for f in self._needed(body):
+            text += "\n"
+            blocks.append((len(text.splitlines()) + 1, f))
+            text += f.text
+        text += "\n"
+
+        def where(line: int) -> Tuple[Optional[str], int]:
+            """compiled line -> (origin cell or None for this cell, line as seen there)."""
+            if line <= nbody:
+                return None, line + self.HEADER_LINES
+            for start, f in reversed(blocks):
+                if line >= start:
+                    return f.origin, f.line + (line - start)
+            return None, line + self.HEADER_LINES
+
+        def labels(line: int) -> str:
+            cell, n = where(line)
+            return str(n) if cell is None else f"{cell}:{n}"
+        try:
+            module = tilenb.compile(text, backend=backend, filename=origin, debug=debug,
+                                    line_offset=self.HEADER_LINES)
+        except TileError as e:
+            for d in e.diagnostics:
+                if d.line is not None and d.line - self.HEADER_LINES > nbody:
+                    cell, n = where(d.line - self.HEADER_LINES)
+                    if cell is not None:
+                        d.filename, d.line = cell, n
+            raise
+        src_lines = text.splitlines()
+        for f in module.checked.functions.values():
+            if f.span.line <= nbody:
+                self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
+                                               f.span.line + self.HEADER_LINES)
+        return module, labels
+
+
+def _error(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+class TileMagics:
+    """Holds the shell's state: the cell compiler and the timing views to refresh."""
+
+    def __init__(self, shell):
+        self.shell = shell
+        self.cells = CellCompiler()
+        self._timing: List[Tuple[weakref.ref, object]] = []
+
+    # -- the cell magic
+    def tilekernel(self, line: str, cell: str):
+        from IPython.display import display
+        from . import build
+        try:
+            opts = parse_options(line)
+            build.parse_views(opts.show)          # refuse a bad --show before compiling
+        except TileError as e:
+            _error(f"%%tilekernel: {e.message}")
+            return None
+        origin = f"In[{self.shell.execution_count}]"
+        try:
+            module, labels = self.cells.compile(cell, origin, opts.backend, opts.debug)
+        except TileError as e:
+            _error(str(e))
+            return None
+        ns = self.shell.user_ns
+        for name, k in module.kernels.items():
+            ns[name] = k
+        if opts.module:
+            ns[opts.module] = module
+        show = build.parse_views(opts.show, module.backend)
+        tunes = self._tunes(module, opts.tune)
+        if tunes is None:
+            return None
+        if not module.kernels:
+            display({"text/plain": "%%tilekernel: this cell defines no kernel"
+                     + (f" (functions: {', '.join(sorted(module.checked.functions))})" if module.checked.functions else "")},
+                    raw=True)
+            return None
+        if not show:
+            return None
+        for name, k in module.kernels.items():
+            display(_header(k, tunes[name], show), raw=True)
+            for w in build.make_views(k, show, tunes[name], labels):
+                if w._name == "timing":
+                    self._timing.append((weakref.ref(w), k))
+                display(w)
+        return None
+
+    def _tunes(self, module, tune) -> Optional[Dict[str, dict]]:
+        """The @autotune values each kernel is analysed at; None after reporting a bad --tune."""
+        tune = tune or {}
+        known = set()
+        out = {}
+        for name, k in module.kernels.items():
+            space = k.tune_space
+            known.update(space)
+            mine = {n: v for n, v in tune.items() if n in space}
+            try:
+                k.ir(**mine)
+            except TileError as e:
+                _error(f"%%tilekernel --tune: {e.message}")
+                return None
+            out[name] = mine
+        unknown = [n for n in tune if n not in known]
+        if unknown:
+            _error(f"%%tilekernel --tune: no kernel of this cell has an @autotune name {unknown[0]!r}"
+                   f" (they have: {', '.join(sorted(known)) or 'none'})")
+            return None
+        return out
+
+    # -- after each cell: timing views follow their kernel's latest launch
+    def refresh_timing(self, *args, **kw) -> None:
+        from .build import timing_record
+        alive = []
+        for ref, k in self._timing:
+            w = ref()
+            if w is None:
+                continue
+            alive.append((ref, k))
+            rec = timing_record(k)
+            if rec != w.timing:
+                w.timing = rec
+        self._timing = alive
+
+
+def _header(kernel, tune: dict, show) -> dict:
+    import html
+    from ..runtime.module import _type_text
+    params = ", ".join(f"{n}: {_type_text(t)}" for n, t in kernel.params)
+    full = dict(kernel.checked.default_tune())
+    full.update(tune)
+    tune_txt = ", ".join(f"{n}={v}" for n, v in full.items())
+    text = (f"kernel {kernel.name}({params}) on {kernel.module.backend}"
+            + (f", analysed at {tune_txt}" if tune_txt else ""))
+    return {"text/plain": text,
+            "text/html": f'<div style="font-size:13px;margin:8px 0 2px 0"><b>kernel {html.escape(kernel.name)}</b>'
+                         f'<span style="opacity:.75">({html.escape(params)}) on {html.escape(kernel.module.backend)}'
+                         f'{", analysed at " + html.escape(tune_txt) if tune_txt else ""}</span></div>'}
+
+
+def register(ipython) -> TileMagics:
+    """Register %%tilekernel (and its after-cell hook) on an IPython shell; idempotent."""
+    old = getattr(ipython, "_tilenb_magics", None)
+    if old is not None:
+        try:
+            ipython.events.unregister("post_run_cell", old.refresh_timing)
+        except ValueError:
+            pass
+    magics = TileMagics(ipython)
+    if old is not None:
+        magics.cells = old.cells            # keep the functions earlier cells defined
+    ipython._tilenb_magics = magics
+    ipython.register_magic_function(magics.tilekernel, magic_kind="cell", magic_name="tilekernel")
+    ipython.events.register("post_run_cell", magics.refresh_timing)
+    return magics

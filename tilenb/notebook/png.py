@@ -1,0 +1,190 @@
+"""Static PNG pictures of the views, for frontends that show no HTML (matplotlib, Agg).
+
+Guarantees: `draw(name, state)` returns PNG bytes for any traits the widget accepts (empty
+lists included) without touching pyplot's global figure list, so it is safe inside a kernel
+that also plots. Colours match the ES modules: a thread's hue comes from its warp, its shade
+from its lane. Importing this module raises ImportError where matplotlib is missing.
+"""
+from __future__ import annotations
+
+import colorsys
+import io
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .render import _fmt_rate, _fmt_time, _labels, copy_title
+
+_MONO = "DejaVu Sans Mono"
+_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
+            "#ff9da7", "#9c755f", "#8cd17d", "#499894", "#d37295"]
+_WRAP = 64
+
+
+def thread_rgb(thread: int):
+    """The RGB colour (0..1) of a thread, as threadmap.js computes it."""
+    warp, lane = divmod(int(thread), 32)
+    hue = ((warp * 137.508 + 200) % 360) / 360.0
+    light = (34 + lane / 31 * 34) / 100.0
+    return colorsys.hls_to_rgb(hue, light, 0.68)
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    FigureCanvasAgg(fig)
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _text_figure(title: str, rows, marks=()) -> bytes:
+    """A code listing: rows of (label, text); marks: indices of rows drawn as barrier marks."""
+    n = max(1, len(rows))
+    fig = Figure(figsize=(9, 0.5 + 0.2 * n))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_axis_off()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(n + 1.5, 0)
+    ax.text(0.01, 0.8, title, fontsize=11, weight="bold", va="center")
+    for i, (label, text) in enumerate(rows):
+        y = i + 1.8
+        if i in marks:
+            ax.axhline(y - 0.45, 0.06, 0.99, color="#c2410c", lw=1.5)
+            ax.text(0.07, y, text, fontsize=8, color="#c2410c", va="center")
+        else:
+            ax.text(0.055, y, label, fontsize=8, family=_MONO, color="#59636e", ha="right", va="center")
+            ax.text(0.07, y, text, fontsize=8, family=_MONO, va="center")
+    return _png(fig)
+
+
+def _threadmap(s) -> bytes:
+    copies = s.get("copies") or []
+    if not copies:
+        return _text_figure(f"Thread map of {s.get('kernel')}", [("", "no copy statement")])
+    c = copies[max(0, min(len(copies) - 1, int(s.get("selected") or 0)))]
+    shape = list(c.get("shape") or [1, 1])
+    rows, cols = (1, shape[0]) if len(shape) == 1 else shape[:2]
+    width = min(cols, _WRAP)
+    segs = -(-cols // width)
+    img = np.ones((rows * segs, width, 3))
+    for thread, row, col, length in c.get("runs") or []:
+        rgb = thread_rgb(thread)
+        for k in range(col, col + length):
+            img[row * segs + k // width, k % width] = rgb
+    fig = Figure(figsize=(7, 1.4 + min(6.0, 0.09 * rows * segs + 0.6)))
+    ax = fig.add_axes((0.08, 0.08, 0.9, 0.62))
+    ax.imshow(img, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("column" + (f" (rows wrap every {width})" if segs > 1 else ""), fontsize=8)
+    ax.set_ylabel("row", fontsize=8)
+    ax.tick_params(labelsize=7)
+    labels = _labels(s)
+    line = labels.get(int(c["line"]), str(c["line"]))
+    fig.text(0.01, 0.95, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c)} "
+             f"[{', '.join(str(x) for x in shape)}], vector width {c.get('vector_width')}",
+             fontsize=10, weight="bold")
+    fig.text(0.01, 0.87, f"coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+             f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')}); "
+             "colour = thread (hue by warp)", fontsize=8)
+    return _png(fig)
+
+
+def _ruler(s) -> bytes:
+    ruler = s.get("ruler") or []
+    tiles = s.get("tiles") or []
+    colour = {t["name"]: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(tiles)}
+    fp, budget = int(s.get("footprint") or 0), int(s.get("budget") or 0)
+    labels = _labels(s)
+    n = max(1, len(ruler))
+    fig = Figure(figsize=(7, 1.2 + 0.28 * n))
+    ax = fig.add_axes((0.1, 0.18 if n > 3 else 0.3, 0.86, 0.6 if n > 3 else 0.4))
+    for i, r in enumerate(ruler):
+        for t in r.get("tiles") or []:
+            ax.broken_barh([(t["offset"], t["bytes"])], (i - 0.4, 0.8), facecolors=colour.get(t["name"], "#888"),
+                           edgecolors="white")
+            if t["bytes"] > 0.06 * max(budget, fp, 1):
+                ax.text(t["offset"] + t["bytes"] * 0.02, i, t["name"], fontsize=7, color="white", va="center")
+    ax.axvline(fp, color="#0b63c5", ls="--", lw=1)
+    ax.axvline(budget, color="#c2410c", lw=1)
+    ax.set_xlim(0, max(budget, fp, 16) * 1.02)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_yticks(range(len(ruler)), [f"line {labels.get(int(r['line']), r['line'])}" for r in ruler], fontsize=7)
+    ax.set_xlabel("shared-memory offset (bytes)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    fig.text(0.01, 0.93, f"Shared memory of {s.get('kernel')}: footprint {fp:,} B of {budget:,} B "
+             "(dashed: footprint, red: budget)", fontsize=10, weight="bold")
+    return _png(fig)
+
+
+def _barriers(s) -> bytes:
+    bars = s.get("barriers") or []
+    before, after = {}, {}
+    for b in bars:
+        (after if b.get("where") == "after" else before).setdefault(int(b["line"]), []).append(b)
+    rows, marks = [], set()
+    labels = _labels(s)
+
+    def mark(b):
+        marks.add(len(rows))
+        tile = f" ({b['tile']})" if b.get("tile") else ""
+        reason = b.get("reason", "")
+        reason = reason if len(reason) <= 110 else reason[:107] + "..."
+        rows.append(("", f"barrier {b.get('where') or 'before'} line {labels.get(int(b['line']), b['line'])}{tile}: {reason}"))
+    for line, label, text in s.get("lines") or []:
+        for b in before.get(int(line), []):
+            mark(b)
+        rows.append((str(label), text))
+        for b in after.get(int(line), []):
+            mark(b)
+    return _text_figure(f"Barriers of {s.get('kernel')}: {len(bars)}", rows, marks)
+
+
+def _timing(s) -> bytes:
+    tm = s.get("timing") or {}
+    if tm.get("backend") != "cuda" or not tm.get("kernel_ms"):
+        from .render import _text_timing
+        return _text_figure(f"Timing of {s.get('kernel')}", [("", x) for x in _text_timing(s).splitlines()[:1]])
+    variants = tm.get("variants") or []
+    peak = tm.get("peak")
+    fig = Figure(figsize=(8, 2.4 + 0.2 * len(variants)))
+    ax = fig.add_axes((0.14, 0.2, 0.32 if variants else 0.8, 0.5))
+    names, vals, cols = ["achieved"], [tm.get("bytes_per_s") or 0], ["#0b63c5"]
+    if peak:
+        if peak.get("copy_bytes_per_s"):
+            names.append("measured copy"), vals.append(peak["copy_bytes_per_s"]), cols.append("#8fb4e3")
+        names.append(f"{peak['device']} peak"), vals.append(peak["bytes_per_s"]), cols.append("#b8c2cc")
+    ax.barh(range(len(names)), [v / 1e9 for v in vals], color=cols)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("memory bandwidth (GB/s)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    if variants:
+        ax2 = fig.add_axes((0.64, 0.2, 0.33, 0.5))
+        ax2.barh(range(len(variants)), [v["ms"] for v in variants],
+                 color=["#0b63c5" if v.get("best") else "#b8c2cc" for v in variants])
+        ax2.set_yticks(range(len(variants)), [v["label"] for v in variants], fontsize=7)
+        ax2.invert_yaxis()
+        ax2.set_xlabel("kernel time per variant (ms)", fontsize=8)
+        ax2.tick_params(axis="x", labelsize=7)
+    fig.text(0.01, 0.9, f"Timing of {s.get('kernel')} on {tm.get('device')}: {_fmt_time(tm.get('kernel_ms'))} "
+             f"(host {_fmt_time(tm.get('host_ms'))}), {_fmt_rate(tm.get('bytes_per_s'), 'B/s')}, "
+             f"{_fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}", fontsize=9, weight="bold")
+    return _png(fig)
+
+
+def _cuda(s) -> bytes:
+    code = ["".join(t for _, t in line) for line in s.get("cuda") or []]
+    limit = 80
+    rows = [(str(i + 1), t) for i, t in enumerate(code[:limit])]
+    if len(code) > limit:
+        rows.append(("", f"... {len(code) - limit} more lines"))
+    if not rows:
+        rows = [("", s.get("note") or "no CUDA source")]
+    return _text_figure(f"Generated CUDA of {s.get('kernel')}", rows)
+
+
+_DRAW = {"threadmap": _threadmap, "ruler": _ruler, "barriers": _barriers, "timing": _timing, "cuda": _cuda}
+
+
+def draw(name: str, state: dict) -> bytes:
+    """PNG bytes of one view."""
+    return _DRAW[name](state)

@@ -1,0 +1,317 @@
+"""Kernel-free renderings of a view's traits: a text summary, a self-contained HTML page
+fragment, and a PNG.
+
+Guarantees:
+- `text(name, state)` is deterministic: the same traits give the same string, with no memory
+  addresses, ids or clock readings (measured times appear only in the timing view, as
+  measured). nbval and plain frontends compare and show it.
+- `html(name, state)` needs no network and no kernel: it carries the widget's ES module, its
+  CSS and its traits inline, starts the module's `render` with a read-only model, and shows the
+  text summary until (or if) the script cannot run. It has no `</script` inside a script.
+- `png(name, state)` is PNG bytes drawn with matplotlib, or None without matplotlib.
+"""
+from __future__ import annotations
+
+import hashlib
+import html as _html
+import json
+from typing import Dict, List, Optional
+
+from . import assets
+
+
+# ---- text summaries --------------------------------------------------------------------
+def _labels(state) -> Dict[int, str]:
+    return {int(line): str(label) for line, label, _ in state.get("lines", [])}
+
+
+def _texts(state) -> Dict[int, str]:
+    return {int(line): str(text) for line, _, text in state.get("lines", [])}
+
+
+def _label(labels, line) -> str:
+    return labels.get(int(line), str(line))
+
+
+def _bytes(n) -> str:
+    return f"{int(n):,} B"
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def _ranges(items: List[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'"""
+    out, start, prev = [], None, None
+    for i in items:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(out)
+
+
+def copy_title(c: dict) -> str:
+    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'."""
+    tile = c.get("tile")
+    if c.get("is_view"):
+        return f"let {tile or 'view'} views {c.get('tensor')} (no tile is made; read into registers)"
+    if c.get("direction") == "store":
+        return f"store {tile or 'an expression'} -> {c.get('tensor')}"
+    return f"load {c.get('tensor')} -> {tile or 'registers'}"
+
+
+def fix_text(fix: dict) -> str:
+    """The layout the analysis proposes against bank conflicts, in words."""
+    if fix.get("kind") == "pad":
+        how = f"pad each tile row by {fix.get('pad')} elements (rows of {fix.get('row_length')})"
+    else:
+        how = f"swizzle the tile (XOR, bits={fix.get('bits')}, base={fix.get('base')}, shift={fix.get('shift')})"
+    vec = "" if fix.get("keeps_vectors", True) else "; vector accesses are lost"
+    return (f"fix: {how}: {fix.get('wavefronts')} wavefronts (ideal {fix.get('ideal_wavefronts')}), "
+            f"tile {int(fix.get('bytes', 0)):,} B{vec}")
+
+
+def _text_threadmap(s) -> str:
+    labels = _labels(s)
+    threads = int(s.get("threads") or 0)
+    copies = s.get("copies") or []
+    dtypes = {t["name"]: t.get("dtype") for t in s.get("tiles") or []}
+    head = (f"thread map of {s.get('kernel')}: {threads} threads per CTA "
+            f"({(threads + 31) // 32} warps), {len(copies)} copy statement{'s' * (len(copies) != 1)}")
+    out = [head]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    for c in copies:
+        runs = c.get("runs") or []
+        dt = dtypes.get(c.get("tile") or "", "")
+        out.append(f"line {_label(labels, c['line'])}: {copy_title(c)}, {_shape(c.get('shape', []))}"
+                   f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
+                   f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
+        if c.get("is_view"):
+            out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+                       "no shared-memory side")
+            continue
+        out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+                   f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')})")
+        groups: List[list] = []
+        for w in c.get("warps") or []:
+            key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
+            if groups and groups[-1][0] == key and groups[-1][1][-1] == w["warp"] - 1:
+                groups[-1][1].append(w["warp"])
+            else:
+                groups.append([key, [w["warp"]]])
+        fix = c.get("fix")
+        if fix:
+            out.append(f"  {fix_text(fix)}")
+        for key, ws in groups:
+            name = "warp" if len(ws) == 1 else "warps"
+            flag = ""
+            if key[0] > key[1]:
+                flag += "  <- uncoalesced"
+            if key[2] > key[3]:
+                flag += "  <- bank conflicts"
+            out.append(f"  {name} {_ranges(ws)}: {key[0]} sectors (ideal {key[1]}), "
+                       f"{key[2]} wavefronts (ideal {key[3]}){flag}")
+    return "\n".join(out)
+
+
+def _text_ruler(s) -> str:
+    labels = _labels(s)
+    fp, budget = int(s.get("footprint") or 0), int(s.get("budget") or 0)
+    pct = f" ({100.0 * fp / budget:.1f}%)" if budget else ""
+    out = [f"shared memory of {s.get('kernel')}: footprint {_bytes(fp)} of {_bytes(budget)} budget{pct}"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    tiles = s.get("tiles") or []
+    if tiles:
+        w = max(len(t["name"]) for t in tiles)
+        out.append("tiles:")
+        for t in tiles:
+            where = ("registers" if t.get("space") == "registers" or t.get("offset") is None
+                     else f"{_bytes(t['bytes'])} at offset {t['offset']}")
+            out.append(f"  {t['name']:<{w}}  {t['dtype']} {_shape(t['shape'])}  {where}, "
+                       f"lines {_label(labels, t['first_line'])}-{_label(labels, t['last_line'])}")
+    ruler = s.get("ruler") or []
+    if ruler:
+        out.append("live tiles after each line (name@offset+bytes):")
+        for r in ruler:
+            live = r.get("tiles") or []
+            total = sum(int(x["bytes"]) for x in live)
+            parts = " ".join(f"{x['name']}@{x['offset']}+{x['bytes']}" for x in live) or "-"
+            out.append(f"  line {_label(labels, r['line'])}: {parts}  ({_bytes(total)})")
+    return "\n".join(out)
+
+
+def _text_barriers(s) -> str:
+    bars = s.get("barriers") or []
+    out = [f"barriers of {s.get('kernel')}: {len(bars)} CTA barrier{'s' * (len(bars) != 1)} placed by the compiler"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    lines = s.get("lines") or []
+    width = max([len(str(lab)) for _, lab, _ in lines] + [1])
+    before: Dict[int, list] = {}
+    after: Dict[int, list] = {}
+    for b in bars:
+        (after if b.get("where") == "after" else before).setdefault(int(b["line"]), []).append(b)
+    labels = _labels(s)
+
+    def mark(b):
+        tile = f" ({b['tile']})" if b.get("tile") else ""
+        return (f"{' ' * width}   ---- barrier {b.get('where') or 'before'} line {_label(labels, b['line'])}"
+                f"{tile}: {b.get('reason', '')}")
+    shown = set()
+    prev = None
+    for line, label, text in lines:
+        if prev is not None and line != prev + 1:
+            out.append(f"{' ' * width}   ...")
+        prev = line
+        for b in before.get(line, []):
+            out.append(mark(b))
+        out.append(f"{label:>{width}} | {text}")
+        for b in after.get(line, []):
+            out.append(mark(b))
+        shown.add(line)
+    for b in bars:
+        if int(b["line"]) not in shown:
+            out.append(mark(b))
+    return "\n".join(out)
+
+
+def _fmt_time(ms) -> str:
+    if ms is None:
+        return "n/a"
+    ms = float(ms)
+    if ms >= 1.0:
+        return f"{ms:.3f} ms"
+    return f"{ms * 1000:.1f} us"
+
+
+def _fmt_rate(x, unit) -> str:
+    if x is None:
+        return "not reported"
+    x = float(x)
+    for scale, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.2f} {p}{unit}"
+    return f"{x:.2f} {unit}"
+
+
+def _text_timing(s) -> str:
+    tm = s.get("timing") or {}
+    name = s.get("kernel")
+    out = []
+    if tm.get("backend") != "cuda":
+        out.append(f"timing of {name}: no GPU time exists: {tm.get('reason') or 'this kernel runs on the CPU backend (the numpy reference executor)'}.")
+    elif not tm.get("kernel_ms"):
+        out.append(f"timing of {name}: not launched on the GPU yet{': ' + tm['reason'] if tm.get('reason') else ''}.")
+    else:
+        out.append(f"timing of {name} on {tm.get('device') or 'the GPU'} ({tm.get('launches', 1)} launch"
+                   f"{'es' if tm.get('launches', 1) != 1 else ''}, {tm.get('variant_label') or 'default variant'}):")
+        out.append(f"  kernel time (CUDA events): {_fmt_time(tm.get('kernel_ms'))}")
+        out.append(f"  host overhead: {_fmt_time(tm.get('host_ms'))}")
+        out.append(f"  achieved: {_fmt_rate(tm.get('bytes_per_s'), 'B/s')}, {_fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}")
+        peak = tm.get("peak")
+        if peak:
+            bw = tm.get("bytes_per_s")
+            if bw:
+                out.append(f"  {100.0 * bw / peak['bytes_per_s']:.1f}% of {peak['device']} memory bandwidth "
+                           f"{_fmt_rate(peak['bytes_per_s'], 'B/s')} ({peak['bytes_source']})")
+            if tm.get("flops_per_s") and peak.get("flops_per_s"):
+                out.append(f"  {100.0 * tm['flops_per_s'] / peak['flops_per_s']:.2f}% of peak "
+                           f"{peak['flops_kind']} {_fmt_rate(peak['flops_per_s'], 'FLOP/s')} ({peak['flops_source']})")
+        else:
+            out.append("  peak figures: not known for this device")
+        for v in tm.get("variants") or []:
+            best = "  (fastest)" if v.get("best") else ""
+            out.append(f"  variant {v['label']}: {_fmt_time(v.get('ms'))}{best}")
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    return "\n".join(out)
+
+
+def _text_cuda(s) -> str:
+    code = ["".join(tok for _, tok in line) for line in s.get("cuda") or []]
+    out = [f"generated CUDA of {s.get('kernel')}: {len(code)} lines"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    out.extend(code)
+    return "\n".join(out)
+
+
+_TEXT = {"threadmap": _text_threadmap, "ruler": _text_ruler, "barriers": _text_barriers,
+         "timing": _text_timing, "cuda": _text_cuda}
+
+
+def text(name: str, state: dict) -> str:
+    """The deterministic plain-text summary of one view."""
+    return _TEXT[name](state)
+
+
+# ---- self-contained HTML ---------------------------------------------------------------
+# Starts the view's ES module from a blob: URL with a read-only model over the inlined traits.
+# A classic script (not a module) so that it can find its own box through currentScript.
+_BOOT = """(function () {
+  var box = document.currentScript && document.currentScript.parentNode;
+  if (!box || box.getAttribute("data-tilenb-started")) return;
+  box.setAttribute("data-tilenb-started", "1");
+  var data = JSON.parse(box.querySelector("script.tilenb-data").textContent);
+  var root = box.querySelector(".tilenb-root");
+  var mods = window.__tilenbModules = window.__tilenbModules || {};
+  var key = data.view + ":" + data.hash;
+  if (!mods[key]) {
+    var url = URL.createObjectURL(new Blob([data.esm], {type: "text/javascript"}));
+    mods[key] = import(url);
+  }
+  var handlers = {};
+  var model = {
+    get: function (k) { return data.state[k]; },
+    set: function (k, v) { data.state[k] = v; (handlers["change:" + k] || []).forEach(function (f) { f(); }); },
+    save_changes: function () {},
+    on: function (ev, f) { (handlers[ev] = handlers[ev] || []).push(f); },
+    off: function (ev, f) { if (handlers[ev]) handlers[ev] = f ? handlers[ev].filter(function (g) { return g !== f; }) : []; },
+    send: function () {}
+  };
+  mods[key].then(function (m) {
+    var render = (m.default && m.default.render) || m.render;
+    root.textContent = "";
+    render({model: model, el: root});
+    box.setAttribute("data-tilenb-ready", "1");
+  }).catch(function (e) {
+    box.setAttribute("data-tilenb-error", String(e));
+  });
+})();"""
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside <script>: no '<', '>' or '&' appear literally."""
+    s = json.dumps(obj, separators=(",", ":"), sort_keys=True)
+    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def html(name: str, state: dict) -> str:
+    """A page fragment that draws the view with no kernel and no network."""
+    esm = assets.asset(f"{name}.js")
+    digest = hashlib.sha256(esm.encode()).hexdigest()[:16]
+    payload = _script_json({"view": name, "hash": digest, "esm": esm, "state": state})
+    fallback = _html.escape(text(name, state))
+    return (f'<div class="tilenb-static" data-tilenb-view="{name}">'
+            f"<style>{assets.css(name)}</style>"
+            f'<div class="tilenb-root"><pre class="tilenb-fallback">{fallback}</pre></div>'
+            f'<script type="application/json" class="tilenb-data">{payload}</script>'
+            f"<script>{_BOOT}</script></div>")
+
+
+def png(name: str, state: dict) -> Optional[bytes]:
+    """The view as a PNG image (bytes), or None where matplotlib is not installed."""
+    try:
+        from . import png as _png
+    except ImportError:
+        return None
+    return _png.draw(name, state)

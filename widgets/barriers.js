@@ -1,0 +1,100 @@
+// tilenb barriers: the kernel's source with a mark where the compiler puts each CTA barrier
+// (__syncthreads()): "before" or "within" a statement goes above its line, "after" below its
+// last line. Hover or focus a mark for its reason: which tile's bytes one thread wrote and
+// another touches. Tab reaches every mark; Up/Down move between marks.
+//
+// Model traits read: kernel, barriers, lines, note.
+
+function h(tag, attrs, ...kids) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
+  return n;
+}
+
+function draw(model, el) {
+  el.textContent = "";
+  const root = h("div", { class: "tn-root tn-barriers" });
+  el.append(root);
+  const bars = model.get("barriers") || [];
+  const lines = model.get("lines") || [];
+  const labels = new Map(lines.map(([l, lab]) => [l, String(lab)]));
+  const label = (l) => labels.get(l) || String(l);
+  root.append(h("h4", { class: "tn-title", text: `Barriers of ${model.get("kernel")}` },
+    h("span", { class: "tn-sub", text: ` · ${bars.length} CTA barrier${bars.length === 1 ? "" : "s"} placed by the compiler` })));
+  if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
+  const tip = h("div", { class: "tn-tip", hidden: true, role: "tooltip", id: "" });
+  const marks = [];
+  const mark = (b) => {
+    const where = `${b.where || "before"} line ${label(b.line)}`;
+    const m = h("div", { class: "tn-bmark", tabindex: 0, role: "note", "data-line": b.line,
+      "aria-label": `barrier ${where}${b.tile ? `, tile ${b.tile}` : ""}: ${b.reason || ""}` },
+      h("span", { class: "tn-bgutter", "aria-hidden": "true" }),
+      h("span", { class: "tn-bbadge", "aria-hidden": "true", text: "barrier" }),
+      h("span", { class: "tn-bwhere", "aria-hidden": "true", text: `${where}${b.tile ? ` · ${b.tile}` : ""}` }));
+    m.dataset.reason = b.reason || "";
+    marks.push(m);
+    return m;
+  };
+  const before = new Map(), after = new Map();
+  for (const b of bars) {
+    const m = b.where === "after" ? after : before;
+    if (!m.has(b.line)) m.set(b.line, []);
+    m.get(b.line).push(b);
+  }
+  const listing = h("div", { class: "tn-listing", role: "group", "aria-label": `source of ${model.get("kernel")} with its barriers` });
+  const shown = new Set();
+  let prev = null;
+  for (const [line, lab, text] of lines) {
+    if (prev !== null && line !== prev + 1) listing.append(h("div", { class: "tn-gap", text: "⋯" }));
+    prev = line;
+    for (const b of before.get(line) || []) listing.append(mark(b));
+    const hasBar = before.has(line) || after.has(line);
+    listing.append(h("div", { class: "tn-sline" + (hasBar ? " tn-synced" : ""), "data-line": line },
+      h("span", { class: "tn-lno", text: String(lab) }), h("code", { class: "tn-stext", text: String(text) || " " })));
+    for (const b of after.get(line) || []) listing.append(mark(b));
+    shown.add(line);
+  }
+  for (const b of bars) if (!shown.has(b.line)) listing.append(mark(b));
+  root.append(listing, tip);
+  if (!bars.length) root.append(h("p", { class: "tn-sub", text: "No barrier is needed: no thread reads tile bytes that another thread wrote." }));
+  root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a barrier for its reason; ↑/↓ move between barriers." }));
+
+  const show = (m) => {
+    tip.textContent = m.dataset.reason;
+    tip.hidden = !m.dataset.reason;
+    const box = m.getBoundingClientRect(), base = root.getBoundingClientRect();
+    tip.style.left = `${Math.max(0, box.left - base.left + 60)}px`;
+    tip.style.top = `${box.bottom - base.top + 2}px`;
+  };
+  const hide = () => { tip.hidden = true; };
+  for (const m of marks) {
+    m.addEventListener("mouseenter", () => show(m));
+    m.addEventListener("focus", () => show(m));
+    m.addEventListener("mouseleave", () => { if (document.activeElement !== m) hide(); });
+    m.addEventListener("blur", hide);
+    m.addEventListener("keydown", (e) => {
+      const i = marks.indexOf(m);
+      const j = e.key === "ArrowDown" ? i + 1 : e.key === "ArrowUp" ? i - 1 : -2;
+      if (j === -2) { if (e.key === "Escape") hide(); return; }
+      e.preventDefault();
+      if (j >= 0 && j < marks.length) marks[j].focus();
+    });
+  }
+}
+
+export function render({ model, el }) {
+  const redraw = () => draw(model, el);
+  redraw();
+  const keys = ["barriers", "lines", "note", "kernel"];
+  for (const k of keys) model.on(`change:${k}`, redraw);
+  return () => {
+    for (const k of keys) model.off(`change:${k}`, redraw);
+    el.textContent = "";
+  };
+}
+
+export default { render };

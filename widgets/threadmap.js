@@ -1,0 +1,364 @@
+// tilenb thread map: for one copy statement, the tensor slice (global memory) and the tile
+// (shared memory) side by side. Each run of elements that one thread moves is drawn in that
+// thread's colour: the hue names the warp, the shade the lane. Hovering or focusing a run shows
+// its thread, warp, lane, vector width and elements, and lights the same run on the other side.
+// Keys on a run: Left/Right step along the rows, Up/Down go to the run above/below,
+// Home/End jump to the first/last run. Per-warp coalescing (32-byte sectors against the ideal)
+// and bank conflicts (shared-memory wavefronts against the ideal) are in the table below.
+//
+// Model traits read: kernel, threads, copies, tiles, lines, note, selected (written back).
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
+const SIDE_PX = 400;      // width given to each side's grid
+const ITEMSIZE = { f64: 8, i64: 8, u64: 8, f32: 4, i32: 4, u32: 4, tf32: 4, f16: 2, bf16: 2,
+  i16: 2, u16: 2, i8: 1, u8: 1, bool: 1, fp8: 1, e4m3: 1, e5m2: 1 };
+
+function h(tag, attrs, ...kids) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
+  return n;
+}
+
+function s(tag, attrs) {
+  const n = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
+  return n;
+}
+
+/** The colour of a thread: warps get well-separated hues, lanes shade from dark to light. */
+export function threadColor(thread) {
+  const warp = Math.floor(thread / 32), lane = thread % 32;
+  const hue = (warp * 137.508 + 200) % 360;
+  const light = 34 + (lane / 31) * 34;
+  return `hsl(${hue.toFixed(1)}, 68%, ${light.toFixed(1)}%)`;
+}
+
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
+function labelOf(model, line) {
+  for (const [l, label] of model.get("lines") || []) if (l === line) return String(label);
+  return String(line);
+}
+
+function textOf(model, line) {
+  for (const [l, , text] of model.get("lines") || []) if (l === line) return String(text).trim();
+  return "";
+}
+
+function copyTitle(c) {
+  if (c.is_view) return `let ${c.tile || "view"} views ${c.tensor}: no tile is made`;
+  if (c.direction === "store") return `store ${c.tile || "an expression"} → ${c.tensor}`;
+  return `load ${c.tensor} → ${c.tile || "registers"}`;
+}
+
+/** The layout the analysis proposes against bank conflicts, in words. */
+function fixText(fix) {
+  const how = fix.kind === "pad" ? `pad each tile row by ${fix.pad} elements (rows of ${fix.row_length})`
+    : `swizzle the tile (XOR, bits=${fix.bits}, base=${fix.base}, shift=${fix.shift})`;
+  return `Fix: ${how}: ${fix.wavefronts} wavefronts (ideal ${fix.ideal_wavefronts}), tile ${Number(fix.bytes).toLocaleString("en-US")} B` +
+    (fix.keeps_vectors === false ? "; vector accesses are lost" : "");
+}
+
+/** Geometry of one copy: drawn rows and columns, and the runs in reading order. */
+function geometry(copy) {
+  const shape = copy.shape.length === 1 ? [1, copy.shape[0]] : copy.shape;
+  const [rows, cols] = shape;
+  const width = Math.min(cols, WRAP);
+  const segs = Math.ceil(cols / width);
+  const cell = Math.max(4, Math.min(18, Math.floor(SIDE_PX / width)));
+  const runs = copy.runs || [];
+  const order = runs.map((_, i) => i).sort((a, b) =>
+    runs[a][1] - runs[b][1] || runs[a][2] - runs[b][2] || runs[a][0] - runs[b][0]);
+  const rank = new Map(order.map((r, k) => [r, k]));
+  const byRow = new Map();
+  for (const i of order) {
+    const row = runs[i][1];
+    if (!byRow.has(row)) byRow.set(row, []);
+    byRow.get(row).push(i);
+  }
+  return { rows, cols, width, segs, cell, runs, order, rank, byRow };
+}
+
+/** The rectangles [x, y, w] (in cells) covering `len` elements from (row, col), wrapped. */
+function pieces(g, row, col, len) {
+  const out = [];
+  let c = col;
+  const end = col + len;
+  while (c < end) {
+    const seg = Math.floor(c / g.width);
+    const stop = Math.min(end, (seg + 1) * g.width);
+    out.push([c % g.width, row * g.segs + seg, stop - c]);
+    c = stop;
+  }
+  return out;
+}
+
+function runFacts(copy, run, itemsize) {
+  const [thread, row, col, len] = run;
+  const warp = Math.floor(thread / 32), lane = thread % 32;
+  const vw = copy.vector_width || 1;
+  const vectors = Math.ceil(len / vw);
+  const vbytes = itemsize ? ` (${vw * itemsize} B)` : "";
+  const cols = len === 1 ? `column ${col}` : `columns ${col}–${col + len - 1}`;
+  return { thread, warp, lane, row, col, len, vw, vectors, vbytes, cols };
+}
+
+function runLabel(side, f) {
+  return `${side}: thread ${f.thread}, warp ${f.warp}, lane ${f.lane}; row ${f.row}, ${f.cols}; ` +
+    `${plural(f.len, "element")} in ${plural(f.vectors, "vector")} of width ${f.vw}`;
+}
+
+function drawSide(g, copy, side, itemsize, caption) {
+  const pad = { left: 30, top: 16 };
+  const W = g.width * g.cell, H = g.rows * g.segs * g.cell;
+  const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid" });
+  root.setAttribute("role", "listbox");
+  root.setAttribute("tabindex", "-1");   // the runs take focus, not the picture
+  root.setAttribute("aria-label", `${caption}: ${plural(g.runs.length, "run")}; arrow keys move between runs`);
+  const body = s("g", { transform: `translate(${pad.left},${pad.top})` });
+  root.append(body);
+  body.append(s("rect", { x: 0, y: 0, width: W, height: H, class: "tn-bg" }));
+  // column ticks along the top, row numbers down the left
+  const tick = g.width >= 32 ? 16 : g.width >= 8 ? 4 : 1;
+  for (let c = 0; c < g.width; c += tick) {
+    const t = s("text", { x: c * g.cell + 1, y: -4, class: "tn-tick" });
+    t.textContent = String(c);
+    body.append(t);
+  }
+  const rowStep = g.cell * g.segs >= 10 ? 1 : Math.ceil(10 / (g.cell * g.segs));
+  for (let r = 0; r < g.rows; r += rowStep) {
+    const t = s("text", { x: -4, y: (r * g.segs + 0.5) * g.cell + 4, class: "tn-tick tn-rowtick" });
+    t.textContent = String(r);
+    body.append(t);
+    if (r > 0 && g.segs > 1) body.append(s("line", { x1: 0, x2: W, y1: r * g.segs * g.cell, y2: r * g.segs * g.cell, class: "tn-rowline" }));
+  }
+  const nodes = new Array(g.runs.length);
+  g.runs.forEach((run, i) => {
+    const f = runFacts(copy, run, itemsize);
+    const grp = s("g", { class: "tn-run", "data-run": i, "data-thread": f.thread, "data-warp": f.warp, tabindex: -1 });
+    grp.setAttribute("role", "option");
+    grp.setAttribute("aria-selected", "false");
+    grp.setAttribute("aria-label", runLabel(side, f));
+    const fill = threadColor(f.thread);
+    for (const [x, y, w] of pieces(g, f.row, f.col, f.len)) {
+      grp.append(s("rect", { x: x * g.cell + 0.5, y: y * g.cell + 0.5, width: Math.max(1, w * g.cell - 1),
+        height: Math.max(1, g.cell - 1), fill }));
+    }
+    body.append(grp);
+    nodes[i] = grp;
+  });
+  return { root, nodes };
+}
+
+function warpTable(copy, onWarp) {
+  const warps = copy.warps || [];
+  const table = h("table", { class: "tn-warps" });
+  table.append(h("caption", { text: "Per warp: 32-byte sectors of global memory touched (coalescing) and shared-memory wavefronts (bank conflicts); the ideal is the fewest the bytes moved allow." }));
+  const head = h("tr", {});
+  for (const t of ["warp", "threads", "sectors", "ideal", "wavefronts", "ideal"]) head.append(h("th", { scope: "col", text: t }));
+  table.append(h("thead", {}, head));
+  const tb = h("tbody", {});
+  for (const w of warps) {
+    const badS = w.sectors > w.ideal_sectors, badW = w.wavefronts > w.ideal_wavefronts;
+    const tr = h("tr", { tabindex: 0, "data-warp": w.warp,
+      "aria-label": `warp ${w.warp}: ${w.sectors} sectors, ideal ${w.ideal_sectors}${badS ? ", uncoalesced" : ""}; ` +
+        `${w.wavefronts} wavefronts, ideal ${w.ideal_wavefronts}${badW ? ", bank conflicts" : ""}` });
+    const sw = h("span", { class: "tn-swatch" });
+    sw.style.background = threadColor(w.warp * 32 + 16);
+    tr.append(h("td", {}, sw, String(w.warp)), h("td", { text: `${w.warp * 32}–${w.warp * 32 + 31}` }),
+      h("td", { class: badS ? "tn-badcell" : null, text: String(w.sectors) }), h("td", { text: String(w.ideal_sectors) }),
+      h("td", { class: badW ? "tn-badcell" : null, text: String(w.wavefronts) }), h("td", { text: String(w.ideal_wavefronts) }));
+    for (const ev of ["mouseenter", "focus"]) tr.addEventListener(ev, () => onWarp(w.warp));
+    for (const ev of ["mouseleave", "blur"]) tr.addEventListener(ev, () => onWarp(null));
+    tb.append(tr);
+  }
+  table.append(tb);
+  return table;
+}
+
+function draw(model, el) {
+  el.textContent = "";
+  const root = h("div", { class: "tn-root tn-threadmap" });
+  el.append(root);
+  const copies = model.get("copies") || [];
+  const threads = model.get("threads") || 0;
+  root.append(h("h4", { class: "tn-title", text: `Thread map of ${model.get("kernel")}` },
+    h("span", { class: "tn-sub", text: ` · ${threads} threads per CTA, ${plural(Math.ceil(threads / 32), "warp")}` })));
+  if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
+  if (!copies.length) {
+    root.append(h("p", { class: "tn-sub", text: "This kernel has no copy statement between a tensor and a tile." }));
+    return () => {};
+  }
+  let sel = Math.max(0, Math.min(copies.length - 1, model.get("selected") || 0));
+
+  // one chip per copy statement
+  const chips = h("div", { class: "tn-chips", role: "group", "aria-label": "copy statements" });
+  copies.forEach((c, i) => {
+    const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": i === sel ? "true" : "false",
+      text: `line ${labelOf(model, c.line)}: ${copyTitle(c)}` });
+    b.addEventListener("click", () => { model.set("selected", i); model.save_changes(); });
+    chips.append(b);
+  });
+  root.append(chips);
+
+  const copy = copies[sel];
+  const tiles = model.get("tiles") || [];
+  const tile = tiles.find((t) => t.name === copy.tile);
+  const dtype = tile ? tile.dtype : (copy.dtype || "");
+  const itemsize = ITEMSIZE[dtype] || 0;
+  const g = geometry(copy);
+  const shapeText = `[${copy.shape.join(", ")}]`;
+
+  root.append(h("div", { class: "tn-srcline" }, h("span", { class: "tn-sub", text: `line ${labelOf(model, copy.line)}  ` }),
+    h("code", { text: textOf(model, copy.line) })));
+  const facts = `${copyTitle(copy)} · ${shapeText}${dtype ? " " + dtype : ""} · vector width ${copy.vector_width}` +
+    `${itemsize ? ` (${copy.vector_width * itemsize} B)` : ""} · ${plural(g.runs.length, "run")} by ` +
+    `${plural(new Set(g.runs.map((r) => r[0])).size, "thread")}`;
+  root.append(h("div", { class: "tn-facts", text: facts }));
+  const coal = h("div", { class: "tn-figures" },
+    h("span", { class: copy.sectors > copy.ideal_sectors ? "tn-bad" : "tn-good",
+      text: `coalescing: ${copy.sectors} sectors (ideal ${copy.ideal_sectors})` }),
+    h("span", { text: " · " }),
+    h("span", { class: copy.wavefronts > copy.ideal_wavefronts ? "tn-bad" : "tn-good",
+      text: `bank conflicts: ${copy.wavefronts} wavefronts (ideal ${copy.ideal_wavefronts})` }));
+  if (!(copy.is_view && !g.runs.length)) root.append(coal);
+  if (copy.fix) root.append(h("div", { class: "tn-fix", text: fixText(copy.fix) }));
+
+  const sides = h("div", { class: "tn-sides" });
+  root.append(sides);
+  const info = h("div", { class: "tn-info", "data-thread": "" , text: "Hover or focus a run to see the thread that moves it." });
+  const drawn = [];
+  const tensorCap = `tensor ${copy.tensor} · global memory · slice ${shapeText}`;
+  const t1 = drawSide(g, copy, "tensor", itemsize, tensorCap);
+  drawn.push(t1);
+  sides.append(h("figure", { class: "tn-side" }, h("figcaption", { text: tensorCap }), t1.root));
+  sides.append(h("div", { class: "tn-arrow", "aria-hidden": "true", text: copy.direction === "store" ? "←" : "→" }));
+  if (copy.is_view) {
+    sides.append(h("figure", { class: "tn-side tn-view" }, h("figcaption", { text: "no tile" }),
+      h("p", { text: `let ${copy.tile || ""} is a view of ${copy.tensor}: no tile is made and no shared memory is used. ` +
+        `Each thread reads its elements from global memory straight into registers where the view is used (line ${labelOf(model, copy.line)}). ` +
+        "A dot that reads a view is different: it stages the view in a tile." })));
+  } else {
+    const tileCap = copy.tile ? `tile ${copy.tile} · shared memory · ${shapeText}${dtype ? " " + dtype : ""}`
+      : `value computed in registers · ${shapeText}`;
+    const t2 = drawSide(g, copy, copy.tile ? "tile" : "registers", itemsize, tileCap);
+    drawn.push(t2);
+    sides.append(h("figure", { class: "tn-side" }, h("figcaption", { text: tileCap }), t2.root));
+  }
+  root.append(info);
+
+  // ---- interaction: one current run, shown on both sides
+  let cur = -1;
+  const setInfo = (i) => {
+    if (i < 0) return;
+    const f = runFacts(copy, g.runs[i], itemsize);
+    info.dataset.thread = String(f.thread);
+    info.dataset.run = String(i);
+    info.textContent = "";
+    info.append(h("span", { class: "tn-sw" }), h("b", { text: `thread ${f.thread}` }),
+      ` · warp ${f.warp} · lane ${f.lane} · vector width ${f.vw}${f.vbytes} · ` +
+      `${plural(f.len, "element")}: row ${f.row}, ${f.cols} (${plural(f.vectors, "vector")})`);
+    info.firstChild.style.background = threadColor(f.thread);
+  };
+  const light = (i, on) => {
+    if (i < 0) return;
+    const th = g.runs[i][0];
+    for (const d of drawn) {
+      d.nodes[i].classList.toggle("tn-twin", on);
+      d.root.querySelectorAll(`.tn-run[data-thread="${th}"]`).forEach((n) => n.classList.toggle("tn-mate", on));
+    }
+  };
+  let hovered = -1;
+  const hover = (i) => {
+    if (hovered === i) return;
+    light(hovered, false);
+    hovered = i;
+    if (i >= 0) { light(i, true); setInfo(i); } else if (cur >= 0) { light(cur, true); setInfo(cur); }
+  };
+  const focusRun = (i, sideIdx, moveFocus) => {
+    if (i < 0 || i >= g.runs.length) return;
+    if (cur >= 0) {
+      light(cur, false);
+      for (const d of drawn) { d.nodes[cur].setAttribute("tabindex", "-1"); d.nodes[cur].setAttribute("aria-selected", "false"); d.nodes[cur].classList.remove("tn-cur"); }
+    }
+    cur = i;
+    for (const d of drawn) { d.nodes[i].setAttribute("tabindex", "0"); d.nodes[i].setAttribute("aria-selected", "true"); d.nodes[i].classList.add("tn-cur"); }
+    light(i, true);
+    setInfo(i);
+    if (moveFocus) drawn[sideIdx].nodes[i].focus();
+  };
+  const step = (i, key) => {
+    const k = g.rank.get(i);
+    const [, row, col] = g.runs[i];
+    if (key === "ArrowRight") return g.order[Math.min(g.order.length - 1, k + 1)];
+    if (key === "ArrowLeft") return g.order[Math.max(0, k - 1)];
+    if (key === "Home") return g.order[0];
+    if (key === "End") return g.order[g.order.length - 1];
+    if (key === "ArrowDown" || key === "ArrowUp") {
+      const rows = [...g.byRow.keys()];
+      const at = rows.indexOf(row) + (key === "ArrowDown" ? 1 : -1);
+      if (at < 0 || at >= rows.length) return i;
+      let best = i, bestD = Infinity;
+      for (const j of g.byRow.get(rows[at])) {
+        const d = Math.abs(g.runs[j][2] - col);
+        if (d < bestD) { best = j; bestD = d; }
+      }
+      return best;
+    }
+    return null;
+  };
+  drawn.forEach((d, sideIdx) => {
+    d.root.addEventListener("mouseover", (e) => {
+      const n = e.target.closest && e.target.closest(".tn-run");
+      if (n) hover(Number(n.dataset.run));
+    });
+    d.root.addEventListener("mouseleave", () => hover(-1));
+    d.root.addEventListener("click", (e) => {
+      const n = e.target.closest && e.target.closest(".tn-run");
+      if (n) focusRun(Number(n.dataset.run), sideIdx, true);
+    });
+    d.root.addEventListener("focusin", (e) => {
+      const n = e.target.closest && e.target.closest(".tn-run");
+      if (n && Number(n.dataset.run) !== cur) focusRun(Number(n.dataset.run), sideIdx, false);
+    });
+    d.root.addEventListener("keydown", (e) => {
+      const n = e.target.closest && e.target.closest(".tn-run");
+      if (!n) return;
+      const next = step(Number(n.dataset.run), e.key);
+      if (next === null || next === undefined) return;
+      e.preventDefault();
+      focusRun(next, sideIdx, true);
+    });
+  });
+  if (g.runs.length) focusRun(g.order[0], 0, false);
+
+  const onWarp = (w) => {
+    for (const d of drawn) {
+      d.root.classList.toggle("tn-dimming", w !== null);
+      d.root.querySelectorAll(".tn-run").forEach((n) => n.classList.toggle("tn-hot", w !== null && Number(n.dataset.warp) === w));
+    }
+  };
+  if ((copy.warps || []).length) root.append(warpTable(copy, onWarp));
+  root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a run: the same run lights up on the other side and the thread's other runs are outlined. " +
+    "Keys: ←/→ along the rows, ↑/↓ to the row above or below, Home/End. Hover a warp in the table to pick out its runs." }));
+  return () => onWarp(null);
+}
+
+export function render({ model, el }) {
+  let cleanup = draw(model, el);
+  const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
+  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel"];
+  for (const k of keys) model.on(`change:${k}`, redraw);
+  return () => {
+    for (const k of keys) model.off(`change:${k}`, redraw);
+    if (cleanup) cleanup();
+    el.textContent = "";
+  };
+}
+
+export default { render };
