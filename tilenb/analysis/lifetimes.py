@@ -1,13 +1,16 @@
 """Tile lifetimes and shared-memory offsets.
 
 Guarantees: every tile of a kernel variant (var and let tiles, and `let` views that a `dot`
-reads, which are staged in shared memory) gets a live range in statement positions: from its
-declaration to its last use, widened to cover the whole of every loop it is used in but not
-declared in (a later turn of the loop reads it again). Tiles in registers (@registers and GEMM
-accumulators) take no shared memory. Shared tiles whose ranges overlap never overlap in bytes;
-each offset is a multiple of `ALIGN`. `footprint` is the end of the highest tile; it never
-exceeds the sum of the tiles, and equals the largest live set whenever the packer can reach it
-(always for up to `EXACT_LIMIT` tiles alive together, and in practice for more).
+reads, which are staged in shared memory) gets a live range in statement positions (the
+pre-order index of the IR statement, `Lifetimes.positions`): from its declaration to its last
+use, widened to cover the whole of every loop it is used in but not declared in (a later turn of
+the loop reads it again); a use in a `while` condition counts as a use inside that loop. Tiles in
+registers (@registers, and GEMM accumulators: see `gemm_accumulators`) take no shared memory.
+Shared tiles whose ranges overlap never overlap in bytes; each offset is a multiple of `ALIGN`.
+`footprint` is the end of the highest tile; it never exceeds the sum of the tiles, is at least
+the largest live set, and equals it whenever the packer finds such a packing (it searches
+exhaustively for up to `EXACT_LIMIT` tiles; a packing that reaches the largest live set does not
+exist for every set of live ranges).
 """
 from __future__ import annotations
 
@@ -45,6 +48,9 @@ class Lifetimes:
     peak_line: int               # a source line where that set is alive
     live_at_peak: Tuple[TileLife, ...]
     positions: Tuple[Tuple[int, ir.Stmt], ...]  # (position, statement) in pre-order
+    loops: Tuple[Tuple[int, int], ...] = ()     # (first, last) position of each loop, the loop
+                                                # statement itself first, in pre-order
+    peak_position: int = 0                      # the statement position where that set is alive
 
 
 def _aligned(n: int) -> int:
@@ -53,7 +59,11 @@ def _aligned(n: int) -> int:
 
 def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     """Tiles accumulated as `acc += dot(a, b)` (or dot_t) with f16/bf16 operands in a plain
-    (not unrolled) for loop: the GEMM loops, whose accumulators live in registers."""
+    (not unrolled) for loop: the GEMM loops, whose accumulators live in registers.
+
+    A candidate stays in shared memory when some other use needs elements other threads hold:
+    read by a reduction, a dot (as an operand), a transpose or a per-thread element access,
+    sliced, viewed by a let, or broadcast over a larger shape."""
     out = []
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For) and s.unroll == 1:
@@ -62,7 +72,47 @@ def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
                         and isinstance(t.value, ir.Dot) and t.value.a.type.dtype in ("f16", "bf16")
                         and t.target.sym not in out and t.target.sym.kind == "var"):
                     out.append(t.target.sym)
-    return out
+    return [a for a in out if _register_compatible(kir, a)]
+
+
+def _register_compatible(kir: ir.KernelIR, acc: ir.Sym) -> bool:
+    """Whether every use of `acc` touches only the elements the using thread holds."""
+    shape = tuple(acc.type.shape)
+
+    def ok_expr(e, collective: bool, iter_shape) -> bool:
+        if isinstance(e, ir.Ref) and e.sym is acc:
+            return not collective and (iter_shape is None or tuple(iter_shape) == shape)
+        if isinstance(e, (ir.Slice, ir.Element)) and e.base is acc:
+            return False
+        if isinstance(e, (ir.Reduce, ir.Transpose)):
+            return all(ok_expr(c, True, None) for c in ir.sub_exprs(e))
+        if isinstance(e, ir.Dot):
+            return ok_expr(e.a, True, None) and ok_expr(e.b, True, None)
+        return all(ok_expr(c, collective, iter_shape) for c in ir.sub_exprs(e))
+
+    for s in ir.walk_stmts(kir.body):
+        if isinstance(s, ir.Let) and isinstance(s.value, (ir.Ref, ir.Slice)):
+            base = s.value.sym if isinstance(s.value, ir.Ref) else s.value.base
+            if base is acc:
+                return False
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and s.target.sym is acc:
+            if s.op == "+" and isinstance(s.value, ir.Dot):
+                if not (ok_expr(s.value.a, True, None) and ok_expr(s.value.b, True, None)):
+                    return False
+                continue
+            if not ok_expr(s.value, False, shape):
+                return False
+            continue
+        if isinstance(s, ir.Assign):
+            it = s.target.type.shape if isinstance(s.target.type, ir.TileT) else None
+            if not ok_expr(s.target, False, it) or not ok_expr(s.value, False, it):
+                return False
+            continue
+        it = s.sym.type.shape if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT) else None
+        for e in ir.stmt_exprs(s):
+            if not ok_expr(e, it is None, it):
+                return False
+    return True
 
 
 def _uses(e, views: Dict[int, ir.Sym]):
@@ -87,6 +137,7 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
     positions: List[Tuple[int, ir.Stmt]] = []
     loops: List[Tuple[int, int]] = []          # (start, end) positions of each loop
     loop_of: Dict[int, List[int]] = {}         # position -> indices of enclosing loops
+    header_loop: Dict[int, int] = {}           # position of a while -> its loop index
 
     def visit(body, enclosing):
         for s in body:
@@ -96,6 +147,8 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
             if isinstance(s, (ir.For, ir.While)):
                 idx = len(loops)
                 loops.append((p, -1))
+                if isinstance(s, ir.While):
+                    header_loop[p] = idx     # the condition is evaluated on every turn
                 visit(s.body, enclosing + [idx])
                 loops[idx] = (p, len(positions) - 1)
             elif isinstance(s, ir.If):
@@ -140,7 +193,7 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
         start, end = p0, last[k]
         decl_loops = set(loop_of[p0])
         for u in used_at[k]:
-            for li in loop_of[u]:
+            for li in loop_of[u] + ([header_loop[u]] if u in header_loop else []):
                 if li not in decl_loops:
                     ls, le = loops[li]
                     start, end = min(start, ls), max(end, le)
@@ -168,7 +221,7 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
                               line_of[decl[k][0]], line_of[e], s, e, k in staged))
     live_at_peak = tuple(t for t in tiles if t.space == "shared" and t.start <= best_p <= t.end)
     return Lifetimes(tuple(tiles), footprint, best, line_of.get(best_p, kir.span.line), live_at_peak,
-                     tuple(positions))
+                     tuple(positions), tuple(loops), best_p)
 
 
 def _pack(items: List[Tuple[int, int, int, int]]) -> Dict[int, int]:

@@ -1,0 +1,405 @@
+"""Barrier placement: where the CTA must wait so that no thread touches bytes another thread is
+still writing or reading.
+
+The rule. Every statement's accesses to shared memory are known byte by byte, with the thread
+that makes each one (`tilenb.analysis.ownership`): a "partition" access by the chunk's owner, an
+"any" access by possibly every thread, a "per_thread" access by unknown threads. Between two
+barriers, a byte may be touched by several statements without a barrier only if every write to it
+and every other access to it come from one and the same thread. So a barrier goes before a tile
+statement that reads bytes another thread wrote (read after write), or writes bytes another thread
+wrote or read (write after write, write after read) since the last barrier, whichever tile those
+bytes belonged to then (a tile placed in the bytes of a dead one is a hazard like any other).
+Per-thread element accesses count as made by unknown threads: one after a tile statement's
+access, or a tile statement after one, needs a barrier; two per-thread accesses are the program's
+own business (the language's `barrier()`). A user `barrier()` counts as a barrier.
+
+Placement, greedy and as late as possible (for hazards along one path, that is the fewest
+barriers: each barrier is placed at the first statement that needs it, and clears every hazard
+pending there):
+- "before" the statement that completes the hazard;
+- "after" the last statement of a loop body when the hazard runs around the loop's back edge
+  (its first side is later in the body than its second: one turn's access against the next
+  turn's); that barrier also separates the last turn from what follows the loop;
+- "within" a statement that reads elements other threads of the same statement overwrite
+  (`t = transpose(t)`, `p = p / rowsum(p)`): the code generator evaluates the whole value into
+  registers, then places the barrier, then writes;
+- a barrier needed at a statement under varying control (per-thread code inside an `if` on
+  ctx.thread) goes before the nearest enclosing statement that every thread reaches.
+
+Loops are followed to a fixpoint: the state at the top of the body joins the state before the loop
+with the state at the end of every turn (and at each `continue`); the state after the loop joins
+the top-of-body state with every `break`. So a loop that runs zero times, once, or many times is
+covered.
+
+Guarantees: afterwards, along every path through the kernel, every pair of shared-memory
+accesses to one byte by different threads, at least one a write and at least one from a tile
+statement, has a barrier between them; no barrier is placed that a hazard along some path does
+not need at that point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import numpy as np
+
+from .. import ir
+from .lifetimes import Lifetimes
+from .ownership import Access, StatementPlan
+from .partition import owners
+
+NONE, ANY, UNKNOWN = -1, -2, -3   # no access; several or any threads; per-thread code (unknown threads)
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """One CTA barrier the compiler places (`__syncthreads()`).
+
+    position: the pre-order index of the statement (as in Lifetimes.positions); where: "before" or
+    "after" that statement, or "within" it (between evaluating its value and writing it); line: the
+    statement's source line ("after": its last line); tile: the tile whose bytes the later access
+    touches; reason: which statement wrote or read those bytes, which later one touches them, and
+    why the two are different threads."""
+    line: int
+    position: int
+    where: str
+    tile: str
+    reason: str
+    kind: str                  # "read after write", "write after read", "write after write"
+    earlier_line: int
+    later_line: int
+    carried: bool = False      # the hazard runs around a loop's back edge
+
+
+@dataclass
+class _Effect:
+    plan: StatementPlan
+    access: Access
+    rw: str
+    bytes: np.ndarray       # distinct byte addresses, sorted
+    thread: np.ndarray      # per byte: a thread id, ANY or UNKNOWN
+
+
+class _Hazard(Exception):
+    def __init__(self, later: _Effect, earlier: Optional[_Effect], kind: str, within: bool):
+        self.later, self.earlier, self.kind, self.within = later, earlier, kind, within
+
+
+class _State:
+    __slots__ = ("w", "r", "wsrc", "rsrc")
+
+    def __init__(self, n: int):
+        self.w = np.full(n, NONE, dtype=np.int32)
+        self.r = np.full(n, NONE, dtype=np.int32)
+        self.wsrc = np.full(n, -1, dtype=np.int32)
+        self.rsrc = np.full(n, -1, dtype=np.int32)
+
+    def copy(self) -> "_State":
+        s = _State.__new__(_State)
+        s.w, s.r, s.wsrc, s.rsrc = self.w.copy(), self.r.copy(), self.wsrc.copy(), self.rsrc.copy()
+        return s
+
+    def same(self, o: "_State") -> bool:
+        return np.array_equal(self.w, o.w) and np.array_equal(self.r, o.r)
+
+
+def _join_vals(a, b):
+    return np.where(a == b, a, np.where(a == NONE, b, np.where(b == NONE, a, ANY))).astype(np.int32)
+
+
+def _join(states: List[Optional[_State]]) -> Optional[_State]:
+    live = [s for s in states if s is not None]
+    if not live:
+        return None
+    out = live[0].copy()
+    for s in live[1:]:
+        out.w = _join_vals(out.w, s.w)
+        out.r = _join_vals(out.r, s.r)
+        out.wsrc = np.where(out.wsrc >= 0, out.wsrc, s.wsrc).astype(np.int32)
+        out.rsrc = np.where(out.rsrc >= 0, out.rsrc, s.rsrc).astype(np.int32)
+    return out
+
+
+def _conflicts(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether an access by t clashes with the recorded accesses x (byte by byte)."""
+    return (x != NONE) & ~((x == t) & (t >= 0)) & ~((x == UNKNOWN) & (t == UNKNOWN))
+
+
+def _effects(plan: StatementPlan, threads: int) -> List[_Effect]:
+    out = []
+    for a in plan.accesses:
+        if a.space != "shared":
+            continue
+        eb = a.elem_bytes
+        if a.mode == "partition":
+            own = owners(plan.shape, plan.vector_width, threads).ravel()
+            offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
+            thr = np.tile(own, len(a.layouts))
+        else:
+            offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
+            thr = np.full(len(offs), ANY if a.mode == "any" else UNKNOWN, dtype=np.int64)
+        b = (a.base_byte + offs[:, None] * eb + np.arange(eb)[None, :]).ravel()
+        t = np.repeat(thr, eb)
+        order = np.argsort(b, kind="stable")
+        b, t = b[order], t[order]
+        starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+        tmin = np.minimum.reduceat(t, starts)
+        tmax = np.maximum.reduceat(t, starts)
+        thread = np.where(tmin == tmax, tmin, ANY).astype(np.int32)
+        out.append(_Effect(plan, a, a.rw, b[starts], thread))
+    return out
+
+
+class _Placer:
+    def __init__(self, kir: ir.KernelIR, lt: Lifetimes, plans: Tuple[StatementPlan, ...], varying: Set[int]):
+        self.kir = kir
+        self.lt = lt
+        self.plans = plans
+        self.size = lt.footprint
+        self.pos = {id(s): p for p, s in lt.positions}
+        self.stmt = {p: s for p, s in lt.positions}
+        self.parent: Dict[int, Optional[int]] = {}
+        self.loops: Dict[int, Tuple[int, int]] = {}
+        self.varying = varying
+        self.effects: List[_Effect] = []
+        self.by_pos: Dict[int, List[int]] = {}
+        for plan in plans:
+            ids = []
+            for e in _effects(plan, kir.threads):
+                ids.append(len(self.effects))
+                self.effects.append(e)
+            self.by_pos[plan.position] = ids
+        self._index(kir.body, None)
+        self.placed: Dict[Tuple[int, str], Barrier] = {}
+        self.unplaced: List[str] = []
+
+    def _index(self, body, parent):
+        for s in body:
+            p = self.pos[id(s)]
+            self.parent[p] = parent
+            if isinstance(s, (ir.For, ir.While)):
+                self.loops[p] = (p, p + sum(1 for _ in ir.walk_stmts(s.body)))
+            for b in ir.child_blocks(s):
+                self._index(b, p)
+
+    # ---- the walk
+    def run(self):
+        for _ in range(500):
+            try:
+                self._block(self.kir.body, _State(self.size), [])
+                return
+            except _Hazard as h:
+                if not self._place(h):
+                    return
+        self.unplaced.append("the barrier search did not settle")   # pragma: no cover
+
+    def _has(self, p, where):
+        return (p, where) in self.placed
+
+    def _block(self, body, state: Optional[_State], loops) -> Optional[_State]:
+        for s in body:
+            if state is None:
+                return None
+            p = self.pos[id(s)]
+            if self._has(p, "before"):
+                state = _State(self.size)
+            if isinstance(s, ir.For):
+                state = self._apply(p, state)
+                state = self._loop(s, p, state, loops)
+            elif isinstance(s, ir.While):
+                state = self._loop(s, p, state, loops)
+            elif isinstance(s, ir.If):
+                state = self._apply(p, state)
+                a = self._block(s.then, state.copy(), loops)
+                b = self._block(s.orelse, state.copy(), loops)
+                state = _join([a, b])
+            elif isinstance(s, ir.Break):
+                if loops:
+                    loops[-1]["breaks"].append(state)
+                state = None
+            elif isinstance(s, ir.Continue):
+                if loops:
+                    loops[-1]["continues"].append(state)
+                state = None
+            elif isinstance(s, ir.Return):
+                state = None
+            elif isinstance(s, ir.Barrier):
+                state = _State(self.size)
+            else:
+                state = self._apply(p, state)
+            if state is not None and self._has(p, "after"):
+                state = _State(self.size)
+        return state
+
+    def _loop(self, s, p, entry: _State, loops) -> Optional[_State]:
+        head = entry
+        is_while = isinstance(s, ir.While)
+        for _ in range(16):
+            frame = {"breaks": [], "continues": []}
+            top = self._apply(p, head.copy()) if is_while else head.copy()
+            end = self._block(s.body, top, loops + [frame])
+            new_head = _join([head, end] + frame["continues"])
+            if new_head.same(head):
+                break
+            head = new_head
+        exit_state = self._apply(p, head.copy()) if is_while else head
+        return _join([exit_state] + frame["breaks"])
+
+    def _apply(self, p: int, state: _State) -> _State:
+        ids = self.by_pos.get(p, ())
+        if not ids:
+            return state
+        reads = [self.effects[i] for i in ids if self.effects[i].rw == "read"]
+        writes = [self.effects[i] for i in ids if self.effects[i].rw == "write"]
+        for e in reads:
+            c = _conflicts(state.w[e.bytes], e.thread)
+            if c.any():
+                raise _Hazard(e, self._src(state.wsrc, e, c), "read after write", False)
+        for e in writes:
+            c = _conflicts(state.w[e.bytes], e.thread)
+            if c.any():
+                raise _Hazard(e, self._src(state.wsrc, e, c), "write after write", False)
+            c = _conflicts(state.r[e.bytes], e.thread)
+            if c.any():
+                raise _Hazard(e, self._src(state.rsrc, e, c), "write after read", False)
+        for i in ids:
+            e = self.effects[i]
+            if e.rw == "read":
+                x = state.r[e.bytes]
+                state.r[e.bytes] = np.where(x == NONE, e.thread, np.where(x == e.thread, x, ANY))
+                state.rsrc[e.bytes] = i
+        if self._has(p, "within"):
+            state = _State(self.size)
+        else:
+            for w in writes:
+                for r in reads:
+                    common, iw, ir_ = np.intersect1d(w.bytes, r.bytes, assume_unique=True, return_indices=True)
+                    if len(common) and _conflicts(r.thread[ir_], w.thread[iw]).any():
+                        raise _Hazard(w, r, "write after read", True)
+        for i in ids:
+            e = self.effects[i]
+            if e.rw == "write":
+                state.w[e.bytes] = e.thread
+                state.wsrc[e.bytes] = i
+        return state
+
+    def _src(self, src: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
+        k = int(src[e.bytes[np.flatnonzero(c)[0]]])
+        return self.effects[k] if k >= 0 else None
+
+    # ---- deciding where a barrier goes
+    def _place(self, h: _Hazard) -> bool:
+        p = h.later.plan.position
+        q = h.earlier.plan.position if h.earlier is not None else -1
+        carried = False
+        if h.within:
+            key = (p, "within")
+        else:
+            key = None
+            if q >= p:
+                loop = self._innermost_loop(p, q)
+                if loop is not None:
+                    body = self.stmt[loop].body
+                    last = self.pos[id(body[-1])]
+                    if not self._has(last, "after"):
+                        key, carried = (last, "after"), True
+            if key is None:
+                target = p
+                while id(self.stmt[target]) in self.varying and h.later.access.mode == "per_thread":
+                    target = self.parent.get(target)
+                    if target is None:
+                        break
+                if target is None or self._has(target, "before"):
+                    self.unplaced.append(f"line {h.later.plan.line}: {self._reason(h, False, None)}")
+                    return False
+                key = (target, "before")
+        pos, where = key
+        stmt = self.stmt[pos]
+        line = stmt.span.end_line if where == "after" and stmt.span.end_line else stmt.span.line
+        loop_line = self.stmt[self._innermost_loop(p, q)].span.line if carried else None
+        self.placed[key] = Barrier(line, pos, where, h.later.access.name,
+                                   self._reason(h, carried, loop_line), h.kind,
+                                   h.earlier.plan.line if h.earlier is not None else 0, h.later.plan.line, carried)
+        return True
+
+    def _innermost_loop(self, p: int, q: int) -> Optional[int]:
+        best = None
+        for lp, (a, b) in self.loops.items():
+            if a <= p <= b and a <= q <= b and (best is None or lp > best):
+                best = lp
+        return best
+
+    def _reason(self, h: _Hazard, carried: bool, loop_line: Optional[int]) -> str:
+        later, earlier = h.later, h.earlier
+        la = later.access
+        now_verb = "reads" if later.rw == "read" else "writes"
+        if earlier is None:
+            return f"{la.name}: {later.plan.what} at line {later.plan.line} {now_verb} bytes other threads touched"
+        ea = earlier.access
+        then_verb = "wrote" if earlier.rw == "write" else "read"
+        same_tile = ea.storage is la.storage
+        bytes_of = (f"{la.name}" if same_tile else f"bytes of {ea.name} that {la.name} now occupies")
+        if h.within:
+            return (f"{la.name}: {later.plan.what} at line {later.plan.line} reads elements of {ea.name} "
+                    f"that other threads of the same statement then overwrite; evaluate the value first, "
+                    f"then wait, then write")
+        why = _why(earlier, later, same_tile)
+        head = (f"{la.name}: {earlier.plan.what} at line {earlier.plan.line} {then_verb} {ea.name}"
+                f" ({_who(earlier)}); {later.plan.what} at line {later.plan.line} {now_verb} "
+                f"{bytes_of} ({_who(later)})")
+        if carried:
+            head = f"around the loop at line {loop_line}, from one turn to the next: " + head
+        return f"{head}: {why}"
+
+    def result(self) -> Tuple[Barrier, ...]:
+        order = {"before": 0, "within": 1, "after": 2}
+        return tuple(sorted(self.placed.values(), key=lambda b: (b.position, order[b.where])))
+
+
+def _who(e: _Effect) -> str:
+    a = e.access
+    if a.mode == "partition":
+        v = e.plan.vector_width
+        return f"each thread its own {v}-element chunks" if v > 1 else "each thread its own elements"
+    if a.mode == "any":
+        return "any thread"
+    return "per-thread code, threads unknown"
+
+
+def _why(earlier: _Effect, later: _Effect, same_tile: bool) -> str:
+    ea, la = earlier.access, later.access
+    if not same_tile:
+        return "the bytes are reused, and other threads touched them"
+    if la.mode == "per_thread" or ea.mode == "per_thread":
+        return "per-thread element code may be any thread"
+    if la.mode == "any":
+        return f"{later.plan.what} needs elements that other threads hold"
+    if ea.mode == "any":
+        return f"{earlier.plan.what} may have touched any element"
+    if _broadcast(la) or _broadcast(ea):
+        return "a broadcast reads one element from the threads of a whole row or column"
+    if _transposed(la) or _transposed(ea):
+        return "a transposed read takes elements along columns, which other threads wrote along rows"
+    if earlier.plan.vector_width != later.plan.vector_width:
+        return (f"the vector width changes from {earlier.plan.vector_width} to {later.plan.vector_width}, "
+                f"so elements change threads")
+    return "the two statements give these elements to different threads (different windows, shapes or a transpose)"
+
+
+def _transposed(a: Access) -> bool:
+    l = a.layouts[0]
+    return a.mode == "partition" and l.shape[1] > 1 and l.stride[1] not in (0, 1)
+
+
+def _broadcast(a: Access) -> bool:
+    l = a.layouts[0]
+    return a.mode == "partition" and any(st == 0 and n > 1 for st, n in zip(l.stride, l.shape))
+
+
+def place_barriers(kir: ir.KernelIR, lt: Lifetimes, plans: Tuple[StatementPlan, ...], varying: Set[int]):
+    """The barriers of a kernel variant, ordered by position, and notes on hazards that could not
+    be separated (none for checked programs)."""
+    pl = _Placer(kir, lt, plans, varying)
+    if pl.size > 0:
+        pl.run()
+    return pl.result(), tuple(pl.unplaced)
