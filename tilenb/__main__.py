@@ -22,6 +22,9 @@ def _load(path: str):
     except OSError as e:
         print(f"{path}: error: cannot read: {e.strerror}", file=sys.stderr)
         return None, False
+    except UnicodeDecodeError:
+        print(f"{path}: error: cannot read: not UTF-8 text", file=sys.stderr)
+        return None, False
     try:
         return tile_compile(text, backend="cpu", filename=path), True
     except TileError as e:

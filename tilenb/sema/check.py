@@ -921,11 +921,11 @@ class _KernelChecker:
             ok = False
         if s.var in B.all_names() or s.var == "ctx" or s.var in B.CONSTANTS:
             self.err(TileNameError, f"'{s.var}' is a built-in name; choose another loop variable", s.span)
-            ok = False
+            raise _Abort()
         var = self.new_sym(s.var, "loop", ir.ScalarT("index"), s.span)
         self.sym_uni[id(var)] = max(u, self.control_level())
         benv = env.child()
-        benv.names[s.var] = var if ok else _POISON
+        benv.names[s.var] = var
         self.control.append((u, s.span, self.clause("for", None, s.span)))
         try:
             body = self.loop_body(self.decl_key(s.span), s.body, benv.child())
@@ -1273,6 +1273,10 @@ class _KernelChecker:
             a = self.fit_const(a, opdt, span)
         elif lb and not la:
             b = self.fit_const(b, opdt, span)
+        if op in ("<<", ">>") and isinstance(b, ir.Const) and not isinstance(b, _Lit):
+            bits = T.DTYPES[opdt].bits
+            if not 0 <= b.value < bits:
+                self.fail(TileRuleError, f"a shift by {b.value} is out of range for {opdt}: shift counts run from 0 to {bits - 1}", b.span)
         if isinstance(a, ir.Const) and isinstance(b, ir.Const) and isinstance(t, ir.ScalarT):
             folded = self.fold_binary(op, a, b, t, opdt, span)
             if folded is not None:
@@ -1316,6 +1320,8 @@ class _KernelChecker:
                 v = x ^ y
             elif op in ("<<", ">>"):
                 if not 0 <= y < 64:
+                    if both_lit:
+                        self.fail(TileRuleError, f"a shift by {y} is out of range: shift counts run from 0 to 63", b.span)
                     return None
                 v = x << y if op == "<<" else x >> y
             else:

@@ -1,0 +1,75 @@
+"""`python -m tilenb check FILE...`: every diagnostic of every file, exit status 1 on any error."""
+import subprocess
+import sys
+from pathlib import Path
+
+from tilenb.__main__ import EXAMPLE, main
+
+GOOD = "kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n"
+TWO_ERRORS = "kernel k(X: tensor<f32>[N]) {\n  X[0] = y\n  let t = X\n}\n"
+SYNTAX = "kernel k(X: tensor<f32>[N]) {\n  X[0] = = 1.0\n}\n"
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text) if isinstance(text, str) else p.write_bytes(text)
+    return str(p)
+
+
+def test_good_file_exits_0(tmp_path, capsys):
+    f = write(tmp_path, "good.tile", GOOD)
+    assert main(["check", f]) == 0
+    out = capsys.readouterr()
+    assert f"{f}: ok, 1 kernel(s): k" in out.out and out.err == ""
+
+
+def test_every_error_is_printed_in_order_and_exit_is_1(tmp_path, capsys):
+    f = write(tmp_path, "bad.tile", TWO_ERRORS)
+    assert main(["check", f]) == 1
+    err = capsys.readouterr().err
+    first = err.index(f"{f}:2:10: error: 'y' is not defined")
+    second = err.index(f"{f}:3:11: error: tensor 'X' cannot be used whole")
+    assert first < second
+    assert "      let t = X\n" in err and "Traceback" not in err
+
+
+def test_syntax_error(tmp_path, capsys):
+    f = write(tmp_path, "syntax.tile", SYNTAX)
+    assert main(["check", f]) == 1
+    assert f"{f}:2:10: error: unexpected '='" in capsys.readouterr().err
+
+
+def test_several_files_one_bad(tmp_path, capsys):
+    good = write(tmp_path, "a.tile", GOOD)
+    bad = write(tmp_path, "b.tile", TWO_ERRORS)
+    assert main(["check", good, bad, good]) == 1
+    out = capsys.readouterr()
+    assert out.out.count(": ok, 1 kernel(s)") == 2
+    assert out.err.count(": error: ") == 2
+
+
+def test_unreadable_files(tmp_path, capsys):
+    missing = str(tmp_path / "missing.tile")
+    binary = write(tmp_path, "binary.tile", b"\xff\xfe\x00kernel")
+    assert main(["check", missing]) == 1
+    assert f"{missing}: error: cannot read" in capsys.readouterr().err
+    assert main(["check", binary]) == 1
+    assert f"{binary}: error: cannot read" in capsys.readouterr().err
+    assert main(["check", str(tmp_path)]) == 1
+
+
+def test_bundled_examples_check_and_list(capsys):
+    assert main(["check", str(EXAMPLE)]) == 0
+    assert main(["list", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "flash_attention(" in out and "shared memory" in out
+
+
+def test_module_entry_point(tmp_path):
+    bad = write(tmp_path, "bad.tile", TWO_ERRORS)
+    good = write(tmp_path, "good.tile", GOOD)
+    r = subprocess.run([sys.executable, "-m", "tilenb", "check", good, bad], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 1
+    assert f"{bad}:2:10: error: 'y' is not defined" in r.stderr and "^" in r.stderr
+    assert f"{good}: ok" in r.stdout
