@@ -189,3 +189,47 @@ def test_parse_views():
     assert build.parse_views("none") == ()
     assert build.parse_views("cuda, threads") == ("threads", "cuda")
     assert build.parse_views("all") == build.VIEW_NAMES
+
+
+def test_timing_record_reads_the_cuda_backends_run_report():
+    from tilenb.runtime.launch import RunReport
+    mod = tilenb.compile(RMS_NORM_SOURCE, backend="cuda")
+    k = mod.rms_norm
+    timings = [{"variant": "D=256", "tune": {"D": 256}, "ms": 0.02, "note": ""}]
+    k.last_run = RunReport("cuda", "rms_norm", {"D": 256}, "@autotune: timed 1 variant(s); kept D=256 (0.0200 ms).",
+                           (125, 1, 1), 256, 125, 2e-5, False,
+                           {"kernel_ms": 0.02, "wall_s": 0.0005, "timings": timings, "device": "NVIDIA H200",
+                            "dims": {"M": 1000}})
+    rec = build.timing_record(k)
+    # X and Y are [1000, 256] f32, G is [1, 256] f32: every tensor once
+    assert rec["bytes"] == (2 * 1000 * 256 + 256) * 4
+    assert rec["bytes_per_s"] == pytest.approx(rec["bytes"] / 2e-5)
+    assert rec["host_ms"] == pytest.approx(0.48)
+    assert rec["host_note"] == "includes timing every @autotune variant"
+    assert rec["variants"] == [{"label": "D=256", "ms": 0.02, "best": True, "note": ""}]
+    assert rec["peak"]["device"] == "H200" and rec["peak"]["flops_kind"] == "FP32"
+    k.last_run = None
+    assert repr(widgets.TimingView(kernel="rms_norm", timing=build.timing_record(k))) == \
+        "timing of rms_norm: not launched on the GPU yet."
+
+
+def test_line_numbers_inside_texts_are_the_cells_lines():
+    """The analyses and the code generator count lines of the compiled source; every view
+    relabels them, inside reasons and CUDA comments too, as the user counts them."""
+    mod = tilenb.compile(RMS_NORM_SOURCE, backend="cpu", line_offset=1)
+    labels = build.default_labels(mod.rms_norm)
+    assert build.relabel("the copy at line 5 and line 6; lines", labels) == "the copy at line 6 and line 7; lines"
+    ws = build.make_views(mod.rms_norm, ("barriers", "cuda"))
+    bars, cuda = ws
+    if bars.barriers:
+        first = bars.barriers[0]
+        assert first["line"] == 6                   # still a compiled-source line, for the listing
+        text = repr(bars)
+        assert "barrier before line 7" in text         # rowsum is line 7 of the cell
+    if cuda.cuda:
+        code = ["".join(t for _, t in line) for line in cuda.cuda]
+        marks = [(i, l.strip()) for i, l in enumerate(code) if l.strip().startswith("// line ")]
+        for i, text in marks:
+            n = int(text.split()[2].rstrip(":"))
+            src = RMS_NORM_SOURCE.splitlines()[cuda.origin[i] - 1].strip()
+            assert n == cuda.origin[i] + 1 and text.endswith(src)

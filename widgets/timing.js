@@ -124,7 +124,7 @@ function draw(model, el) {
   add("device", tm.device || "GPU");
   add("variant", tm.variant_label || "default");
   add("kernel time (CUDA events)", fmtTime(tm.kernel_ms) + (tm.launches > 1 ? ` (median of ${tm.launches} launches)` : ""));
-  add("host overhead per launch", fmtTime(tm.host_ms));
+  add("host time beyond the kernel", fmtTime(tm.host_ms) + (tm.host_note ? ` (${tm.host_note})` : ""));
   add("bytes moved", tm.bytes ? `${Number(tm.bytes).toLocaleString("en-US")} B` : "not reported");
   add("achieved bandwidth", fmtRate(tm.bytes_per_s, "B/s") + (tm.peak && tm.bytes_per_s ? ` (${(100 * tm.bytes_per_s / tm.peak.bytes_per_s).toFixed(1)}% of ${fmtRate(tm.peak.bytes_per_s, "B/s")})` : ""));
   add("achieved compute", fmtRate(tm.flops_per_s, "FLOP/s") + (tm.peak && tm.flops_per_s && tm.peak.flops_per_s ? ` (${(100 * tm.flops_per_s / tm.peak.flops_per_s).toFixed(2)}% of ${tm.peak.flops_kind} peak)` : ""));
@@ -135,7 +135,14 @@ function draw(model, el) {
   if (tm.peak && tm.flops && tm.bytes && tm.flops_per_s && tm.peak.flops_per_s) {
     figs.append(h("figure", {}, h("figcaption", { text: `Roofline (${tm.peak.device}, ${tm.peak.flops_kind})` }), roofline(tm)));
   }
-  if ((tm.variants || []).length) figs.append(h("figure", {}, h("figcaption", { text: "Autotune variants (kernel time)" }), variantChart(tm.variants)));
+  const timed = (tm.variants || []).filter((v) => v.ms !== null && v.ms !== undefined);
+  const skipped = (tm.variants || []).filter((v) => v.ms === null || v.ms === undefined);
+  if (timed.length) {
+    const fig = h("figure", {}, h("figcaption", { text: "Autotune variants (kernel time, CUDA events)" }), variantChart(timed));
+    if (skipped.length) fig.append(h("ul", { class: "tn-skipped" }, ...skipped.map((v) => h("li", { text: `${v.label}: ${v.note || "not timed"}` }))));
+    figs.append(fig);
+  }
+  if (tm.note) root.append(h("p", { class: "tn-sub", text: tm.note }));
   if (tm.peak) {
     const src = h("p", { class: "tn-sub tn-sources" });
     src.textContent = `Sources: memory ${fmtRate(tm.peak.bytes_per_s, "B/s")}: ${tm.peak.bytes_source}` +

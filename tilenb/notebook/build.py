@@ -94,6 +94,15 @@ def _lines_in(a: dict) -> List[int]:
     return out
 
 
+_LINE_WORD = re.compile(r"\bline (\d+)\b")
+
+
+def relabel(text: str, labels: Labels) -> str:
+    """'... at line 5 ...' -> '... at line 6 ...': line numbers that the analyses and the code
+    generator write into their texts (compiled-source lines) as the user counts them."""
+    return _LINE_WORD.sub(lambda m: f"line {labels(int(m.group(1)))}", text)
+
+
 # ---- CUDA source ------------------------------------------------------------------------
 _LINE_MARK = re.compile(r"//\s*line\s+(\d+)\b")
 
@@ -116,8 +125,9 @@ def cuda_origins(code: str) -> List[int]:
     return out
 
 
-def cuda_tokens(code: str) -> List[List[List[str]]]:
-    """Highlighted CUDA: one list of [Pygments short class, text] per line (no newlines)."""
+def cuda_tokens(code: str, labels: Optional[Labels] = None) -> List[List[List[str]]]:
+    """Highlighted CUDA: one list of [Pygments short class, text] per line (no newlines).
+    With `labels`, the line numbers in comments are relabelled (see `relabel`)."""
     try:
         from pygments.lexers.c_like import CudaLexer
         from pygments.token import STANDARD_TYPES
@@ -130,6 +140,8 @@ def cuda_tokens(code: str) -> List[List[List[str]]]:
         while t is not None and not cls:
             cls = STANDARD_TYPES.get(t, "")
             t = t.parent
+        if labels is not None and cls.startswith("c"):     # comments only
+            text = relabel(text, labels)
         parts = text.split("\n")
         for i, part in enumerate(parts):
             if i:
@@ -169,46 +181,86 @@ def flops_kind(kernel) -> str:
     return "FP32"
 
 
+def _device_name() -> Optional[str]:
+    try:
+        import cupy
+        name = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # no CuPy or no device: the view says the device is unknown
+        return None
+
+
+def compulsory_bytes(kernel, variant: Optional[dict], dims: Optional[dict]) -> Optional[int]:
+    """Bytes every tensor argument occupies, summed: the traffic of a kernel that moves each
+    tensor once (a lower bound; a tensor read and written counts once). None without `dims`
+    (runtime dim name -> extent) or when a dim is missing."""
+    from .. import ir
+    from ..types import DTYPES
+    if not dims:
+        return None
+    try:
+        kir = kernel.ir(**(variant or {}))
+        total = 0
+        for p in kir.params:
+            t = p.sym.type
+            if isinstance(t, ir.TensorT):
+                n = 1
+                for d in t.dims:
+                    n *= int(d) if isinstance(d, int) else int(dims[d])
+                total += n * DTYPES[t.dtype].itemsize
+        return total
+    except (KeyError, TileError):
+        return None
+
+
 def timing_record(kernel) -> dict:
-    """What the timing view shows, from `kernel.module.backend` and `kernel.last_run`.
+    """What the timing view shows, from `kernel.module.backend` and `kernel.last_run` (a
+    `tilenb.runtime.launch.RunReport`: `seconds`, `variant`, `note`, and in `extra` the CUDA
+    backend's `kernel_ms` (CUDA events), `wall_s`, `timings` per autotune variant, and where
+    reported `device`, `bytes`, `flops`, `dims`).
 
     Keys: backend, reason (why there is no GPU time), device, launches, variant_label,
-    kernel_ms (CUDA-event time of one launch), host_ms (host overhead of one launch), bytes,
-    flops, bytes_per_s, flops_per_s, peak (see `hardware.peak_for`), variants ([{label, ms,
-    best}]: each autotune variant's time)."""
+    kernel_ms (CUDA-event time of the launch), host_ms (host time of the call beyond the
+    kernel: checks, compilation on first use, copies, and autotuning when it ran), host_note,
+    bytes, flops, bytes_per_s, flops_per_s, peak (see `hardware.peak_for`), variants ([{label,
+    ms, best, note}]: each autotune variant's time, ms None when it was skipped)."""
     backend = kernel.module.backend
     if backend != "cuda":
         return {"backend": backend, "reason": "this kernel runs on the CPU backend (the numpy reference "
                 "executor), which measures no GPU time; compile with --backend cuda on a machine with a GPU"}
     run = kernel.last_run
-    if run is None:
+    if run is None or _get(run, "backend", default="cuda") != "cuda":
         return {"backend": "cuda", "reason": ""}
-    kernel_ms = _get(run, "kernel_ms", "gpu_ms", "time_ms", "ms")
-    host_ms = _get(run, "host_ms", "overhead_ms", "launch_ms")
-    nbytes = _get(run, "bytes", "bytes_moved", "nbytes")
-    flops = _get(run, "flops")
-    device = _get(run, "device", "device_name")
+    extra = _get(run, "extra", default={}) or {}
+    seconds = _get(run, "seconds")
+    kernel_ms = _get(extra, "kernel_ms") or _get(run, "kernel_ms") or (seconds * 1e3 if seconds else None)
+    wall_s = _get(extra, "wall_s")
+    host_ms = max(0.0, wall_s * 1e3 - kernel_ms) if (wall_s and kernel_ms) else _get(run, "host_ms")
+    note = str(_get(run, "note", default="") or "")
     variant = _get(run, "variant", "tune")
-    launches = _get(run, "launches", "repeats", default=1)
-    rec = {"backend": "cuda", "reason": "", "device": device, "launches": int(launches),
+    nbytes = _get(extra, "bytes") or _get(run, "bytes") or compulsory_bytes(kernel, variant, _get(extra, "dims"))
+    flops = _get(extra, "flops") or _get(run, "flops")
+    device = _get(extra, "device") or _get(run, "device") or _device_name()
+    rec = {"backend": "cuda", "reason": "", "device": device, "launches": int(_get(run, "launches", default=1)),
            "variant_label": _tune_label(variant), "kernel_ms": kernel_ms, "host_ms": host_ms,
+           "host_note": "includes timing every @autotune variant" if note.startswith("@autotune: timed") else "",
            "bytes": nbytes, "flops": flops, "bytes_per_s": None, "flops_per_s": None,
-           "peak": hardware.peak_for(device, flops_kind(kernel)), "variants": []}
+           "peak": hardware.peak_for(device, flops_kind(kernel)), "variants": [], "note": note}
     if kernel_ms:
         sec = float(kernel_ms) / 1e3
         rec["bytes_per_s"] = float(nbytes) / sec if nbytes else None
         rec["flops_per_s"] = float(flops) / sec if flops else None
-    variants = _get(run, "variants", "autotune", "timings", default=[]) or []
     rows = []
-    for v in variants:
+    for v in _get(extra, "timings", default=None) or _get(run, "variants", default=[]) or []:
         if isinstance(v, (tuple, list)) and len(v) == 2:
-            tune, ms = v
+            label, ms, why = _tune_label(v[0]), v[1], ""
         else:
-            tune, ms = _get(v, "tune", "variant", "params"), _get(v, "ms", "kernel_ms", "time_ms")
-        if ms is not None:
-            rows.append({"label": _tune_label(tune), "ms": float(ms), "best": False})
-    if rows:
-        min(rows, key=lambda r: r["ms"])["best"] = True
+            label = _get(v, "variant") or _tune_label(_get(v, "tune"))
+            ms, why = _get(v, "ms", "kernel_ms"), str(_get(v, "note", default="") or "")
+        rows.append({"label": str(label), "ms": None if ms is None else float(ms), "best": False, "note": why})
+    timed = [r for r in rows if r["ms"] is not None]
+    if timed:
+        min(timed, key=lambda r: r["ms"])["best"] = True
     rec["variants"] = rows
     return rec
 
@@ -248,20 +300,23 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
                                        budget=int((a or {}).get("budget", 49152)), tiles=(a or {}).get("tiles", []),
                                        ruler=(a or {}).get("ruler", [])))
         elif view == "barriers":
-            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=(a or {}).get("barriers", [])))
+            bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
+            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars))
         elif view == "timing":
             out.append(W.TimingView(kernel=name, lines=[], timing=timing_record(kernel)))
         elif view == "cuda":
             code, note = "", ""
             try:
-                code = kernel.cuda_source(**(tune or {}))
+                # compiled-source line numbers throughout, relabelled below like every view's
+                from ..codegen import cuda_source
+                code = cuda_source(kernel.ir(**(tune or {})), kernel.module.source, 0)
             except TileError as e:
                 note = str(e)
             except ImportError:
                 note = "the CUDA code generator (tilenb.codegen) is not available in this build"
             except Exception as e:  # a code generator bug must not take the notebook down
                 note = f"internal error while generating CUDA for {name}: {type(e).__name__}: {e}"
-            out.append(W.CudaView(kernel=name, lines=lines, note=note, cuda=cuda_tokens(code),
+            out.append(W.CudaView(kernel=name, lines=lines, note=note, cuda=cuda_tokens(code, labels),
                                   origin=cuda_origins(code)))
     return out
 

@@ -143,7 +143,7 @@ def _timing(s) -> bytes:
     if tm.get("backend") != "cuda" or not tm.get("kernel_ms"):
         from .render import _text_timing
         return _text_figure(f"Timing of {s.get('kernel')}", [("", x) for x in _text_timing(s).splitlines()[:1]])
-    variants = tm.get("variants") or []
+    variants = [v for v in tm.get("variants") or [] if v.get("ms") is not None]
     peak = tm.get("peak")
     fig = Figure(figsize=(8, 2.4 + 0.2 * len(variants)))
     ax = fig.add_axes((0.14, 0.2, 0.32 if variants else 0.8, 0.5))

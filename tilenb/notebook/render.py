@@ -215,7 +215,8 @@ def _text_timing(s) -> str:
         out.append(f"timing of {name} on {tm.get('device') or 'the GPU'} ({tm.get('launches', 1)} launch"
                    f"{'es' if tm.get('launches', 1) != 1 else ''}, {tm.get('variant_label') or 'default variant'}):")
         out.append(f"  kernel time (CUDA events): {_fmt_time(tm.get('kernel_ms'))}")
-        out.append(f"  host overhead: {_fmt_time(tm.get('host_ms'))}")
+        out.append(f"  host time beyond the kernel: {_fmt_time(tm.get('host_ms'))}"
+                   f"{' (' + tm['host_note'] + ')' if tm.get('host_note') else ''}")
         out.append(f"  achieved: {_fmt_rate(tm.get('bytes_per_s'), 'B/s')}, {_fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}")
         peak = tm.get("peak")
         if peak:
@@ -229,8 +230,13 @@ def _text_timing(s) -> str:
         else:
             out.append("  peak figures: not known for this device")
         for v in tm.get("variants") or []:
+            if v.get("ms") is None:
+                out.append(f"  variant {v['label']}: {v.get('note') or 'not timed'}")
+                continue
             best = "  (fastest)" if v.get("best") else ""
             out.append(f"  variant {v['label']}: {_fmt_time(v.get('ms'))}{best}")
+        if tm.get("note"):
+            out.append(f"  {tm['note']}")
     if s.get("note"):
         out.append(f"  note: {s['note']}")
     return "\n".join(out)
