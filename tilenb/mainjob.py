@@ -62,6 +62,8 @@ def run_one(path: Path, out_dir: Path, backend: str, timeout: int = 900) -> Row:
     except Exception as e:  # the kernel died or timed out: report it in the table
         error = f"{type(e).__name__}: {e}".splitlines()[0]
     seconds = time.perf_counter() - t0
+    from .notebook.export import strip_live_views
+    strip_live_views(nb)   # tilenb views then export as their own inlined HTML, not CDN-loaded widgets
     html, _ = HTMLExporter().from_notebook_node(nb)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / (path.stem + ".html")).write_text(html, encoding="utf-8")
