@@ -88,11 +88,6 @@ class OutOfBoundsError(LaunchError):
     """Debug launch: a per-thread element read or write fell outside its tensor, tile or view."""
 
 
-class BarrierDivergenceError(LaunchError):
-    """Debug launch: a barrier() or tile statement ran while some threads of the CTA had left
-    (a `while` that some threads broke out of); on a GPU that barrier would hang."""
-
-
 class Source:
     """A source text and its name, for turning spans into positioned errors."""
 

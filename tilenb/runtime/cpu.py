@@ -24,8 +24,8 @@ each other's order), and the threads of a CTA in lockstep, as vectorized lanes:
 
 Numeric semantics are in `cpu_values`, memory (tensors, tiles, windows, views) in `cpu_memory`.
 
-Errors: `run_cpu` raises the debug errors of `cpu_debug` (RaceError, OutOfBoundsError,
-BarrierDivergenceError) in debug mode; any internal failure is reported as a TileError naming
+Errors: `run_cpu` raises the debug errors of `cpu_debug` (RaceError, OutOfBoundsError) in
+debug mode; any internal failure is reported as a TileError naming
 the source line being executed, never as a bare Python exception.
 """
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _is_uniform(v):
 
 def batch_size(kir: ir.KernelIR, total: int) -> int:
     """CTAs executed together: bounded by MAX_BATCH and by BATCH_BYTES of tile data."""
-    per_cta = 4096 + 64 * kir.threads
+    per_cta = 4096 + 256 * kir.threads
     for sym in kir.tiles():
         per_cta += 6 * sym.type.size * max(4, npdt(sym.type.dtype).itemsize)
     return int(max(1, min(total, MAX_BATCH, BATCH_BYTES // per_cta)))
@@ -108,8 +108,8 @@ def run_cpu(kir: ir.KernelIR, dims: Dict[str, int], tensors: Dict[str, np.ndarra
 
     dims: runtime dim name -> extent; tensors: parameter name -> C-contiguous numpy array of
     the parameter's dtype; scalars: parameter name -> numpy scalar of its type. `source`:
-    (lines, line_offset, filename) for debug reports. Raises RaceError / OutOfBoundsError /
-    BarrierDivergenceError (debug only) and TileError for internal failures.
+    (lines, line_offset, filename) for debug reports. Raises RaceError / OutOfBoundsError
+    (debug only) and TileError for internal failures.
     """
     t0 = time.perf_counter()
     ex = _Executor(kir, dims, tensors, scalars, grid, debug, source)
@@ -191,7 +191,7 @@ class _Executor:
         self.frames = []
         self.epoch = 0
         self.all_act = np.ones((nb, 1), bool)
-        self.stores = []
+        self.stores = {}          # debug: the live store of each tile Sym
 
     def run_batch(self, c0, nb):
         self.setup_batch(c0, nb)
@@ -224,7 +224,7 @@ class _Executor:
                     return
             self.span = s.span
             if self.debug and id(s) in self.tile_stmts:
-                self._sync(s, "a tile statement", cta)
+                self._sync(s, "a tile statement", cta)    # the compiler synchronizes around it
                 self.EX[type(s)](s, act, cta)
                 self._sync(s, "a tile statement", cta)
             else:
@@ -238,7 +238,7 @@ class _Executor:
             store = TileStore(sym, self.nb)
             self._assign_whole(store, self.ev(s.value, act), s.value.type.dtype, None)
             self.env[sym] = store
-            self.stores.append(store)
+            self._track(store)
         else:
             v = self.ev(s.value, act)
             self.env[sym] = store_cast(np.asarray(v), s.value.type.dtype, sym.type.dtype)
@@ -250,7 +250,7 @@ class _Executor:
             if s.value is not None:
                 self._assign_whole(store, self.ev(s.value, act), s.value.type.dtype, None)
             self.env[sym] = store
-            self.stores.append(store)
+            self._track(store)
         elif s.value is None:
             self.env[sym] = np.zeros((), npdt(sym.type.dtype))
         else:
@@ -419,29 +419,24 @@ class _Executor:
 
     # ---- debug ------------------------------------------------------------------------------
     def _sync(self, s, what, cta):
-        """A barrier: every thread of the CTA must be here; the race records start afresh."""
-        missing = None
-        for f in self.frames:
-            if f.kind == "while":
-                m = f.broken & ~self.returned
-                missing = m if missing is None else missing | m
-        if missing is not None:
-            m = np.broadcast_to(missing, (self.nb, self.N)) & cta[:, None]
-            if m.any():
-                ctas, threads = np.nonzero(m)
-                D.report_divergent_barrier(self.dbg, s.span, what, ctas, threads)
-        for st in self.stores:
+        """A barrier: the race records of the CTAs in `cta` start afresh."""
+        for st in self.stores.values():
             if st.shadow is not None:
                 st.shadow.reset(cta)
 
+    def _track(self, store):
+        if self.debug:
+            self.stores[store.sym] = store
+
     def _debug_access(self, node, addr, act, write, uniform, atomic=False):
+        """Out-of-bounds and race checks of one per-thread element access (debug launches)."""
         nb, N = self.nb, self.N
-        if uniform:
-            a = _any_cta(act, nb)
-            first = np.argmax(np.broadcast_to(act, (nb, N)), axis=1) if np.ndim(act) == 2 and np.shape(act)[1] > 1 else np.zeros(nb, np.int64)
-            m = a[:, None]
-            threads_full = first[:, None]
+        if write and uniform:
+            # one write per CTA, by every active thread (lane 0 stands for them)
             full = (nb, 1)
+            m = _any_cta(act, nb)[:, None]
+            first = np.argmax(np.broadcast_to(act, (nb, N)), axis=1)[:, None]
+            threads_full = first
             index = [np.broadcast_to(np.asarray(ix)[:, :1] if np.ndim(ix) == 2 else ix, full) for ix in addr.index]
             inside = addr.inside
             if inside is not None and np.ndim(inside) == 2:
@@ -471,9 +466,12 @@ class _Executor:
         pos = np.zeros(full, np.int64)
         for ix, e in zip(index, ext):
             pos = pos * e + ix
-        ctas, th = np.nonzero(m)
-        tids = np.broadcast_to(threads_full, full)[m]
+        ctas, _ = np.nonzero(m)
         p = pos[m]
+        if write and uniform:
+            D.check_uniform_write(self.dbg, node.span, store.shadow, store.name, store.shape, ctas, p)
+            return
+        tids = np.broadcast_to(threads_full, full)[m]
         fn = D.check_writes if write else D.check_reads
         fn(self.dbg, node.span, store.shadow, store.name, store.shape, ctas, tids, p)
 
@@ -520,8 +518,7 @@ class _Executor:
 
     def _read_element(self, node, addr, act):
         if self.debug:
-            uniform = _is_uniform(act) and all(_is_uniform(i) for i in addr.index)
-            self._debug_access(node, addr, act, False, uniform)
+            self._debug_access(node, addr, act, False, False)
         return read_element(addr, self.nb)
 
     # ---- expressions ------------------------------------------------------------------------

@@ -6,25 +6,24 @@ Guarantees (only when a launch has debug=True):
   statement counts as a barrier on both sides, since the compiler synchronizes around it), a
   per-thread access to a shared-tile element races with an earlier access by another thread
   when at least one of the two writes: read-after-write, write-after-read, write-after-write.
-  Within one statement every read happens before every write. A per-thread statement whose
-  subscripts and value are the same in all threads of the CTA counts as one access (by the
-  lowest active thread): every thread does the same thing, so there is nothing to order.
+  Within one statement every read happens before every write. A store whose subscripts and
+  value are the same in every thread of the CTA is a write by every thread of the same value:
+  those writes do not race with each other, and any thread may read the element afterwards,
+  but a read of it by some thread before, or a different write by one thread after, races.
   The first race found raises `RaceError` naming the kernel, the line of each access, the two
   threads, the CTA and the element (tile name and coordinates).
 * Out-of-bounds detection. A per-thread element access by an active thread outside its tensor,
   tile or view raises `OutOfBoundsError` naming the kernel, line, thread, CTA and coordinates.
   (Tile slices that run past a tensor are masked by design and are not reported.)
-* A barrier() or tile statement reached while threads of the CTA have broken out of an
-  enclosing `while` (they left the loop, so on a GPU they never arrive) raises
-  `BarrierDivergenceError`. A `for` keeps broken threads in step with no-op turns, so it is fine.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..lang.diagnostics import BarrierDivergenceError, OutOfBoundsError, RaceError
+from ..lang.diagnostics import OutOfBoundsError, RaceError
 
 NONE = -1
+ALL = -2            # written by every thread of the CTA (a uniform store)
 BIG = np.iinfo(np.int32).max
 
 
@@ -102,7 +101,7 @@ def check_reads(dbg, span, shadow: Shadow, name, shape, cta_ids, threads, pos):
     if len(pos) == 0:
         return
     w = shadow.writer[cta_ids, pos]
-    bad = (w != NONE) & (w != threads)
+    bad = (w >= 0) & (w != threads)
     if bad.any():
         i = int(np.argmax(bad))
         b = cta_ids[i]
@@ -145,8 +144,9 @@ def check_writes(dbg, span, shadow: Shadow, name, shape, cta_ids, threads, pos):
     if bad.any():
         i = int(np.argmax(bad))
         b = cta_ids[i]
+        who = "every thread" if w[i] == ALL else f"thread {int(w[i])}"
         msg = (f"data race on tile '{name}'[{_coords(pos[i], shape)}] in {dbg.cta_text(b)}: thread "
-               f"{int(threads[i])} writes it at line {dbg.line(span.line)}, but thread {int(w[i])} wrote "
+               f"{int(threads[i])} writes it at line {dbg.line(span.line)}, but {who} wrote "
                f"it at line {dbg.line(int(shadow.wline[b, pos[i]]))} with no barrier() between")
         raise dbg.error(RaceError, msg, span)
     rmin = shadow.rmin[cta_ids, pos]
@@ -168,11 +168,28 @@ def check_writes(dbg, span, shadow: Shadow, name, shape, cta_ids, threads, pos):
     shadow.dirty = True
 
 
-def report_divergent_barrier(dbg, span, what, cta_ids, threads):
-    b = cta_ids[0]
-    t = int(threads[0])
-    n = len(threads)
-    msg = (f"{what} at line {dbg.line(span.line)} is reached by only part of {dbg.cta_text(b)}: "
-           f"thread {t}{f' and {n - 1} other(s)' if n > 1 else ''} broke out of the enclosing while "
-           f"loop and never arrive (a for loop keeps them in step; a while does not)")
-    raise dbg.error(BarrierDivergenceError, msg, span)
+def check_uniform_write(dbg, span, shadow: Shadow, name, shape, cta_ids, pos):
+    """Every active thread of each CTA writes the same value to one element (`pos` per CTA)."""
+    if len(pos) == 0:
+        return
+    w = shadow.writer[cta_ids, pos]
+    bad = w >= 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        b = cta_ids[i]
+        msg = (f"data race on tile '{name}'[{_coords(pos[i], shape)}] in {dbg.cta_text(b)}: every thread "
+               f"writes it at line {dbg.line(span.line)}, but thread {int(w[i])} wrote it at line "
+               f"{dbg.line(int(shadow.wline[b, pos[i]]))} with no barrier() between")
+        raise dbg.error(RaceError, msg, span)
+    rmax = shadow.rmax[cta_ids, pos]
+    read = rmax != NONE
+    if read.any():
+        i = int(np.argmax(read))
+        b = cta_ids[i]
+        msg = (f"data race on tile '{name}'[{_coords(pos[i], shape)}] in {dbg.cta_text(b)}: every thread "
+               f"writes it at line {dbg.line(span.line)}, but thread {int(rmax[i])} read it at line "
+               f"{dbg.line(int(shadow.rline_max[b, pos[i]]))} with no barrier() between")
+        raise dbg.error(RaceError, msg, span)
+    shadow.writer[cta_ids, pos] = ALL
+    shadow.wline[cta_ids, pos] = span.line
+    shadow.dirty = True

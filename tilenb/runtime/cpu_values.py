@@ -101,7 +101,8 @@ def as_compute(x, name: str):
 def _trunc_div(a, b):
     q = np.floor_divide(a, b)
     r = a - q * b
-    q = q + ((r != 0) & ((r < 0) != (b < 0))).astype(q.dtype)
+    # floor and truncation differ when there is a remainder and the signs differ
+    q = q + ((r != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
     return np.where(b == 0, np.zeros((), q.dtype), q)
 
 

@@ -62,7 +62,9 @@ class ArrayArg:
 
     @property
     def c_contiguous(self) -> bool:
-        if self.strides is None or self.dtype is None:
+        if self.host is not None:
+            return bool(self.host.flags.c_contiguous)
+        if self.strides is None or self.dtype is None or 0 in self.shape:
             return True
         expect, step = [], self.dtype.itemsize
         for ext in reversed(self.shape):
