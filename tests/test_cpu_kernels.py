@@ -669,3 +669,41 @@ def test_for_reads_its_bounds_once_while_retests_its_condition():
     np.testing.assert_array_equal(O[:, 1], np.where(t % 5 > 0, 12, 0))
     np.testing.assert_array_equal(O[:, 2], t % 3)
     np.testing.assert_array_equal(O[:, 3], t % 3)
+
+
+DIVERGENT_CTAS = """
+@launch(32)
+kernel tri(X: tensor<f32>[M, 8], Y: tensor<f32>[M, 8]) {
+  let b = ctx.block.x
+  if b % 3 == 2 { return }                  // some CTAs leave at once
+  var acc: tile<f32>[8, 8] = 0.0
+  for i in range(0, b + 1) {                // a different trip count in every CTA
+    acc += X[i * 8 :+ 8, :]
+    if i == 4 { break }                     // a break taken by the whole CTA
+  }
+  if b % 2 == 0 { acc = acc * 2.0 } else { acc = acc - 1.0 }
+  Y[b * 8 :+ 8, :] = acc
+}
+"""
+
+
+@pytest.mark.parametrize("batch", [1, 3, None])
+def test_ctas_taking_different_uniform_paths_in_one_batch(monkeypatch, batch):
+    from tilenb.runtime import cpu
+    if batch is not None:
+        monkeypatch.setattr(cpu, "MAX_BATCH", batch)
+    k = kernel(DIVERGENT_CTAS)
+    G = 12
+    X = rnd(23, 8 * G, 8)
+    Y = np.full((8 * G, 8), 5.0, f32)
+    k[G](X, Y)
+    ref = np.full((8 * G, 8), 5.0, f32)
+    for b in range(G):
+        if b % 3 == 2:
+            continue
+        acc = np.zeros((8, 8), f32)
+        for i in range(min(b, 4) + 1):
+            acc = acc + X[i * 8:(i + 1) * 8]
+        ref[b * 8:(b + 1) * 8] = acc * 2 if b % 2 == 0 else acc - 1
+    np.testing.assert_array_equal(Y, ref)
+    assert k.last_run.extra["batch"] == (batch or G)

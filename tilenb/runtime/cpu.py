@@ -50,6 +50,7 @@ from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_r
 # CTAs per batch: enough to amortize the per-statement cost, few enough to bound memory.
 MAX_BATCH = 2048
 BATCH_BYTES = 64 << 20
+DEBUG_BATCH = 32
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ def run_cpu(kir: ir.KernelIR, dims: Dict[str, int], tensors: Dict[str, np.ndarra
     ex = _Executor(kir, dims, tensors, scalars, grid, debug, source)
     total = grid[0] * grid[1] * grid[2]
     nb = batch or batch_size(kir, total)
+    if debug and not batch:
+        nb = min(nb, DEBUG_BATCH)      # the race records take 24 bytes per tile element per CTA
     with np.errstate(all="ignore"):
         for c0 in range(0, total, nb):
             ex.run_batch(c0, min(nb, total - c0))

@@ -429,7 +429,7 @@ def write_element(addr: ElementAddress, value, act, nb, nthreads, uniform: bool)
         return
     flatdst = src.reshape(-1)
     lin = linear(addr, idx, cta_ids)
-    if len(lin) > 1:
+    if len(lin) > 1 and not np.all(lin[1:] > lin[:-1]):   # rising positions: no two lanes meet
         rev = lin[::-1]
         _, first = np.unique(rev, return_index=True)
         if len(first) < len(lin):

@@ -418,7 +418,11 @@ def launch(kernel, grid, args, debug=False, variant=None):
     grid: None (use @grid), an int, or a tuple of 1 to 3 ints; args: the kernel's arguments in
     order; debug: detect races and out-of-bounds element accesses (CPU backend); variant: a
     dict of @autotune values. Raises LaunchError before anything runs if a check fails."""
-    prepared = prepare(kernel, grid, tuple(args), variant)
+    try:
+        prepared = prepare(kernel, grid, tuple(args), variant)
+    except LaunchError as e:
+        e.filename = kernel.module.filename     # "file.tile: error: kernel 'k': ..."
+        raise
     backend = kernel.module.backend
     if backend == "cuda":
         try:
