@@ -196,3 +196,21 @@ def test_debug_flag_on_the_launch_overrides_the_module():
     k[1](X, np.zeros(64, np.int32))                 # no check: runs (lockstep gives some result)
     with pytest.raises(RaceError):
         k[1](X, np.zeros(64, np.int32), debug=True)
+
+
+def test_out_of_bounds_through_a_view():
+    src = """
+    @launch(32)
+    kernel k(X: tensor<f32>[N], Y: tensor<f32>[N]) {
+      let v = X[-1 :+ 16]
+      let w = v[4 :+ 8]
+      let t = ctx.thread
+      if t < 4 { Y[t] = v[t] }
+      if t >= 4 && t < 8 { Y[t] = w[t + 4] }   // w is X[3 :+ 8]: w[8] is X[11]
+    }
+    """
+    with pytest.raises(OutOfBoundsError, match=r"thread 0 of CTA \(0, 0, 0\) reads tensor X\[-1\] through the view 'v', outside its extent \[32\]"):
+        kernel(src)[1](np.ones(32, np.float32), np.zeros(32, np.float32))
+    src2 = src.replace("if t < 4 { Y[t] = v[t] }", "")
+    with pytest.raises(OutOfBoundsError, match=r"thread 4 of CTA \(0, 0, 0\) reads tensor X\[11\] through the view 'w', outside the view's window"):
+        kernel(src2)[1](np.ones(32, np.float32), np.zeros(32, np.float32))

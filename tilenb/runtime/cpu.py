@@ -484,8 +484,9 @@ class _Executor:
         ext = ", ".join(str(e) for e in base_extents(base, addr.flat))
         bname = ("flat(" + base.name + ")") if addr.flat else base.name
         if addr.view:
-            where = (f"'{node.base.name}' (a view of {kind} '{base.name}') at {base.name}[{coords}], "
-                     f"outside the view")
+            inside_base = all(0 <= int(c) < e for c, e in zip(coords.split(", "), base_extents(base, addr.flat)))
+            where = (f"{kind} {bname}[{coords}] through the view '{node.base.name}', outside "
+                     + ("the view's window" if inside_base else f"its extent [{ext}]"))
         else:
             where = f"{kind} {bname}[{coords}], outside its extent [{ext}]"
         D.report_out_of_bounds(self.dbg, node.span, where, ctas, threads, write)

@@ -352,9 +352,12 @@ def element_address(target, indices, flat: bool) -> ElementAddress:
             s = _lane(win.starts[d])
             if n is None:
                 ix = s
+                v = True
             else:
-                ix = s + next(it)
-            v = (ix >= _lane(win.lo[d])) & (ix < _lane(win.hi[d]))
+                i = next(it)
+                ix = s + i
+                v = (i >= 0) & (i < n)          # inside the view's own window
+            v = v & (ix >= _lane(win.lo[d])) & (ix < _lane(win.hi[d]))
             inside = v if inside is None else inside & v
             base_idx.append(ix)
         return ElementAddress(win.base, win.flat, base_idx, inside, win.name, True)
