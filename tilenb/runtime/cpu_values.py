@@ -165,12 +165,18 @@ def operand_dtype(ta: str, tb: str, a_const: bool, b_const: bool) -> str:
     return promote(ta, tb) or compute_type(ta)
 
 
+_ERF = []
+
+
 def _erf(x):
-    try:
-        from scipy.special import erf  # noqa: PLC0415 (optional, faster)
-        return erf(x)
-    except ImportError:
-        return np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64)
+    """erf in float64: scipy's when it is installed (fast), else math.erf per element."""
+    if not _ERF:
+        try:
+            from scipy.special import erf  # noqa: PLC0415 (optional dependency)
+        except ImportError:
+            erf = np.frompyfunc(math.erf, 1, 1)
+        _ERF.append(erf)
+    return np.asarray(_ERF[0](np.asarray(x, np.float64)), np.float64)
 
 
 def math1(fn: str, x, name: str):
