@@ -230,12 +230,27 @@ def _expr_span(e) -> A.Span:
     return e.span
 
 
+# How an expected terminal reads in a message (the others are quoted as written).
 _TOKEN_WORDS = {
-    "_NL": "end of line", "$END": "end of input", "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('",
-    "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "COLON": "':'", "SEMICOLON": "';'",
-    "EQUAL": "'='", "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "MORETHAN": "'>'",
-    "LESSTHAN": "'<'", "AT": "'@'", "DOT": "'.'",
+    "_NL": "end of line", "$END": "end of input", "NAME": "a name", "INT": "an integer",
+    "FLOAT": "a number", "AUGOP": "an assignment operator such as +=", "CMPOP": "a comparison",
+    "ADDOP": "'+' or '-'", "MULOP": "'*', '/' or '%'", "UNOP": "'-', '!' or '~'",
+    "SHIFTOP": "'<<' or '>>'", "RANGEOP": "':+'",
 }
+# Terminals that can start an expression: when all are expected, say "an expression".
+_EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "UNOP"}
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _word(term: str) -> str:
+    if term in _TOKEN_WORDS:
+        return _TOKEN_WORDS[term]
+    try:
+        pattern = _lark().get_terminal(term).pattern
+    except KeyError:
+        return term.lower()
+    return f"'{pattern.value}'" if pattern.type == "str" else term.lower()
 
 
 def _describe(tok) -> str:
@@ -246,25 +261,115 @@ def _describe(tok) -> str:
     return f"'{tok}'"
 
 
+def _expected(terms) -> str:
+    terms = {t for t in terms if not t.startswith("__")}
+    words = []
+    if _EXPR_START <= terms:
+        words.append("an expression")
+        terms -= _EXPR_START
+    if words or len(terms) > 1:
+        terms.discard("_NL")  # a newline is acceptable in many states; it rarely helps to say so
+    words += sorted(_word(t) for t in terms)
+    if not words or len(words) > 5:
+        return ""
+    return "; expected " + (words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1])
+
+
+def _bracket_problem(text: str, upto: int, token: str = ""):
+    """A bracket mismatch that explains a parse error at offset `upto`: a closer that matches
+    nothing or the wrong opener, a brace while ( or [ is open, an opener never closed, or a
+    ( or [ still open at the error when the error is on a later line or is a token that cannot
+    appear inside them (`token`). Returns (message, offset) or None."""
+    stack = []  # (char, offset)
+    i, n = 0, len(text)
+
+    def where(offset):
+        line = text.count("\n", 0, offset) + 1
+        return f"line {line}, column {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
+
+    def mismatch(c, i):
+        """The problem a bracket `c` at offset i reveals, or None (pushing/popping as it goes)."""
+        if c in _OPEN:
+            if c == "{" and stack and stack[-1][0] in "([":
+                o, at = stack[-1]
+                return f"'{o}' is not closed: a '{{' comes first, at {where(i)}; add '{_OPEN[o]}'", at
+            stack.append((c, i))
+        elif c in _CLOSE:
+            if not stack:
+                return f"'{c}' closes nothing; remove it", i
+            o, at = stack[-1]
+            if o != _CLOSE[c]:
+                if c == "}" and o in "([":
+                    return f"'{o}' is not closed: a '}}' comes first, at {where(i)}; add '{_OPEN[o]}'", at
+                return f"'{c}' does not match the '{o}' at {where(at)}; expected '{_OPEN[o]}'", i
+            stack.pop()
+        return None
+
+    while i < n and i < upto:
+        c = text[i]
+        if c == "/" and text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        found = mismatch(c, i)
+        if found:
+            return found
+        i += 1
+    if upto >= n:
+        if stack:
+            o, at = stack[-1]
+            return f"'{o}' is never closed; add '{_OPEN[o]}'", at
+        return None
+    found = mismatch(text[upto], upto)
+    if found:
+        return found
+    if text[upto] in _OPEN and stack:
+        stack.pop()
+    if stack and stack[-1][0] in "([":
+        o, at = stack[-1]
+        if text.count("\n", at, upto) > 0 or token in ("=", ";") or token.endswith("="):
+            return f"'{o}' is not closed before the error at {where(upto)}; add '{_OPEN[o]}'", at
+    return None
+
+
 def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Program:
     """Parse `text`; raise TileSyntaxError (with line and column) if it is not a program."""
     src = Source(text, filename, line_offset)
+
+    def error_at(message, offset):
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        return src.error(TileSyntaxError, message, line, column)
+
     try:
         tree = _lark().parse(text)
     except lark.exceptions.UnexpectedToken as e:
         tok = e.token
         line, col = _token_pos(tok, text)
+        at_end = tok is None or tok.type == "$END"
+        offset = len(text) if at_end or getattr(tok, "start_pos", None) is None else tok.start_pos
+        bracket = _bracket_problem(text, offset, "" if at_end else str(tok))
+        if bracket is not None:
+            raise error_at(*bracket) from None
         if tok.type == "ELSE" and _after_close_brace(text, tok):
             raise src.error(TileSyntaxError, "'else' must follow the '}' of its 'if' on the same line",
                             line, col) from None
-        expected = sorted(_TOKEN_WORDS.get(x, repr(x.lower()) if x.isupper() and len(x) > 2 else x)
-                          for x in (e.expected or ()) if not x.startswith("__"))
-        hint = f"; expected {', '.join(expected[:6])}" if expected and len(expected) <= 6 else ""
+        expected = set(e.expected or ())
+        if (not at_end and (tok.type == "NAME" or str(tok) in KEYWORDS) and "SEMICOLON" in expected
+                and _same_line_as_previous(text, tok)):
+            hint = "; a statement ends at a newline or ';', so put one before this"
+        elif tok.type == "CMPOP":
+            hint = "; comparisons do not chain: write a < b && b < c, or add parentheses"
+        else:
+            hint = _expected(expected)
         raise src.error(TileSyntaxError, f"unexpected {_describe(tok)}{hint}", line, col) from None
     except lark.exceptions.UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
         raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
     except lark.exceptions.UnexpectedEOF:
+        bracket = _bracket_problem(text, len(text))
+        if bracket is not None:
+            raise error_at(*bracket) from None
         lines = text.split("\n")
         raise src.error(TileSyntaxError, "unexpected end of input", len(lines), len(lines[-1]) + 1) from None
     except lark.exceptions.LarkError as e:  # any other parser failure is still a syntax error
@@ -279,6 +384,14 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
             raise src.error(TileSyntaxError, str(e.orig_exc), tok.line, tok.column) from None
         raise
     return A.Program(kernels, fns, text, filename)
+
+
+def _same_line_as_previous(text, tok) -> bool:
+    """Whether something other than blanks precedes `tok` on its line."""
+    pos = getattr(tok, "start_pos", None)
+    if pos is None:
+        return False
+    return text[text.rfind("\n", 0, pos) + 1:pos].strip() != ""
 
 
 def _after_close_brace(text, tok) -> bool:
