@@ -188,3 +188,18 @@ def test_option_parsing():
     assert parse_tune("A=0x10, B=1.5") == {"A": 16, "B": 1.5}
     with pytest.raises(tilenb.TileError):
         parse_options("--module 3x")
+
+
+def test_timing_views_follow_later_launches(ip, capsys):
+    from tilenb.runtime.launch import RunReport
+    cell = SCALE.replace("--backend cpu --show none", "--backend cuda --show timing")
+    _, out, err = run(ip, capsys, cell)
+    assert err == ""
+    assert "timing of scale_rows: not launched on the GPU yet." in out
+    k = ip.user_ns["scale_rows"]
+    view = next(ref() for ref, kern in ip._tilenb_magics._timing if kern is k)
+    k.last_run = RunReport("cuda", "scale_rows", {}, "No @autotune: one variant.", (4, 1, 1), 256, 4, 1e-5, False,
+                           {"kernel_ms": 0.01, "wall_s": 0.002, "timings": [], "device": "NVIDIA H200"})
+    run(ip, capsys, "x_after_launch = 1")           # any later cell refreshes the view
+    assert view.timing["kernel_ms"] == 0.01
+    assert "kernel time (CUDA events): 10.0 us" in repr(view)

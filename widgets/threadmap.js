@@ -116,7 +116,9 @@ function runLabel(side, f) {
 function drawSide(g, copy, side, itemsize, caption) {
   const pad = { left: 30, top: 16 };
   const W = g.width * g.cell, H = g.rows * g.segs * g.cell;
-  const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid" });
+  // a viewBox lets the picture shrink with the output area, so both sides stay side by side
+  const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid",
+    viewBox: `0 0 ${W + pad.left + 4} ${H + pad.top + 4}` });
   root.setAttribute("role", "listbox");
   root.setAttribute("tabindex", "-1");   // the runs take focus, not the picture
   root.setAttribute("aria-label", `${caption}: ${plural(g.runs.length, "run")}; arrow keys move between runs`);

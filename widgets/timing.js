@@ -124,7 +124,7 @@ function draw(model, el) {
   add("device", tm.device || "GPU");
   add("variant", tm.variant_label || "default");
   add("kernel time (CUDA events)", fmtTime(tm.kernel_ms) + (tm.launches > 1 ? ` (median of ${tm.launches} launches)` : ""));
-  add("host time beyond the kernel", fmtTime(tm.host_ms) + (tm.host_note ? ` (${tm.host_note})` : ""));
+  add("host time of the call beyond the kernel", fmtTime(tm.host_ms) + (tm.host_note ? ` (${tm.host_note})` : ""));
   add("bytes moved", tm.bytes ? `${Number(tm.bytes).toLocaleString("en-US")} B` : "not reported");
   add("achieved bandwidth", fmtRate(tm.bytes_per_s, "B/s") + (tm.peak && tm.bytes_per_s ? ` (${(100 * tm.bytes_per_s / tm.peak.bytes_per_s).toFixed(1)}% of ${fmtRate(tm.peak.bytes_per_s, "B/s")})` : ""));
   add("achieved compute", fmtRate(tm.flops_per_s, "FLOP/s") + (tm.peak && tm.flops_per_s && tm.peak.flops_per_s ? ` (${(100 * tm.flops_per_s / tm.peak.flops_per_s).toFixed(2)}% of ${tm.peak.flops_kind} peak)` : ""));

@@ -243,7 +243,8 @@ def timing_record(kernel) -> dict:
     device = _get(extra, "device") or _get(run, "device") or _device_name()
     rec = {"backend": "cuda", "reason": "", "device": device, "launches": int(_get(run, "launches", default=1)),
            "variant_label": _tune_label(variant), "kernel_ms": kernel_ms, "host_ms": host_ms,
-           "host_note": "includes timing every @autotune variant" if note.startswith("@autotune: timed") else "",
+           "host_note": "argument checks, copies between host and GPU, compilation on first use"
+                        + (", timing every @autotune variant" if note.startswith("@autotune: timed") else ""),
            "bytes": nbytes, "flops": flops, "bytes_per_s": None, "flops_per_s": None,
            "peak": hardware.peak_for(device, flops_kind(kernel)), "variants": [], "note": note}
     if kernel_ms:

@@ -215,7 +215,7 @@ def _text_timing(s) -> str:
         out.append(f"timing of {name} on {tm.get('device') or 'the GPU'} ({tm.get('launches', 1)} launch"
                    f"{'es' if tm.get('launches', 1) != 1 else ''}, {tm.get('variant_label') or 'default variant'}):")
         out.append(f"  kernel time (CUDA events): {_fmt_time(tm.get('kernel_ms'))}")
-        out.append(f"  host time beyond the kernel: {_fmt_time(tm.get('host_ms'))}"
+        out.append(f"  host time of the call beyond the kernel: {_fmt_time(tm.get('host_ms'))}"
                    f"{' (' + tm['host_note'] + ')' if tm.get('host_note') else ''}")
         out.append(f"  achieved: {_fmt_rate(tm.get('bytes_per_s'), 'B/s')}, {_fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}")
         peak = tm.get("peak")
