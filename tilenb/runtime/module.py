@@ -54,7 +54,8 @@ class Kernel:
     def cuda_source(self, **tune) -> str:
         """The CUDA C++ generated for one variant (works without a GPU)."""
         from ..codegen import cuda_source
-        return cuda_source(self.ir(**tune))
+        src = self.module.checked.source
+        return cuda_source(self.ir(**tune), src.text, src.line_offset)
 
     # -- launching
     def __getitem__(self, grid):

@@ -1,0 +1,416 @@
+"""Every kernel the CUDA backend is held to, run on the GPU and compared with the CPU executor.
+
+`CASES` lists each kernel with random arguments at shapes that are not multiples of its tiles,
+the grid, and the tolerance (integers exactly; f32 1e-5 elementwise, about 1e-4 relative for
+reductions and dots, scaled with K; f16/bf16 by the storage type's epsilon). The same corpus is
+compile-checked with NVRTC without a GPU in tests/test_codegen_nvrtc.py. GPU tests are marked
+`gpu` and skip where no CUDA GPU is usable (tests/conftest.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilenb
+from test_check_programs import PROGRAMS
+
+SEED = (Path(tilenb.__file__).parent / "examples" / "seed_kernels.tile").read_text()
+
+EXTRA = {
+    "gemm_bf16_t": """
+// bf16 GEMM against a transposed B (dot_t) on tensor cores, bf16 output.
+@autotune(TM in [32, 64], TN in [32], TK in [16])
+@launch(128)
+@grid(cdiv(M, TM), cdiv(N, TN))
+kernel gemm_bf16_t(A: tensor<bf16>[M, K], B: tensor<bf16>[N, K], C: tensor<bf16>[M, N]) {
+  var acc: tile<f32>[TM, TN] = 0.0
+  for kt in range(0, K, TK) {
+    var a = A[ctx.block.x * TM :+ TM, kt :+ TK]
+    var b = B[ctx.block.y * TN :+ TN, kt :+ TK]
+    acc += dot_t(a, b)
+  }
+  C[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] = bf16(acc * 0.5)
+}
+""",
+    "reductions": """
+// Reductions inside expressions (a softmax written in one line), row and column reductions.
+@launch(128)
+kernel reductions(X: tensor<f32>[M, 48], Y: tensor<f32>[M, 48], R: tensor<f32>[M, 2],
+                  Cs: tensor<f32>[1, 48], Cm: tensor<f32>[2, 48]) {
+  var x = X[ctx.block.x * 16 :+ 16, :]
+  Y[ctx.block.x * 16 :+ 16, :] = exp(x - rowmax(x)) / rowsum(exp(x - rowmax(x)))
+  R[ctx.block.x * 16 :+ 16, 0 :+ 1] = rowmin(x)
+  R[ctx.block.x * 16 :+ 16, 1 :+ 1] = rowsum(abs(x)) + 1.0
+  if ctx.block.x == 0 {
+    Cs[0 :+ 1, :] = colsum(x)
+    Cm[0 :+ 1, :] = colmax(x)
+    Cm[1 :+ 1, :] = colmin(x)
+  }
+}
+""",
+    "int_ops": """
+// Integer wraparound, C-like / and % (by zero too), shifts past the width, conversions.
+@launch(64)
+kernel int_ops(A: tensor<i32>[N], B: tensor<i32>[N], F: tensor<f32>[N], U: tensor<u8>[N],
+               O: tensor<i32>[8, N], P: tensor<i8>[2, N], Q: tensor<u8>[N], L: tensor<i64>[N]) {
+  let base = ctx.block.x * 64
+  var a = A[base :+ 64]
+  var b = B[base :+ 64]
+  var f = F[base :+ 64]
+  O[0, base :+ 64] = a * b + a
+  O[1, base :+ 64] = a / b
+  O[2, base :+ 64] = a % b
+  O[3, base :+ 64] = (a << (b & 63)) ^ (a >> (b & 63))
+  O[4, base :+ 64] = i32(f)
+  O[5, base :+ 64] = i32(round(f)) + i32(floor(f)) * 3 + i32(ceil(f)) * 7
+  O[6, base :+ 64] = i32(U[base :+ 64]) * 1000 + abs(a) % 1000
+  O[7, base :+ 64] = where(a > b, min(a, b), max(a, b) - 1)
+  P[0, base :+ 64] = i8(a)
+  P[1, base :+ 64] = i8(f)
+  Q[base :+ 64] = u8(i32(f))
+  L[base :+ 64] = i64(a) * i64(b) + i64(f * 1000.0)
+}
+""",
+    "float_math": """
+// f32 and f64 built-ins, and f16 storage (round on store).
+@launch(128)
+kernel float_math(X: tensor<f32>[N], D: tensor<f64>[N], H: tensor<f16>[N], Y: tensor<f32>[9, N],
+                  E: tensor<f64>[2, N], G: tensor<f16>[N]) {
+  let base = ctx.block.x * 128
+  var x = X[base :+ 128]
+  var d = D[base :+ 128]
+  Y[0, base :+ 128] = exp(x * 0.5) + log(abs(x) + 1.0) + sqrt(abs(x))
+  Y[1, base :+ 128] = tanh(x) + sin(x) + cos(x) + erf(x)
+  Y[2, base :+ 128] = exp2(x) + log2(abs(x) + 2.0) + rsqrt(abs(x) + 1.0)
+  Y[3, base :+ 128] = min(x, 0.25) + max(x, -0.25)
+  Y[4, base :+ 128] = x % 0.75
+  Y[5, base :+ 128] = f32(H[base :+ 128]) * 3.0
+  Y[6, base :+ 128] = where(x > 0.0, x, -x * 0.5)
+  Y[7, base :+ 128] = f32(f16(x * 1000.0))
+  Y[8, base :+ 128] = f32(bf16(x * 1000.0))
+  E[0, base :+ 128] = exp(d) + sqrt(abs(d)) + d / 3.0
+  E[1, base :+ 128] = f64(x) * d
+  G[base :+ 128] = f16(x * d)
+}
+""",
+    "transpose_dot": """
+// transpose, f32 dot and dot_t, i8 dot, f64 dot.
+@launch(128)
+kernel transpose_dot(A: tensor<f32>[M, 24], B: tensor<f32>[24, 40], T: tensor<f32>[24, M],
+                     C: tensor<f32>[M, 40], D: tensor<f32>[M, M], I: tensor<i8>[M, 24], J: tensor<i32>[M, M],
+                     F: tensor<f64>[M, 24], G: tensor<f64>[M, M]) {
+  var a = A[0 :+ 32, :]
+  var b = B[0 :+ 24, :]
+  T[0 :+ 24, 0 :+ 32] = transpose(a)
+  C[0 :+ 32, :] = dot(a, b)
+  D[0 :+ 32, 0 :+ 32] = dot_t(a, a)
+  var i = I[0 :+ 32, :]
+  J[0 :+ 32, 0 :+ 32] = dot_t(i, i)
+  var f = F[0 :+ 32, :]
+  G[0 :+ 32, 0 :+ 32] = dot_t(f, f)
+}
+""",
+    "registers": """
+// A tile kept in registers, updated elementwise across a loop, then stored.
+@registers(acc)
+@launch(128)
+kernel reg_acc(X: tensor<f32>[M, 64], Y: tensor<f32>[16, 64]) {
+  var acc: tile<f32>[16, 64] = 0.0
+  for r in range(0, M, 16) {
+    var x = X[r :+ 16, :]
+    acc = acc + x * x
+  }
+  Y[0 :+ 16, :] = acc
+}
+""",
+    "dynshared": """
+// 64 KB of shared memory: needs @dynshared (the launch raises the per-block limit).
+@dynshared
+@launch(256)
+kernel big_tile(X: tensor<f32>[M, 128], Y: tensor<f32>[M, 128]) {
+  var big = X[ctx.block.x * 128 :+ 128, :]
+  var row = rowsum(big)
+  Y[ctx.block.x * 128 :+ 128, :] = big - row / 128.0
+}
+""",
+    "atomics": """
+// Atomics from every thread: f32/i32/f16 adds, f32/i32 max (f32 max through compare-and-swap).
+@launch(128)
+kernel atomics(X: tensor<f32>[N], K: tensor<i32>[N], S: tensor<f32>[4], H: tensor<i32>[8], M: tensor<i32>[2],
+               Hf: tensor<f16>[2]) {
+  let i = ctx.block.x * 128 + ctx.thread
+  if i < N {
+    let v = X[i]
+    atomic_add(S[0], v)
+    atomic_max(S[1], v)
+    atomic_max(S[2], -abs(v))
+    atomic_add(H[K[i] & 7], 1)
+    atomic_max(M[0], K[i])
+    atomic_add(Hf[0], f16(0.25))
+  }
+}
+""",
+    "early_return": """
+// A return some threads take; element reads and writes of a tile in per-thread code.
+@launch(128)
+kernel early_return(X: tensor<f32>[N], Y: tensor<f32>[N]) {
+  var t = X[ctx.block.x * 128 :+ 128]
+  t[ctx.thread] = t[ctx.thread] * 2.0
+  barrier()
+  let i = ctx.block.x * 128 + ctx.thread
+  if t[(ctx.thread + 1) % 128] < 0.0 {
+    return
+  }
+  Y[i] = t[ctx.thread] + t[(ctx.thread + 1) % 128]
+}
+""",
+    "unroll_break": """
+// for<unroll> with break and continue in per-thread code.
+@launch(32)
+kernel unroll_break(X: tensor<i32>[M, 40], O: tensor<i32>[M]) {
+  let row = ctx.block.x * 32 + ctx.lane
+  var s = 0
+  for<unroll 3> j in range(0, 40) {
+    let v = X[row, j]
+    if v == 7 { break }
+    if v % 2 == 0 { continue }
+    s += v
+  }
+  O[row] = s
+}
+""",
+    "windows": """
+// Tile windows with runtime starts, a window store, flat(), and a self-referencing statement.
+@launch(128)
+kernel windows(X: tensor<f32>[M, 32], Y: tensor<f32>[M, 32], Z: tensor<f32>[32, 32]) {
+  var t = X[ctx.block.x * 32 :+ 32, :]
+  for h in range(0, 32, 8) {
+    t[h :+ 8, 0 :+ 16] = t[h :+ 8, 16 :+ 16] * 2.0 + t[h :+ 8, 0 :+ 16]
+  }
+  flat(t)[0, 0 :+ 4] = -1.0
+  Y[ctx.block.x * 32 :+ 32, :] = t
+  if ctx.block.x == 0 {
+    t = transpose(t)
+    Z[0 :+ 32, :] = t
+  }
+}
+""",
+}
+
+
+# ---- launch specifications ------------------------------------------------------------------------
+def _f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+@dataclass
+class Case:
+    program: str          # key into SOURCES
+    kernel: str
+    make: Callable        # rng -> list of arguments (numpy)
+    grid: Optional[object] = None
+    variant: Optional[dict] = None
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    skip: Dict[str, object] = field(default_factory=dict)   # output name -> index expression to ignore
+
+
+SOURCES = dict(PROGRAMS)
+SOURCES["seed"] = SEED
+SOURCES.update(EXTRA)
+
+
+def _cases():
+    c = []
+    c.append(Case("seed", "scale_rows", lambda r: [_f32(r, 100, 64), _f32(r, 100, 1), np.zeros((100, 64), np.float32)], grid=4))
+    c.append(Case("seed", "partial_sums", lambda r: [_f32(r, 1, 1000), np.zeros((1, 256), np.float32)], grid=1, rtol=1e-4))
+    c.append(Case("seed", "act", lambda r: [_f32(r, 3000), np.zeros(3000, np.float32)], grid=3))
+    c.append(Case("seed", "rms_norm", lambda r: [_f32(r, 52, 256), _f32(r, 1, 256), np.zeros((52, 256), np.float32)], grid=7, rtol=1e-4))
+    c.append(Case("seed", "flash_attention", lambda r: [_f32(r, 100, 64), _f32(r, 76, 64), _f32(r, 76, 64),
+                                                        np.zeros((100, 64), np.float32)], grid=4, rtol=1e-4, atol=1e-5))
+    c.append(Case("seed", "quantize", lambda r: [_f32(r, 68, 32, scale=100.0), np.zeros((68, 32), np.int8)], grid=3))
+    c.append(Case("seed", "gemm", lambda r: [_f32(r, 68, 52), _f32(r, 52, 100), _f32(r, 68, 100), np.float32(1.5),
+                                             np.float32(-0.5)], rtol=1e-4, atol=1e-4))
+    c.append(Case("softmax", "softmax_rows", lambda r: [_f32(r, 12, 200), np.zeros((12, 200), np.float32)],
+                  variant={"BLOCK": 256}, rtol=1e-5, atol=1e-6))
+    c.append(Case("layernorm", "layernorm", lambda r: [_f32(r, 8, 512).astype(np.float16), _f32(r, 1, 512), _f32(r, 1, 512),
+                                                       np.zeros((8, 512), np.float16), np.float32(1e-5)], grid=4, rtol=2e-3, atol=2e-3))
+    c.append(Case("stencil", "laplace", lambda r: [_f32(r, 20, 72), np.zeros((20, 72), np.float32)]))
+    c.append(Case("stencil", "blur3", lambda r: [_f32(r, 600), np.zeros(600, np.float32)], grid=3))
+    c.append(Case("nibbles", "unpack_nibbles", lambda r: [r.integers(0, 256, 300).astype(np.uint8), _f32(r, 1, 1),
+                                                          np.zeros((300, 2), np.float32)], grid=2))
+    c.append(Case("nibbles", "unpack_tile", lambda r: [r.integers(0, 256, (8, 64)).astype(np.uint8), np.zeros((8, 64), np.int8),
+                                                       np.zeros((8, 64), np.int8)], grid=8))
+    c.append(Case("scan", "block_scan", lambda r: [r.integers(-100, 100, 520).astype(np.int32), np.zeros(520, np.int32)], grid=3))
+    c.append(Case("functions", "act_and_scale", lambda r: [_f32(r, 40, 64), np.zeros((40, 64), np.float32), np.float32(0.75)],
+                  grid=3, rtol=1e-5, atol=1e-6))
+    c.append(Case("breaks", "first_above", lambda r: [_f32(r, 100, 36), np.zeros((100, 1), np.int32), np.float32(1.5)], grid=2))
+    c.append(Case("breaks", "count_until_zero", lambda r: [r.integers(-3, 6, (64, 20)).astype(np.int32), np.zeros(64, np.int64)], grid=2))
+    c.append(Case("breaks", "sum_positive", lambda r: [_f32(r, 1, 1000), np.zeros((1, 128), np.float32)], grid=1, rtol=1e-5))
+    c.append(Case("gemm_f16", "hgemm", lambda r: [_f32(r, 100, 72).astype(np.float16), _f32(r, 72, 92).astype(np.float16),
+                                                  _f32(r, 100, 92), np.float32(1.25), np.float32(0.5)], rtol=2e-3, atol=2e-3))
+    c.append(Case("gemm_f16", "qk_i8", lambda r: [r.integers(-128, 128, (40, 64)).astype(np.int8),
+                                                 r.integers(-128, 128, (40, 64)).astype(np.int8), np.zeros((40, 40), np.int32)], grid=(2, 2)))
+    c.append(Case("tiles_reuse", "phases", lambda r: [_f32(r, 128, 64), np.zeros((128, 64), np.float32)], grid=1))
+    c.append(Case("misc", "misc", _misc_args, grid=2, rtol=1e-6, atol=1e-6, skip={"F": 0, "L": 0}))
+    bf = ml_dtypes.bfloat16
+    c.append(Case("gemm_bf16_t", "gemm_bf16_t", lambda r: [_f32(r, 68, 40).astype(bf), _f32(r, 52, 40).astype(bf),
+                                                          np.zeros((68, 52), bf)], rtol=1e-2, atol=1e-2))
+    c.append(Case("reductions", "reductions", lambda r: [_f32(r, 36, 48), np.zeros((36, 48), np.float32), np.zeros((36, 2), np.float32),
+                                                        np.zeros((1, 48), np.float32), np.zeros((2, 48), np.float32)],
+                  grid=3, rtol=1e-4, atol=1e-5))
+    c.append(Case("int_ops", "int_ops", _int_args, grid=2))
+    c.append(Case("float_math", "float_math", _float_args, grid=2, rtol=2e-5, atol=2e-5))
+    c.append(Case("transpose_dot", "transpose_dot", _td_args, grid=1, rtol=1e-4, atol=1e-4))
+    c.append(Case("registers", "reg_acc", lambda r: [_f32(r, 52, 64), np.zeros((16, 64), np.float32)], grid=1, rtol=1e-5))
+    c.append(Case("dynshared", "big_tile", lambda r: [_f32(r, 200, 128), np.zeros((200, 128), np.float32)], grid=2, rtol=1e-4, atol=1e-5))
+    c.append(Case("atomics", "atomics", _atomic_args, grid=3, rtol=1e-4, atol=1e-4))
+    c.append(Case("early_return", "early_return", lambda r: [_f32(r, 300), np.zeros(300, np.float32)], grid=3))
+    c.append(Case("unroll_break", "unroll_break", lambda r: [r.integers(0, 9, (64, 40)).astype(np.int32), np.zeros(64, np.int32)], grid=2))
+    c.append(Case("windows", "windows", lambda r: [_f32(r, 68, 32), np.zeros((68, 32), np.float32), np.zeros((32, 32), np.float32)], grid=3))
+    return c
+
+
+def _misc_args(r):
+    M = 300
+    return [r.integers(-50, 50, (M, 8)).astype(np.int32), r.standard_normal(M), _f32(r, M).astype(ml_dtypes.bfloat16),
+            r.integers(0, 65536, M).astype(np.uint16), r.integers(0, 2 ** 32, M, dtype=np.uint64).astype(np.uint32),
+            r.integers(-128, 128, M).astype(np.int8), r.integers(-1000, 1000, M).astype(np.int64), np.zeros((4, 4, M), np.float32)]
+
+
+def _int_args(r):
+    N = 100
+    a = r.integers(-2 ** 31, 2 ** 31, N, dtype=np.int64).astype(np.int32)
+    b = r.integers(-5, 6, N).astype(np.int32)
+    b[:3] = [0, -1, 0]
+    a[1] = -2 ** 31
+    f = (r.standard_normal(N) * 1e3).astype(np.float32)
+    f[:6] = [np.nan, np.inf, -np.inf, 2.5, -2.5, 3e10]
+    return [a, b, f, r.integers(0, 256, N).astype(np.uint8), np.zeros((8, N), np.int32), np.zeros((2, N), np.int8),
+            np.zeros(N, np.uint8), np.zeros(N, np.int64)]
+
+
+def _float_args(r):
+    N = 200
+    x = _f32(r, N, scale=2.0)
+    x[:3] = [0.5, -0.5, 1.5]
+    return [x, r.standard_normal(N), _f32(r, N).astype(np.float16), np.zeros((9, N), np.float32), np.zeros((2, N), np.float64),
+            np.zeros(N, np.float16)]
+
+
+def _td_args(r):
+    M = 28
+    return [_f32(r, M, 24), _f32(r, 24, 40), np.zeros((24, M), np.float32), np.zeros((M, 40), np.float32),
+            np.zeros((M, M), np.float32), r.integers(-128, 128, (M, 24)).astype(np.int8), np.zeros((M, M), np.int32),
+            r.standard_normal((M, 24)), np.zeros((M, M), np.float64)]
+
+
+def _atomic_args(r):
+    N = 300
+    S = np.array([0.0, -1e30, -1e30, 0.0], np.float32)
+    return [_f32(r, N), r.integers(-1000, 1000, N).astype(np.int32), S, np.zeros(8, np.int32),
+            np.array([-2 ** 31, 0], np.int32), np.zeros(2, np.float16)]
+
+
+CASES = _cases()
+
+
+def case_id(c: Case) -> str:
+    return f"{c.program}-{c.kernel}"
+
+
+# ---- comparison ---------------------------------------------------------------------------------
+def _tol(c: Case, dt):
+    if dt == np.float16:
+        return max(c.rtol, 2e-3), max(c.atol, 2e-3)
+    if dt == ml_dtypes.bfloat16:
+        return max(c.rtol, 1.6e-2), max(c.atol, 1.6e-2)
+    return c.rtol, c.atol
+
+
+def run_case(c: Case, backend: str, seed: int = 0):
+    """Run a case on a backend; returns (module, kernel, the argument list after the run)."""
+    rng = np.random.default_rng(seed)
+    args = c.make(rng)
+    mod = tilenb.compile(SOURCES[c.program], backend=backend, filename=f"{c.program}.tile")
+    k = mod.kernels[c.kernel]
+    launcher = k[c.grid] if c.grid is not None else k
+    launcher(*args, variant=c.variant)
+    return mod, k, args
+
+
+def compare(c: Case, cpu_args, gpu_args, names):
+    for name, a, b in zip(names, cpu_args, gpu_args):
+        if not isinstance(a, np.ndarray):
+            continue
+        a = a.copy()
+        b = b.copy()
+        if name in c.skip:
+            a.reshape(-1)[c.skip[name]] = 0
+            b.reshape(-1)[c.skip[name]] = 0
+        if a.dtype.kind in "iub":
+            np.testing.assert_array_equal(b, a, err_msg=f"{case_id(c)}: output {name}")
+        else:
+            rtol, atol = _tol(c, a.dtype)
+            np.testing.assert_allclose(b.astype(np.float64), a.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=f"{case_id(c)}: output {name}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_cuda_matches_cpu(case: Case):
+    mod, k, cpu_args = run_case(case, "cpu", seed=1)
+    _, kg, gpu_args = run_case(case, "cuda", seed=1)
+    assert kg.last_run.backend == "cuda"
+    names = [p.sym.name for p in k.ir().params]
+    compare(case, cpu_args, gpu_args, names)
+
+
+@pytest.mark.gpu
+def test_torch_tensors_run_in_place():
+    torch = pytest.importorskip("torch")
+    mod = tilenb.compile(SEED, backend="cuda")
+    x = torch.randn(100, 64, device="cuda")
+    s = torch.randn(100, 1, device="cuda")
+    y = torch.zeros(100, 64, device="cuda")
+    mod.scale_rows[4](x, s, y)
+    torch.cuda.synchronize()
+    np.testing.assert_allclose(y.cpu().numpy(), (x * s).cpu().numpy(), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_cupy_arrays_and_autotune_timings():
+    cp = pytest.importorskip("cupy")
+    mod = tilenb.compile(PROGRAMS["gemm_f16"], backend="cuda")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((130, 72)).astype(np.float16)
+    b = rng.standard_normal((72, 66)).astype(np.float16)
+    c = cp.zeros((130, 66), dtype=cp.float32)
+    mod.hgemm(cp.asarray(a), cp.asarray(b), c, 1.0, 0.0)
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(cp.asnumpy(c), ref, rtol=2e-3, atol=2e-3)
+    rep = mod.hgemm.last_run
+    timings = rep.extra["timings"]
+    assert {t["variant"] for t in timings} == {"TM=64, TN=64, TK=32", "TM=128, TN=64, TK=32"}
+    assert all(t["ms"] is None or t["ms"] > 0 for t in timings)
+    assert mod.hgemm.timings
+
+
+@pytest.mark.gpu
+def test_gpu_gemm_f16_uses_tensor_cores_at_large_random_shapes():
+    mod = tilenb.compile(PROGRAMS["gemm_f16"], backend="cuda")
+    assert "mma.sync" in mod.hgemm.cuda_source(TM=64)
+    rng = np.random.default_rng(5)
+    M, K, N = 333, 264, 198
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    ref = 0.5 * (a.astype(np.float64) @ b.astype(np.float64)) + 2.0 * c
+    mod.hgemm(a, b, c, 0.5, 2.0)
+    err = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+    assert err < 1e-3, err

@@ -1,0 +1,22 @@
+"""The CUDA backend's code generator: typed tile IR -> CUDA C++ source, compiled by NVRTC.
+
+Guarantees: `cuda_source(kir)` returns the CUDA C++ of one kernel variant as text and needs no
+GPU and no CUDA installation; `generate(kir)` returns it with what a launch needs
+(`KernelSource`: symbol, threads, shared-memory bytes, parameter order). `nvrtc_compile`
+compiles such text with NVRTC (through CuPy, or the `nvidia-cuda-nvrtc-cu12` wheel alone).
+An IR construct the generator cannot handle raises `tilenb.UnsupportedError` naming the line.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .cuda import KernelSource, generate, kernel_symbol  # noqa: F401
+from .nvrtc import CudaCompileError, NvrtcUnavailable, nvrtc_available, nvrtc_compile  # noqa: F401
+
+
+def cuda_source(kir, source_text: Optional[str] = None, line_offset: int = 0) -> str:
+    """The CUDA C++ of one kernel variant (`kir`: a `tilenb.ir.KernelIR`).
+
+    source_text: the tile-language source, to quote each statement's line in a comment.
+    Raises UnsupportedError for a construct the CUDA backend cannot compile yet."""
+    return generate(kir, source_text, line_offset).source

@@ -1,0 +1,168 @@
+"""C types, literals and conversions of the generated CUDA code.
+
+Guarantees: every IR dtype has one value type (what an expression of that type computes in:
+f16/bf16/f32 -> float, i8/i32 -> int, i64/index -> long long, u8/u16/u32 -> unsigned) and one
+storage type (how tensors, tiles and vars hold it: f16/bf16 as 16-bit patterns). `convert`
+implements the language's conversion rules on C value expressions, `store_bits` a value as the
+storage of another type (rounding on store), `load_value` the reverse; `literal` prints a
+constant exactly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..types import DTYPES
+
+VALUE_C = {"f16": "float", "bf16": "float", "f32": "float", "f64": "double", "i8": "int", "i32": "int",
+           "i64": "long long", "index": "long long", "u8": "unsigned", "u16": "unsigned", "u32": "unsigned",
+           "bool": "bool"}
+STORE_C = {"f16": "tnb_f16", "bf16": "tnb_bf16", "f32": "float", "f64": "double", "i8": "signed char",
+           "i32": "int", "i64": "long long", "index": "long long", "u8": "unsigned char",
+           "u16": "unsigned short", "u32": "unsigned int", "bool": "bool"}
+F32_FAMILY = ("f16", "bf16", "f32")
+
+
+def is_float(dt: str) -> bool:
+    return DTYPES[dt].is_float
+
+
+def itemsize(dt: str) -> int:
+    return DTYPES[dt].itemsize
+
+
+def zero(dt: str) -> str:
+    if dt == "bool":
+        return "false"
+    if dt in F32_FAMILY:
+        return "0.0f"
+    if dt == "f64":
+        return "0.0"
+    if dt in ("i64", "index"):
+        return "0LL"
+    if dt in ("u8", "u16", "u32"):
+        return "0u"
+    return "0"
+
+
+def literal(value, dt: str) -> str:
+    """A constant of IR type `dt` as an exact C literal of its value type."""
+    if dt == "bool":
+        return "true" if bool(value) else "false"
+    if dt in F32_FAMILY:
+        f = float(np.float32(float(value)))
+        if math.isnan(f):
+            return "__int_as_float(0x7fc00000)"
+        if math.isinf(f):
+            return "__int_as_float(0x7f800000)" if f > 0 else "__int_as_float(0xff800000)"
+        s = str(np.float32(f))
+        if not any(c in s for c in ".en"):
+            s += ".0"
+        return s + "f"
+    if dt == "f64":
+        f = float(value)
+        if math.isnan(f):
+            return "__longlong_as_double(0x7ff8000000000000LL)"
+        if math.isinf(f):
+            return "__longlong_as_double(0x7ff0000000000000LL)" if f > 0 else "__longlong_as_double((long long)0xfff0000000000000ULL)"
+        s = repr(f)
+        if not any(c in s for c in ".en"):
+            s += ".0"
+        return s
+    v = int(value)
+    if dt in ("i64", "index"):
+        v = ((v + (1 << 63)) % (1 << 64)) - (1 << 63)
+        return "(-9223372036854775807LL - 1)" if v == -(1 << 63) else f"{v}LL"
+    if dt in ("i32", "i8"):
+        bits = 32
+        v = ((v + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+        if dt == "i8":
+            v = ((v + 128) % 256) - 128
+        return "(-2147483647 - 1)" if v == -(1 << 31) else str(v)
+    bits = DTYPES[dt].bits
+    return f"{v % (1 << bits)}u"
+
+
+_F2I = {  # float (f32 family) / f64 -> integer type: truncate, saturate, NaN -> 0
+    "i8": ("tnb_f2i8", "tnb_d2i8"), "i32": ("__float2int_rz", "__double2int_rz"),
+    "i64": ("__float2ll_rz", "__double2ll_rz"), "index": ("__float2ll_rz", "__double2ll_rz"),
+    "u8": ("tnb_f2u8", "tnb_d2u8"), "u16": ("tnb_f2u16", "tnb_d2u16"),
+    "u32": ("__float2uint_rz", "__double2uint_rz"),
+}
+_I2I = {"i8": "(int)(signed char)", "i32": "(int)", "i64": "(long long)", "index": "(long long)",
+        "u8": "(unsigned)(unsigned char)", "u16": "(unsigned)(unsigned short)", "u32": "(unsigned)"}
+
+
+def convert(v: str, src: str, dst: str) -> str:
+    """The value `v` (of IR type src) converted to IR type dst, as a C value expression."""
+    if src == dst:
+        return v
+    if src in ("i32", "i8") and dst in ("i32", "i8") and dst == "i32":
+        return v
+    if DTYPES[dst].is_float:
+        if dst == "f32":
+            return v if src in F32_FAMILY else f"(float)({v})"
+        if dst == "f64":
+            return f"(double)({v})"
+        h = dst == "f16"
+        if src == "f64":
+            return f"tnb_h2f(tnb_d2h({v}))" if h else f"tnb_b2f(tnb_d2b({v}))"
+        if src in F32_FAMILY:
+            return f"tnb_rh({v})" if h else f"tnb_rb({v})"
+        return f"tnb_h2f(tnb_d2h((double)({v})))" if h else f"tnb_rb((float)({v}))"
+    if dst == "bool" or src == "bool":
+        raise ValueError(f"no conversion between {src} and {dst}")
+    if DTYPES[src].is_float:
+        f = _F2I[dst][1 if src == "f64" else 0]
+        return f"{f}({v})"
+    if VALUE_C[src] == VALUE_C[dst] and dst not in ("i8", "u8", "u16"):
+        return v
+    return f"{_I2I[dst]}({v})"
+
+
+def store_bits(v: str, src: str, dst: str) -> str:
+    """The value `v` (IR type src) as the storage of IR type dst (rounds to nearest even)."""
+    if dst == "f16":
+        if src == "f64":
+            return f"tnb_d2h({v})"
+        if src in F32_FAMILY:
+            return f"tnb_f2h({v})"
+        return f"tnb_d2h((double)({v}))"
+    if dst == "bf16":
+        if src == "f64":
+            return f"tnb_d2b({v})"
+        if src in F32_FAMILY:
+            return f"tnb_f2b({v})"
+        return f"tnb_f2b((float)({v}))"
+    c = convert(v, src, dst)
+    if STORE_C[dst] == VALUE_C[dst]:
+        return c
+    return f"({STORE_C[dst]})({c})"
+
+
+def load_value(x: str, dt: str) -> str:
+    """Storage `x` of IR type dt as a value expression."""
+    if dt == "f16":
+        return f"tnb_h2f({x})"
+    if dt == "bf16":
+        return f"tnb_b2f({x})"
+    if dt == "i8":
+        return f"(int)({x})"
+    if dt in ("u8", "u16"):
+        return f"(unsigned)({x})"
+    return x
+
+
+def operand_dtype(ta: str, tb: str, a_const: bool, b_const: bool) -> str:
+    """The type two operands combine in (the checker's rule: a literal adapts to the other side)."""
+    from ..types import compute_type, promote
+    if ta == "bool" or tb == "bool":
+        return "bool"
+    if a_const and not b_const:
+        return compute_type(tb)
+    if b_const and not a_const:
+        return compute_type(ta)
+    if a_const and b_const:
+        return "f32" if "f32" in (ta, tb) else compute_type(ta)
+    return promote(ta, tb) or compute_type(ta)

@@ -1,0 +1,1743 @@
+"""Typed tile IR -> readable CUDA C++ (one `extern "C" __global__` kernel per variant).
+
+Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` naming the line):
+
+- Every statement is preceded by `// line N: <source text>`; tensors are passed as pointers,
+  scalar parameters by value, then each runtime dimension once as `long long` (see
+  `KernelSource.params`). Shared memory is one 16-byte aligned byte array (static when it fits
+  48 KB and the kernel has no @dynshared, else `extern __shared__`), tiles at their planned
+  offsets.
+- Every tile value carries its valid region (rows [r0, r1), columns [c0, c1), uniform ints).
+  Elementwise results take the intersection of their operands' regions after broadcasting,
+  reductions skip invalid elements, dot reads invalid elements as 0; elements outside a tensor
+  are never read (they load as 0) and never written; a store writes only the elements valid in
+  the value (and inside the tensor or tile).
+- Tile statements follow the canonical partition (`tilenb.analysis.partition`): chunk k of
+  `vec` row elements of the statement's iteration space goes to thread k % threads, which
+  evaluates the whole expression for those elements. Tiles in registers follow their own layout
+  (the chunk partition, or the mma.sync fragment layout for tensor-core accumulators).
+- Barriers are exactly the plan's (`tilenb.codegen.plan`), each with its reason in a comment;
+  the generator adds one only for a statement whose target is also read by other threads in the
+  same statement (it computes into registers, then `__syncthreads()`, then writes), and says so.
+- A `for` whose body has tile statements and a break/continue taken by some threads only keeps
+  running no-op turns (per-thread effects are skipped) so every thread reaches the same
+  barriers; a `while` stops at its next test.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+from ..lang.diagnostics import UnsupportedError
+from ..types import DTYPES
+from . import ctypes_ as C
+from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
+from .prelude import PRELUDE
+
+STATIC_SMEM_LIMIT = 48 * 1024
+MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
+
+
+# ---- small symbolic helpers: ints stay ints, anything else is C text ------------------------
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def c_add(a, b):
+    if _is_int(a) and _is_int(b):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return f"({a} + {b})"
+
+
+def c_sub(a, b):
+    if _is_int(a) and _is_int(b):
+        return a - b
+    if b == 0:
+        return a
+    return f"({a} - {b})"
+
+
+def c_max(a, b):
+    if _is_int(a) and _is_int(b):
+        return max(a, b)
+    return f"max({a}, {b})"
+
+
+def c_min(a, b):
+    if _is_int(a) and _is_int(b):
+        return min(a, b)
+    return f"min({a}, {b})"
+
+
+def c_clamp(v, lo, hi):
+    if _is_int(v) and _is_int(lo) and _is_int(hi):
+        return max(lo, min(hi, v))
+    return f"(int)tnb_clamp({v}, {lo}, {hi})"
+
+
+def shape2(shape) -> Tuple[int, int]:
+    if len(shape) == 0:
+        return (1, 1)
+    if len(shape) == 1:
+        return (1, int(shape[0]))
+    return (int(shape[0]), int(shape[1]))
+
+
+Region = Tuple[object, object, object, object]   # r0, r1, c0, c1 (ints or C text)
+
+
+# ---- register layouts --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChunkLayout:
+    """Registers: thread t holds chunks t, t + T, ... of the canonical partition at width V."""
+    R: int
+    C: int
+    V: int
+    T: int
+
+    @property
+    def nchunks(self):
+        return self.R * self.C // self.V
+
+    @property
+    def steps(self):
+        return -(-self.nchunks // self.T)
+
+    @property
+    def slots(self):
+        return self.steps * self.V
+
+
+@dataclass(frozen=True)
+class MmaLayout:
+    """Registers: the m16n8 f32 accumulator fragments of mma.sync; warp w holds the 16x8 blocks
+    q = w, w + W, ... (q = block row * N/8 + block column); lane l holds rows l/4 and l/4 + 8,
+    columns 2(l%4) and 2(l%4) + 1 of each block."""
+    M: int
+    N: int
+    W: int
+
+    @property
+    def blocks(self):
+        return (self.M // 16) * (self.N // 8)
+
+    @property
+    def per_warp(self):
+        return -(-self.blocks // self.W)
+
+    @property
+    def slots(self):
+        return self.per_warp * 4
+
+
+@dataclass(frozen=True)
+class At:
+    """Where an element is evaluated: coordinates (C text) in the expression's own shape."""
+    i: object
+    j: object
+    slot: Optional[str] = None     # the register slot, when sweeping a register layout
+    layout: object = None
+    ident: bool = True             # coordinates are the sweep's own (no broadcast/transpose)
+
+
+@dataclass
+class TileVar:
+    sym: ir.Sym
+    cname: str
+    dtype: str
+    shape: Tuple[int, int]       # normalized 2-D
+    rank: int
+    space: str                   # shared / registers
+    layout: object = None        # registers: ChunkLayout or MmaLayout
+
+    @property
+    def region(self) -> Region:
+        n = self.cname
+        return (f"{n}_r0", f"{n}_r1", f"{n}_c0", f"{n}_c1")
+
+
+@dataclass
+class Loc:
+    """A tile-shaped window of a tensor or a shared tile."""
+    kind: str                    # global / shared
+    sym: ir.Sym                  # the tensor or declared tile
+    dtype: str
+    ptr: str
+    extents: List[object]        # per base dimension
+    entries: List[tuple]         # per base dimension: ("fix", x) or ("rng", start, n)
+    tile_region: Optional[List[Tuple[object, object]]]   # shared: (lo, hi) per base dim, or None
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return tuple(e[2] for e in self.entries if e[0] == "rng")
+
+    @property
+    def key(self):
+        return (id(self.sym), tuple((e[0], str(e[1])) + tuple(e[2:]) for e in self.entries))
+
+    def index(self, i, j) -> str:
+        rngs = [k for k, e in enumerate(self.entries) if e[0] == "rng"]
+        coords = []
+        for k, e in enumerate(self.entries):
+            if e[0] == "fix":
+                coords.append(e[1])
+            else:
+                sub = j if (k == rngs[-1]) else i
+                coords.append(c_add(e[1], sub))
+        idx = None
+        for k, x in enumerate(coords):
+            if idx is None:
+                idx = x
+            else:
+                ext = self.extents[k]
+                if self.kind == "global":
+                    idx = f"({idx}) * {ext} + ({x})"
+                else:
+                    idx = f"({idx}) * {ext} + ({x})" if not (_is_int(idx) and _is_int(x)) else idx * ext + x
+        return str(idx)
+
+
+@dataclass
+class ViewInfo:
+    base: ir.Sym
+    flat: bool
+    entries: List[tuple]
+
+
+@dataclass
+class KernelSource:
+    """The generated CUDA of one kernel variant, and what the launcher needs to know."""
+    source: str
+    symbol: str
+    threads: int
+    smem_bytes: int
+    dynamic_smem: bool
+    params: List[Tuple[str, str, str]]   # (kind, name, dtype): kind tensor / scalar / dim
+    barrier_source: str
+
+
+def kernel_symbol(kir: ir.KernelIR) -> str:
+    if not kir.tune:
+        return kir.name
+    parts = "_".join(f"{k}{v}" for k, v in kir.tune.items())
+    return f"{kir.name}__{parts}".replace("-", "m")
+
+
+def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: int = 0) -> KernelSource:
+    g = _Gen(kir, source_text, line_offset)
+    return g.run()
+
+
+# ---- the generator -----------------------------------------------------------------------------
+class _Gen:
+    def __init__(self, kir: ir.KernelIR, source_text, line_offset):
+        self.kir = kir
+        self.lines_src = source_text.splitlines() if source_text else None
+        self.line_offset = line_offset
+        self.plan: Plan = make_plan(kir)
+        self.T = kir.threads
+        self.out: List[str] = []
+        self.ind = 1
+        self.tmp = 0
+        self.names: Dict[int, str] = {}
+        self.tiles: Dict[int, TileVar] = {}
+        self.views: Dict[int, ViewInfo] = {}
+        self.pre: Dict[int, str] = {}          # id(expr) -> C variable holding its value (coop reduce)
+        self.regions: Dict[int, Region] = {}   # id(expr) -> its region within one statement
+        self.guards: List[str] = []            # flags that turn per-thread statements into no-ops
+        self.loop_ctx: List[dict] = []
+        self.ret_flag = False
+        self.layouts: Dict[int, object] = {}
+        self.dims: Dict[str, str] = {}
+        self.cur_stmt = None
+
+    # ---- output
+    def emit(self, line: str):
+        self.out.append("  " * self.ind + line)
+
+    def new(self, prefix="t") -> str:
+        self.tmp += 1
+        return f"{prefix}{self.tmp}"
+
+    def fail(self, msg, node=None):
+        span = getattr(node, "span", None) or getattr(self.cur_stmt, "span", None)
+        line = span.line + self.line_offset if span is not None else None
+        raise UnsupportedError(f"the CUDA backend cannot compile this yet: {msg}", line, span.column if span else None)
+
+    def cname(self, sym: ir.Sym) -> str:
+        n = self.names.get(id(sym))
+        if n is None:
+            n = f"{sym.name}_{sym.uid}"
+            self.names[id(sym)] = n
+        return n
+
+    def src_comment(self, s):
+        ln = s.span.line
+        text = ""
+        if self.lines_src and 1 <= ln <= len(self.lines_src):
+            text = self.lines_src[ln - 1].strip()
+        text = text.replace("*/", "* /").replace("\\", "\\\\")
+        self.emit(f"// line {ln + self.line_offset}: {text}".rstrip())
+
+    # ---- driver
+    def run(self) -> KernelSource:
+        kir = self.kir
+        sym = kernel_symbol(kir)
+        self.choose_layouts()
+        params_c, params_meta = [], []
+        prologue = []
+        for p in kir.params:
+            s = p.sym
+            n = self.cname(s)
+            if isinstance(s.type, ir.TensorT):
+                params_c.append(f"{C.STORE_C[s.type.dtype]}* {n}")
+                params_meta.append(("tensor", s.name, s.type.dtype))
+            else:
+                dt = s.type.dtype
+                if C.STORE_C[dt] == C.VALUE_C[dt]:
+                    params_c.append(f"{C.STORE_C[dt]} {n}")
+                else:
+                    params_c.append(f"{C.STORE_C[dt]} {n}_in")
+                    prologue.append(f"const {C.VALUE_C[dt]} {n} = {C.load_value(n + '_in', dt)};")
+                params_meta.append(("scalar", s.name, dt))
+        for dname, dsym in kir.dims.items():
+            n = self.cname(dsym)
+            self.dims[dname] = n
+            params_c.append(f"long long {n}")
+            params_meta.append(("dim", dname, "index"))
+        fp = self.plan.footprint
+        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT
+        self.smem_bytes = fp
+        body_start = len(self.out)
+        self.ind = 1
+        # uses of flags for a varying return
+        self.ret_flag = self.needs_ret_flag()
+        if self.ret_flag:
+            self.emit("bool tnb_ret = false;  // set by a 'return' some threads take: they skip their per-thread work")
+        self.block(kir.body)
+        body = self.out[body_start:]
+        head = []
+        head.append(f"// tilenb kernel '{kir.name}'" + (f", variant {', '.join(f'{k}={v}' for k, v in kir.tune.items())}" if kir.tune else ""))
+        head.append(f"// {self.T} threads per CTA; shared memory {fp} bytes ({'dynamic' if dynamic else 'static'}); "
+                    f"barriers from {self.plan.source}")
+        for t in self.plan.tiles.values():
+            where = f"shared [{t.offset}, {t.offset + t.bytes})" if t.space == "shared" else "registers"
+            lay = self.layouts.get(id(t.sym))
+            extra = ""
+            if isinstance(lay, MmaLayout):
+                extra = " (mma.sync accumulator fragments)"
+            head.append(f"//   tile {t.sym.name} (line {t.sym.line + self.line_offset}): {where}{extra}")
+        head.append(f'extern "C" __global__ void __launch_bounds__({self.T}) {sym}({", ".join(params_c)}) {{')
+        pro = []
+        if fp > 0:
+            if dynamic:
+                pro.append("extern __shared__ __align__(16) unsigned char tnb_smem[];")
+            else:
+                pro.append(f"__shared__ __align__(16) unsigned char tnb_smem[{fp}];")
+        pro.append("const int tnb_tid = threadIdx.x;")
+        pro.append("const int tnb_warp = tnb_tid >> 5, tnb_lane = tnb_tid & 31;")
+        pro.extend(prologue)
+        text = PRELUDE.lstrip("\n") + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
+
+    def needs_ret_flag(self) -> bool:
+        if not contains_cta(self.kir.body):
+            return False
+        for s in ir.walk_stmts(self.kir.body):
+            if isinstance(s, ir.Return) and id(s) in self.plan.uni.varying_control:
+                return True
+        return False
+
+    # ---- register layouts
+    def choose_layouts(self):
+        regs = {k for k, t in self.plan.tiles.items() if t.space == "registers"}
+        decl_vec = {}
+        accs: Dict[int, List[ir.Assign]] = {}
+        for s in ir.walk_stmts(self.kir.body):
+            if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
+                decl_vec[id(s.sym)] = (s.sym, self.plan.vec.get(id(s), 1))
+            if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in regs:
+                if isinstance(s.value, ir.Dot) or any(isinstance(x, ir.Dot) for x in ir.walk_expr(s.value)):
+                    accs.setdefault(id(s.target.sym), []).append(s)
+        for k, (sym, v) in decl_vec.items():
+            R, Cc = shape2(sym.type.shape)
+            lst = accs.get(k, [])
+            if lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
+                self.layouts[k] = MmaLayout(R, Cc, self.T // 32)
+            else:
+                if Cc % v:
+                    v = 1
+                self.layouts[k] = ChunkLayout(R, Cc, v, self.T)
+
+    def mma_ok(self, s: ir.Assign) -> bool:
+        d = s.value
+        if s.op != "+" or not isinstance(d, ir.Dot):
+            return False
+        if d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
+            return False
+        M, K = d.a.type.shape
+        N = d.b.type.shape[0] if d.trans_b else d.b.type.shape[1]
+        return M % 16 == 0 and N % 8 == 0 and K % 16 == 0 and s.target.type.dtype == "f32"
+
+    # ---- statements
+    def block(self, body):
+        for s in body:
+            self.stmt(s)
+
+    def guard(self) -> Optional[str]:
+        g = list(self.guards)
+        if self.ret_flag:
+            g = ["tnb_ret"] + g
+        if not g:
+            return None
+        return " || ".join(g)
+
+    def barriers(self, s, where):
+        p = self.plan.positions.get(id(s))
+        for b in self.plan.barriers.get(p, ()):
+            if b.where == where:
+                self.emit(f"__syncthreads();  // barrier ({b.where} line {s.span.line + self.line_offset}): {b.reason}")
+
+    def stmt(self, s):
+        self.cur_stmt = s
+        self.src_comment(s)
+        self.barriers(s, "before")
+        self.regions = {}
+        if is_tile_stmt(s) or (isinstance(s, ir.Let) and s.sym.kind == "view"):
+            self.cta_stmt(s)
+        elif isinstance(s, (ir.For, ir.While, ir.If)) and contains_cta((s,)):
+            self.control(s)
+        else:
+            self.thread_stmt(s)
+        self.cur_stmt = s
+        self.barriers(s, "after")
+
+    # per-thread statements run under the no-op guard
+    def thread_stmt(self, s):
+        g = self.guard()
+        pure = isinstance(s, (ir.Let,)) or (isinstance(s, ir.VarDecl))
+        if g and not pure:
+            self.emit(f"if (!({g})) {{")
+            self.ind += 1
+            self.plain_stmt(s)
+            self.ind -= 1
+            self.emit("}")
+        else:
+            self.plain_stmt(s)
+
+    def plain_stmt(self, s):
+        if isinstance(s, ir.Let):
+            dt = s.sym.type.dtype
+            self.emit(f"const {C.VALUE_C[dt]} {self.cname(s.sym)} = {self.scalar_as(s.value, dt)};")
+        elif isinstance(s, ir.VarDecl):
+            dt = s.sym.type.dtype
+            init = self.scalar_as(s.value, dt) if s.value is not None else C.zero(dt)
+            self.emit(f"{C.VALUE_C[dt]} {self.cname(s.sym)} = {init};")
+        elif isinstance(s, ir.Assign):
+            self.scalar_assign(s)
+        elif isinstance(s, ir.For):
+            self.for_stmt(s, cta=False)
+        elif isinstance(s, ir.While):
+            self.while_stmt(s, cta=False)
+        elif isinstance(s, ir.If):
+            self.emit(f"if ({self.scalar(s.cond)}) {{")
+            self.ind += 1
+            self.block(s.then)
+            self.ind -= 1
+            if s.orelse:
+                self.emit("} else {")
+                self.ind += 1
+                self.block(s.orelse)
+                self.ind -= 1
+            self.emit("}")
+        elif isinstance(s, ir.Break):
+            self.jump(s, "break")
+        elif isinstance(s, ir.Continue):
+            self.jump(s, "continue")
+        elif isinstance(s, ir.Return):
+            if self.ret_flag:
+                self.emit("tnb_ret = true;")
+            else:
+                self.emit("return;")
+        elif isinstance(s, ir.Atomic):
+            self.atomic(s)
+        else:
+            self.fail(f"statement {type(s).__name__}", s)
+
+    def jump(self, s, word):
+        if not self.loop_ctx:
+            self.fail(f"'{word}' outside a loop", s)
+        lc = self.loop_ctx[-1]
+        if lc["mode"] == "flag" and id(s) in self.plan.uni.varying_control:
+            flag = lc["brk"] if word == "break" else lc["cnt"]
+            self.emit(f"{flag} = true;  // this thread's remaining turns are no-ops")
+            return
+        if lc["wrapped"]:
+            if word == "break":
+                self.emit(f"{{ {lc['brk']} = true; break; }}")
+            else:
+                self.emit("break;  // to the end of this turn")
+            return
+        self.emit(f"{word};")
+
+    def control(self, s):
+        """A loop or if whose body holds tile statements (its condition is uniform)."""
+        if isinstance(s, ir.If):
+            self.emit(f"if ({self.scalar(s.cond)}) {{")
+            self.ind += 1
+            self.block(s.then)
+            self.ind -= 1
+            if s.orelse:
+                self.emit("} else {")
+                self.ind += 1
+                self.block(s.orelse)
+                self.ind -= 1
+            self.emit("}")
+        elif isinstance(s, ir.For):
+            self.for_stmt(s, cta=True)
+        else:
+            self.while_stmt(s, cta=True)
+
+    def loop_mode(self, s, cta: bool) -> str:
+        """'flag' when some thread may break/continue alone in a loop with tile statements."""
+        if not cta:
+            return "native"
+        for t in self.own_jumps(s.body):
+            if id(t) in self.plan.uni.varying_control:
+                return "flag"
+        return "native"
+
+    def own_jumps(self, body):
+        out = []
+        for t in body:
+            if isinstance(t, (ir.Break, ir.Continue)):
+                out.append(t)
+            elif isinstance(t, ir.If):
+                out.extend(self.own_jumps(t.then))
+                out.extend(self.own_jumps(t.orelse))
+        return out
+
+    def for_stmt(self, s: ir.For, cta: bool):
+        v = self.cname(s.var)
+        lo = self.scalar_as(s.lo, "index")
+        hi = self.scalar_as(s.hi, "index")
+        mode = self.loop_mode(s, cta)
+        jumps = self.own_jumps(s.body)
+        step = s.step
+        self.emit("{")
+        self.ind += 1
+        hv = self.new("hi")
+        self.emit(f"const long long {hv} = {hi};")
+        if mode == "flag":
+            brk, cnt = self.new("brk"), self.new("cnt")
+            self.emit(f"bool {brk} = false;  // some threads may break alone: they run no-op turns")
+            self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
+            self.ind += 1
+            self.emit(f"bool {cnt} = false;")
+            self.loop_ctx.append({"mode": "flag", "brk": brk, "cnt": cnt, "wrapped": False})
+            self.guards.extend([brk, cnt])
+            self.block(s.body)
+            self.guards.pop()
+            self.guards.pop()
+            self.loop_ctx.pop()
+            self.ind -= 1
+            self.emit("}")
+        elif s.unroll <= 1:
+            wrapped = any(isinstance(j, ir.Continue) for j in jumps) and False
+            self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
+            self.ind += 1
+            self.loop_ctx.append({"mode": "native", "wrapped": wrapped, "brk": None})
+            self.block(s.body)
+            self.loop_ctx.pop()
+            self.ind -= 1
+            self.emit("}")
+        else:
+            n = s.unroll
+            lov, mid, base = self.new("lo"), self.new("mid"), self.new("ib")
+            brk = self.new("brk")
+            self.emit(f"const long long {lov} = {lo};")
+            self.emit(f"// for<unroll {n}>: whole turns of {n} copies, then the rest one at a time")
+            self.emit(f"const long long {mid} = {hv} > {lov} ? {lov} + (({hv} - {lov}) / {n * step}) * {n * step} : {lov};")
+            self.emit(f"bool {brk} = false;")
+            wrap = bool(jumps)
+            self.emit(f"for (long long {base} = {lov}; {base} < {mid}; {base} += {n * step}) {{")
+            self.ind += 1
+            for k in range(n):
+                self.emit("do {" if wrap else "{")
+                self.ind += 1
+                self.emit(f"const long long {v} = {base} + {k * step};")
+                self.loop_ctx.append({"mode": "native", "wrapped": wrap, "brk": brk})
+                self.block(s.body)
+                self.loop_ctx.pop()
+                self.ind -= 1
+                self.emit("} while (0);" if wrap else "}")
+                if wrap:
+                    self.emit(f"if ({brk}) break;")
+            self.ind -= 1
+            self.emit("}")
+            self.emit(f"if (!{brk}) for (long long {v} = {mid}; {v} < {hv}; {v} += {step}) {{")
+            self.ind += 1
+            if wrap:
+                self.emit("do {")
+                self.ind += 1
+            self.loop_ctx.append({"mode": "native", "wrapped": wrap, "brk": brk})
+            self.block(s.body)
+            self.loop_ctx.pop()
+            if wrap:
+                self.ind -= 1
+                self.emit("} while (0);")
+                self.emit(f"if ({brk}) break;")
+            self.ind -= 1
+            self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+
+    def while_stmt(self, s: ir.While, cta: bool):
+        mode = self.loop_mode(s, cta)
+        brk = cnt = None
+        if mode == "flag":
+            brk, cnt = self.new("brk"), self.new("cnt")
+            self.emit(f"bool {brk} = false;  // some threads may break alone: they run no-op turns")
+        self.emit("while (true) {  // the test is re-evaluated every turn")
+        self.ind += 1
+        self.emit(f"if (!({self.scalar(s.cond)})) break;")
+        if mode == "flag":
+            self.emit(f"bool {cnt} = false;")
+            self.loop_ctx.append({"mode": "flag", "brk": brk, "cnt": cnt, "wrapped": False})
+            self.guards.extend([brk, cnt])
+            self.block(s.body)
+            self.guards.pop()
+            self.guards.pop()
+        else:
+            self.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
+            self.block(s.body)
+        self.loop_ctx.pop()
+        self.ind -= 1
+        self.emit("}")
+
+    # ---- scalar assignments and atomics
+    def scalar_assign(self, s: ir.Assign):
+        t = s.target
+        if isinstance(t, ir.Ref):
+            dt = t.type.dtype
+            val = self.compound(s.op, t, s.value)
+            self.emit(f"{self.cname(t.sym)} = {self.value_as(val, dt)};")
+            return
+        if isinstance(t, ir.Element):
+            ptr, idx, inb, dt = self.element_addr(t)
+            val = self.compound(s.op, t, s.value)
+            store = C.store_bits(self.scalar(val), val.type.dtype, dt)
+            if inb == "true":
+                self.emit(f"{ptr}[{idx}] = {store};")
+            else:
+                self.emit(f"if ({inb}) {ptr}[{idx}] = {store};")
+            return
+        self.fail("this assignment", s)
+
+    def compound(self, op, target, value):
+        if op is None:
+            return value
+        ta, tb = target.type.dtype, value.type.dtype
+        dt = C.operand_dtype(ta, tb, isinstance(target, ir.Const), isinstance(value, ir.Const))
+        typ = ir.TileT(dt, target.type.shape) if isinstance(target.type, ir.TileT) else ir.ScalarT(dt)
+        if isinstance(value.type, ir.TileT) and not isinstance(typ, ir.TileT):
+            typ = ir.TileT(dt, value.type.shape)
+        return ir.Binary(op, target, value, typ, value.span)
+
+    def value_as(self, e, dt):
+        """The value of a scalar expression as stored into a var of type dt (rounded)."""
+        return C.convert(self.scalar(e), e.type.dtype, dt)
+
+    def scalar_as(self, e, dt):
+        return C.convert(self.scalar(e), e.type.dtype, dt)
+
+    def atomic(self, s: ir.Atomic):
+        ptr, idx, inb, dt = self.element_addr(s.target)
+        vdt = s.value.type.dtype
+        v = self.scalar(s.value)
+        addr = f"&{ptr}[{idx}]"
+        if dt in ("f16", "bf16"):
+            if s.op != "add":
+                self.fail("atomic_max on f16/bf16", s)
+            call = f"tnb_atomic_add16((unsigned short*){addr}, {C.convert(v, vdt, 'f32')}, {'true' if dt == 'bf16' else 'false'})"
+        else:
+            cty = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned", "i64": "long long"}[dt]
+            call = f"tnb_atomic_{s.op}(({cty}*){addr}, ({cty})({C.convert(v, vdt, dt)}))"
+        if inb == "true":
+            self.emit(call + ";")
+        else:
+            self.emit(f"if ({inb}) {call};")
+
+    # ---- element addresses (per-thread accesses)
+    def element_addr(self, e: ir.Element):
+        """(pointer, index, in-bounds condition, storage dtype) of one element."""
+        idx = [self.scalar_as(x, "index") for x in e.indices]
+        base, flat, entries = self.resolve(e.base, e.flat)
+        if base.kind == "tensor":
+            exts = [self.dim_c(d) for d in base.type.dims]
+            ptr = self.cname(base)
+            dt = base.type.dtype
+        else:
+            tv = self.tiles.get(id(base))
+            if tv is None or tv.space != "shared":
+                self.fail(f"element access to '{base.name}', which is not in shared memory", e)
+            exts = [1, tv.shape[0] * tv.shape[1]] if flat else ([tv.shape[1]] if tv.rank == 1 else list(tv.shape))
+            ptr = tv.cname
+            dt = tv.dtype
+        coords = []
+        k = 0
+        if entries is None:
+            coords = list(idx)
+        else:
+            for en in entries:
+                if en[0] == "fix":
+                    coords.append(en[1])
+                else:
+                    coords.append(c_add(en[1], idx[k]))
+                    k += 1
+        conds = []
+        lin = None
+        for x, ext in zip(coords, exts):
+            xv = self.new("e")
+            self.emit(f"const long long {xv} = {x};")
+            conds.append(f"{xv} >= 0 && {xv} < {ext}")
+            lin = xv if lin is None else f"({lin}) * {ext} + {xv}"
+        return ptr, lin, " && ".join(conds) or "true", dt
+
+    def dim_c(self, d):
+        if isinstance(d, int):
+            return d
+        return self.dims.get(d) or self.cname(self.kir.dims[d])
+
+    def resolve(self, sym: ir.Sym, flat: bool):
+        """A view's base and entries (None: the symbol itself, indexed directly)."""
+        if sym.kind == "view" and id(sym) in self.views and id(sym) not in self.tiles:
+            v = self.views[id(sym)]
+            return v.base, v.flat, v.entries
+        return sym, flat, None
+
+    # ---- scalar expressions
+    def scalar(self, e) -> str:
+        return self.ev(e, None)
+
+    def ev(self, e, at: Optional[At]) -> str:
+        """C value expression of `e` (at element `at` for tiles). May emit statements."""
+        if at is not None and id(e) in self.pre and at.ident:
+            return self.pre[id(e)]
+        if isinstance(e, ir.Const):
+            return C.literal(e.value, e.type.dtype)
+        if isinstance(e, ir.Ctx):
+            f = e.field
+            m = {"block.x": "(long long)blockIdx.x", "block.y": "(long long)blockIdx.y", "block.z": "(long long)blockIdx.z",
+                 "grid.x": "(long long)gridDim.x", "grid.y": "(long long)gridDim.y", "grid.z": "(long long)gridDim.z",
+                 "thread": "(long long)tnb_tid", "threads": f"{self.T}LL", "warp": "(long long)tnb_warp",
+                 "lane": "(long long)tnb_lane"}
+            return m[f]
+        if isinstance(e, ir.Ref):
+            s = e.sym
+            if isinstance(s.type, ir.ScalarT):
+                if s.kind == "dim":
+                    return self.dim_c(s.name)
+                return self.cname(s)
+            return self.tile_read(e, at)
+        if isinstance(e, ir.Element):
+            ptr, idx, inb, dt = self.element_addr(e)
+            val = C.load_value(f"{ptr}[{idx}]", dt)
+            if inb == "true":
+                return val
+            return f"(({inb}) ? {val} : {C.zero(C_val_dt(dt))})"
+        if isinstance(e, ir.Slice):
+            return self.tile_read(e, at)
+        if isinstance(e, ir.Unary):
+            x = self.ev(e.x, self.child_at(e, e.x, at))
+            dt = e.type.dtype
+            if e.op == "!":
+                return f"(!{x})"
+            xv = C.convert(x, e.x.type.dtype, dt)
+            if e.op == "~":
+                return f"(~{xv})"
+            if C.is_float(dt):
+                return f"(-{xv})"
+            return f"tnb_neg({xv})"
+        if isinstance(e, ir.Binary):
+            return self.binary(e, at)
+        if isinstance(e, ir.Convert):
+            x = self.ev(e.x, self.child_at(e, e.x, at))
+            return C.convert(x, e.x.type.dtype, e.type.dtype)
+        if isinstance(e, ir.Math):
+            return self.math(e, at)
+        if isinstance(e, ir.Reduce):
+            return self.reduce_serial(e, at)
+        if isinstance(e, ir.Dot):
+            return self.dot_serial(e, at)
+        if isinstance(e, ir.Transpose):
+            sub = At(at.j, at.i, None, None, False)
+            return self.ev(e.x, sub)
+        self.fail(f"expression {type(e).__name__}", e)
+
+    def child_at(self, parent, child, at: Optional[At]) -> Optional[At]:
+        if at is None or not isinstance(child.type, ir.TileT):
+            return None
+        P = shape2(parent.type.shape)
+        Q = shape2(child.type.shape)
+        i = at.i if Q[0] == P[0] else 0
+        j = at.j if Q[1] == P[1] else 0
+        same = Q == P
+        return At(i, j, at.slot if same else None, at.layout if same else None, at.ident and same)
+
+    def binary(self, e: ir.Binary, at):
+        a = self.ev(e.a, self.child_at(e, e.a, at))
+        b = self.ev(e.b, self.child_at(e, e.b, at))
+        op = e.op
+        if op in ("&&", "||"):
+            return f"({a} {op} {b})"
+        ta, tb = e.a.type.dtype, e.b.type.dtype
+        if op in ("==", "!=", "<", "<=", ">", ">="):
+            ct = C.operand_dtype(ta, tb, isinstance(e.a, ir.Const), isinstance(e.b, ir.Const))
+            return f"({C.convert(a, ta, ct)} {op} {C.convert(b, tb, ct)})"
+        ct = e.type.dtype
+        av, bv = C.convert(a, ta, ct), C.convert(b, tb, ct)
+        if C.is_float(ct):
+            if op == "%":
+                return f"{'fmodf' if ct != 'f64' else 'fmod'}({av}, {bv})"
+            return f"({av} {op} {bv})"
+        fn = {"+": "tnb_add", "-": "tnb_sub", "*": "tnb_mul", "/": "tnb_div", "%": "tnb_mod",
+              "<<": "tnb_shl", ">>": "tnb_shr"}.get(op)
+        cty = C.VALUE_C[ct]
+        if fn:
+            return f"{fn}(({cty})({av}), ({cty})({bv}))"
+        return f"({av} {op} {bv})"
+
+    def math(self, e: ir.Math, at):
+        args = [self.ev(x, self.child_at(e, x, at)) for x in e.args]
+        dt = e.type.dtype
+        fn = e.fn
+        if fn == "where":
+            c = args[0]
+            return f"({c} ? {C.convert(args[1], e.args[1].type.dtype, dt)} : {C.convert(args[2], e.args[2].type.dtype, dt)})"
+        if fn in ("min", "max"):
+            a, b = (C.convert(x, y.type.dtype, dt) for x, y in zip(args, e.args))
+            cty = C.VALUE_C[dt]
+            return f"tnb_{fn}(({cty})({a}), ({cty})({b}))"
+        if fn == "cdiv":
+            a, b = (C.convert(x, y.type.dtype, dt) for x, y in zip(args, e.args))
+            cty = C.VALUE_C[dt]
+            return f"tnb_cdiv(({cty})({a}), ({cty})({b}))"
+        x = C.convert(args[0], e.args[0].type.dtype, dt)
+        if fn == "abs" and not C.is_float(dt):
+            return f"tnb_abs(({C.VALUE_C[dt]})({x}))"
+        f32 = dt != "f64"
+        if fn == "rsqrt":
+            return f"(1.0f / sqrtf({x}))" if f32 else f"(1.0 / sqrt({x}))"
+        name = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "abs": "fabs",
+                "floor": "floor", "ceil": "ceil", "round": "rint", "tanh": "tanh", "sin": "sin", "cos": "cos",
+                "erf": "erf"}.get(fn)
+        if name is None:
+            self.fail(f"built-in {fn}", e)
+        return f"{name}{'f' if f32 else ''}({x})"
+
+    # ---- tiles: storage, regions, element reads
+    def tile_of(self, sym) -> Optional[TileVar]:
+        return self.tiles.get(id(sym))
+
+    def loc_of(self, e) -> Optional[Loc]:
+        """The Loc a Slice / Ref-to-tile-or-view reads or writes (None for register tiles)."""
+        if isinstance(e, ir.Ref):
+            sym, flat, subs = e.sym, False, None
+        elif isinstance(e, ir.Slice):
+            sym, flat, subs = e.base, e.flat, e.subs
+        else:
+            return None
+        key = ("loc", id(e))
+        if key in self.regions:
+            return self.regions[key]
+        base, bflat, entries = self.resolve(sym, flat)
+        if base.kind == "tensor":
+            exts = [self.dim_c(d) for d in base.type.dims]
+            dt = base.type.dtype
+            ptr = self.cname(base)
+            kind = "global"
+            tile_region = None
+            if entries is None:
+                entries = [("rng", 0, d) for d in base.type.dims]   # never happens for tensors
+        else:
+            tv = self.tile_of(base)
+            if tv is None:
+                self.fail(f"tile '{base.name}' is used before it is declared", e)
+            if tv.space == "registers":
+                return None
+            dt = tv.dtype
+            ptr = tv.cname
+            kind = "shared"
+            if bflat:
+                exts = [1, tv.shape[0] * tv.shape[1]]
+                tile_region = None
+            elif tv.rank == 1:
+                exts = [tv.shape[1]]
+                r = tv.region
+                tile_region = [(r[2], r[3])]
+            else:
+                exts = list(tv.shape)
+                r = tv.region
+                tile_region = [(r[0], r[1]), (r[2], r[3])]
+            if entries is None:
+                entries = [("rng", 0, x) for x in exts]
+        if subs is not None:
+            entries = self.apply_subs(entries, subs)
+        loc = Loc(kind, base, dt, ptr, exts, entries, tile_region)
+        self.regions[key] = loc
+        return loc
+
+    def apply_subs(self, entries, subs):
+        rng_idx = [k for k, en in enumerate(entries) if en[0] == "rng"]
+        out = list(entries)
+        if len(subs) != len(rng_idx):
+            # a slice of the whole base (declared tile or tensor): one sub per dimension
+            rng_idx = list(range(len(entries)))
+        for k, sub in zip(rng_idx, subs):
+            en = out[k]
+            st = en[1] if en[0] == "rng" else 0
+            if isinstance(sub, ir.SubIndex):
+                out[k] = ("fix", self.hoist(c_add(st, self.idx_c(sub.index))))
+            else:
+                out[k] = ("rng", self.hoist(c_add(st, self.idx_c(sub.start))), sub.length)
+        return out
+
+    def idx_c(self, e):
+        if isinstance(e, ir.Const):
+            return int(e.value)
+        return self.scalar_as(e, "index")
+
+    def hoist(self, x):
+        if _is_int(x):
+            return x
+        v = self.new("s")
+        self.emit(f"const long long {v} = {x};")
+        return v
+
+    def loc_bounds(self, loc: Loc, with_tile_region: bool) -> Region:
+        """Rows/cols of the window inside the base (and inside the tile's valid region)."""
+        ok = []
+        rngs = []
+        for k, en in enumerate(loc.entries):
+            ext = loc.extents[k]
+            lo_b, hi_b = 0, ext
+            if with_tile_region and loc.tile_region is not None:
+                lo_b, hi_b = loc.tile_region[k]
+            if en[0] == "fix":
+                x = en[1]
+                if _is_int(x) and _is_int(lo_b) and _is_int(hi_b):
+                    if not (lo_b <= x < hi_b):
+                        ok.append("false")
+                else:
+                    ok.append(f"({x} >= {lo_b} && {x} < {hi_b})")
+            else:
+                st, n = en[1], en[2]
+                lo = c_clamp(c_sub(lo_b, st), 0, n)
+                hi = c_clamp(c_sub(hi_b, st), 0, n)
+                rngs.append((lo, hi))
+        if len(rngs) == 1:
+            rngs = [(0, 1)] + rngs
+        (r0, r1), (c0, c1) = rngs
+        if ok:
+            cond = " && ".join(ok)
+            if cond == "false":
+                return (0, 0, 0, 0)
+            r1 = f"(({cond}) ? {r1} : 0)"
+        return self.name_region((r0, r1, c0, c1))
+
+    def name_region(self, rg: Region) -> Region:
+        if all(_is_int(x) for x in rg):
+            return rg
+        v = self.new("rg")
+        names = []
+        for x, suf in zip(rg, ("r0", "r1", "c0", "c1")):
+            if _is_int(x) or (isinstance(x, str) and x.replace("_", "").isalnum()):
+                names.append(x)
+            else:
+                self.emit(f"const int {v}_{suf} = {x};")
+                names.append(f"{v}_{suf}")
+        return tuple(names)
+
+    def region(self, e) -> Region:
+        """The valid region of a tile expression (emitted as uniform ints)."""
+        if id(e) in self.regions:
+            return self.regions[id(e)]
+        r = self._region(e)
+        self.regions[id(e)] = r
+        return r
+
+    def _region(self, e) -> Region:
+        R, Cc = shape2(e.type.shape)
+        full = (0, R, 0, Cc)
+        if not isinstance(e.type, ir.TileT):
+            return full
+        if isinstance(e, (ir.Ref, ir.Slice)):
+            sym = e.sym if isinstance(e, ir.Ref) else e.base
+            tv = self.tile_of(sym)
+            if isinstance(e, ir.Ref) and tv is not None:
+                return tv.region
+            loc = self.loc_of(e)
+            if loc is None:
+                return tv.region
+            return self.loc_bounds(loc, True)
+        if isinstance(e, (ir.Unary, ir.Convert, ir.Binary, ir.Math)):
+            rg = full
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    rg = self.intersect(rg, self.broadcast_region(self.region(c), c.type.shape, e.type.shape))
+            return self.name_region(rg)
+        if isinstance(e, ir.Reduce):
+            xr = self.region(e.x)
+            if len(e.x.type.shape) == 1:
+                return (0, 1, 0, 1)
+            if e.axis == 1:
+                return (xr[0], xr[1], 0, 1)
+            return (0, 1, xr[2], xr[3])
+        if isinstance(e, ir.Dot):
+            ar, br = self.region(e.a), self.region(e.b)
+            return (ar[0], ar[1], br[0], br[1]) if e.trans_b else (ar[0], ar[1], br[2], br[3])
+        if isinstance(e, ir.Transpose):
+            xr = self.region(e.x)
+            return (xr[2], xr[3], xr[0], xr[1])
+        return full
+
+    def broadcast_region(self, rg: Region, shape, out_shape) -> Region:
+        Q, P = shape2(shape), shape2(out_shape)
+        r0, r1, c0, c1 = rg
+        ok = []
+        if Q[0] != P[0]:
+            ok.append(self.cmp_lt(r0, 1, r1))
+            r0, r1 = 0, P[0]
+        if Q[1] != P[1]:
+            ok.append(self.cmp_lt(c0, 1, c1))
+            c0, c1 = 0, P[1]
+        ok = [x for x in ok if x is not True]
+        if any(x is False for x in ok):
+            return (0, 0, 0, 0)
+        if ok:
+            r1 = f"(({' && '.join(ok)}) ? {r1} : 0)"
+        return (r0, r1, c0, c1)
+
+    def cmp_lt(self, lo, one, hi):
+        """lo <= 0 && hi > 0 (the one element of an extent-1 dimension is valid)."""
+        if _is_int(lo) and _is_int(hi):
+            return lo <= 0 < hi
+        return f"{lo} <= 0 && {hi} > 0"
+
+    def intersect(self, a: Region, b: Region) -> Region:
+        return (c_max(a[0], b[0]), c_min(a[1], b[1]), c_max(a[2], b[2]), c_min(a[3], b[3]))
+
+    def tile_read(self, e, at: At) -> str:
+        if at is None:
+            self.fail("a tile used where a scalar is needed", e)
+        sym = e.sym if isinstance(e, ir.Ref) else e.base
+        tv = self.tile_of(sym)
+        if tv is not None and tv.space == "registers":
+            if not isinstance(e, ir.Ref):
+                self.fail(f"a window of the register tile '{sym.name}'", e)
+            if not at.ident or at.layout != tv.layout or at.slot is None:
+                self.fail(f"'{sym.name}' is kept in registers (each thread holds its own elements), but this "
+                          f"statement reads elements of it that another thread holds", e)
+            return f"{tv.cname}[{at.slot}]"
+        loc = self.loc_of(e)
+        b = self.loc_bounds(loc, False) if loc.kind == "shared" else self.region(e)
+        idx = loc.index(at.i, at.j)
+        val = C.load_value(f"{loc.ptr}[{idx}]", loc.dtype)
+        cond = self.in_region(b, at.i, at.j, shape2(loc.shape))
+        if cond is True:
+            return val
+        if cond is False:
+            return C.zero(C_val_dt(loc.dtype))
+        return f"(({cond}) ? {val} : {C.zero(C_val_dt(loc.dtype))})"
+
+    def in_region(self, rg: Region, i, j, shape):
+        """C condition (or True/False) that element (i, j) lies in region rg of a tile of shape."""
+        R, Cc = shape
+        conds = []
+        for x, lo, hi, n in ((i, rg[0], rg[1], R), (j, rg[2], rg[3], Cc)):
+            if _is_int(lo) and _is_int(hi) and lo <= 0 and hi >= n:
+                continue
+            if _is_int(lo) and _is_int(hi) and lo >= hi:
+                return False
+            if _is_int(x) and _is_int(lo) and _is_int(hi):
+                if not (lo <= x < hi):
+                    return False
+                continue
+            if not (_is_int(lo) and lo <= 0):
+                conds.append(f"{x} >= {lo}")
+            if not (_is_int(hi) and hi >= n):
+                conds.append(f"{x} < {hi}")
+        if not conds:
+            return True
+        return " && ".join(conds)
+
+    # ---- reductions and dots, one output element at a time
+    def reduce_ident(self, op, dt):
+        if op == "sum":
+            return C.zero(dt)
+        if C.is_float(dt):
+            inf = C.literal(float("inf"), dt)
+            return f"(-{inf})" if op == "max" else inf
+        info = {"i8": (-128, 127), "i32": (-(1 << 31), (1 << 31) - 1), "i64": (-(1 << 63), (1 << 63) - 1),
+                "index": (-(1 << 63), (1 << 63) - 1), "u8": (0, 255), "u16": (0, 65535), "u32": (0, (1 << 32) - 1)}[dt]
+        return C.literal(info[0] if op == "max" else info[1], dt)
+
+    def reduce_combine(self, op, dt, acc, v):
+        if op == "sum":
+            if C.is_float(dt):
+                return f"{acc} + {v}"
+            return f"tnb_add(({C.VALUE_C[dt]}){acc}, ({C.VALUE_C[dt]})({v}))"
+        return f"tnb_{op}(({C.VALUE_C[dt]}){acc}, ({C.VALUE_C[dt]})({v}))"
+
+    def reduce_serial(self, e: ir.Reduce, at: At) -> str:
+        xr = self.region(e.x)
+        dt = e.type.dtype
+        xdt = e.x.type.dtype
+        acc = self.new("red")
+        k = self.new("k")
+        R, Cc = shape2(e.x.type.shape)
+        self.emit(f"{C.VALUE_C[dt]} {acc} = {self.reduce_ident(e.op, dt)};")
+        if len(e.x.type.shape) == 1 or e.axis == 1:
+            row = at.i if len(e.x.type.shape) == 2 else 0
+            cond = self.in_region((xr[0], xr[1], 0, 1), row, 0, (R, 1))
+            lo, hi, pos = xr[2], xr[3], (row, k)
+        else:
+            col = at.j
+            cond = self.in_region((0, 1, xr[2], xr[3]), 0, col, (1, Cc))
+            lo, hi, pos = xr[0], xr[1], (k, col)
+        if cond is False:
+            return acc
+        head = f"for (int {k} = {lo}; {k} < {hi}; ++{k}) {{"
+        if cond is not True:
+            head = f"if ({cond}) " + head
+        self.emit(head)
+        self.ind += 1
+        v = self.ev(e.x, At(pos[0], pos[1], None, None, False))
+        self.emit(f"{acc} = {self.reduce_combine(e.op, dt, acc, C.convert(v, xdt, dt))};")
+        self.ind -= 1
+        self.emit("}")
+        return acc
+
+    def dot_serial(self, e: ir.Dot, at: At) -> str:
+        ar, br = self.region(e.a), self.region(e.b)
+        dt = e.type.dtype
+        acc = self.new("dot")
+        k = self.new("k")
+        self.emit(f"{C.VALUE_C[dt]} {acc} = {C.zero(dt)};")
+        # k runs over a's valid columns and b's valid rows (dot) / columns (dot_t)
+        klo = c_max(ar[2], br[2] if e.trans_b else br[0])
+        khi = c_min(ar[3], br[3] if e.trans_b else br[1])
+        ci = self.in_region((ar[0], ar[1], 0, 1), at.i, 0, (shape2(e.a.type.shape)[0], 1))
+        bshape = shape2(e.b.type.shape)
+        if e.trans_b:
+            cj = self.in_region((br[0], br[1], 0, 1), at.j, 0, (bshape[0], 1))
+        else:
+            cj = self.in_region((0, 1, br[2], br[3]), 0, at.j, (1, bshape[1]))
+        conds = [c for c in (ci, cj) if c is not True]
+        if any(c is False for c in conds):
+            return acc
+        head = f"for (int {k} = {klo}; {k} < {khi}; ++{k}) {{"
+        if conds:
+            head = f"if ({' && '.join(conds)}) " + head
+        self.emit(head)
+        self.ind += 1
+        a = self.ev(e.a, At(at.i, k, None, None, False))
+        b = self.ev(e.b, At(at.j, k, None, None, False) if e.trans_b else At(k, at.j, None, None, False))
+        av, bv = C.convert(a, e.a.type.dtype, dt), C.convert(b, e.b.type.dtype, dt)
+        if C.is_float(dt):
+            self.emit(f"{acc} += {av} * {bv};")
+        else:
+            self.emit(f"{acc} = tnb_add({acc}, tnb_mul(({C.VALUE_C[dt]})({av}), ({C.VALUE_C[dt]})({bv})));")
+        self.ind -= 1
+        self.emit("}")
+        return acc
+
+    # ---- tile statements
+    def declare_tile(self, sym: ir.Sym) -> TileVar:
+        place = self.plan.tiles.get(id(sym))
+        if place is None:
+            self.fail(f"the plan has no place for tile '{sym.name}'")
+        R, Cc = shape2(sym.type.shape)
+        n = self.cname(sym)
+        dt = sym.type.dtype
+        tv = TileVar(sym, n, dt, (R, Cc), len(sym.type.shape), place.space, self.layouts.get(id(sym)))
+        if place.space == "shared":
+            self.emit(f"{C.STORE_C[dt]}* const {n} = ({C.STORE_C[dt]}*)(tnb_smem + {place.offset});  // [{R}, {Cc}] {dt}, {place.bytes} bytes")
+        else:
+            lay = tv.layout
+            cty = C.VALUE_C[dt]
+            what = "mma.sync accumulator fragments" if isinstance(lay, MmaLayout) else f"chunks of {lay.V} by the partition"
+            self.emit(f"{cty} {n}[{lay.slots}];  // [{R}, {Cc}] {dt} in registers: {what}")
+        self.emit(f"int {n}_r0 = 0, {n}_r1 = {R}, {n}_c0 = 0, {n}_c1 = {Cc};  // valid region")
+        self.tiles[id(sym)] = tv
+        return tv
+
+    def cta_stmt(self, s):
+        if isinstance(s, ir.Barrier):
+            self.emit("__syncthreads();  // barrier() written in the source")
+            return
+        if isinstance(s, ir.Let) and s.sym.kind == "view":
+            self.let_view(s)
+            return
+        if isinstance(s, (ir.Let, ir.VarDecl)):
+            tv = self.declare_tile(s.sym)
+            if s.value is None:
+                return
+            self.emit("{")
+            self.ind += 1
+            self.assign_whole(s, tv, s.value)
+            self.ind -= 1
+            self.emit("}")
+            return
+        if isinstance(s, ir.Assign):
+            self.emit("{")
+            self.ind += 1
+            t = s.target
+            tv = self.tile_of(t.sym) if isinstance(t, ir.Ref) else None
+            if tv is not None:
+                if s.op == "+" and isinstance(tv.layout, MmaLayout) and isinstance(s.value, ir.Dot) and self.mma_ok(s):
+                    self.gemm_mma(s, tv)
+                else:
+                    self.assign_whole(s, tv, self.compound(s.op, t, s.value))
+            else:
+                loc = self.loc_of(t)
+                if loc is None:
+                    self.fail("a store into a window of a register tile", s)
+                self.assign_window(s, loc, t, self.compound(s.op, t, s.value))
+            self.ind -= 1
+            self.emit("}")
+            return
+        self.fail(f"statement {type(s).__name__}", s)
+
+    def let_view(self, s: ir.Let):
+        v = s.value
+        if isinstance(v, ir.Ref):
+            base, flat, entries = self.resolve(v.sym, False)
+            if entries is None:
+                tv = self.tile_of(base)
+                if tv is not None and tv.space == "registers":
+                    self.fail(f"a let view of the register tile '{base.name}'", s)
+                exts = [tv.shape[1]] if tv.rank == 1 else list(tv.shape)
+                entries = [("rng", 0, x) for x in exts]
+            self.views[id(s.sym)] = ViewInfo(base, flat, entries)
+        else:
+            base, flat, entries = self.resolve(v.base, v.flat)
+            if entries is None:
+                if base.kind == "tensor":
+                    exts = list(base.type.dims)
+                else:
+                    tv = self.tile_of(base)
+                    if tv is None:
+                        self.fail(f"tile '{base.name}' is used before it is declared", s)
+                    if tv.space == "registers":
+                        self.fail(f"a let view of the register tile '{base.name}'", s)
+                    exts = [1, tv.shape[0] * tv.shape[1]] if flat else ([tv.shape[1]] if tv.rank == 1 else list(tv.shape))
+                entries = [("rng", 0, x) for x in exts]
+            entries = self.apply_subs_named(entries, v.subs, s.sym)
+            self.views[id(s.sym)] = ViewInfo(base, flat, entries)
+        place = self.plan.tiles.get(id(s.sym))
+        if place is not None and place.space == "shared":
+            # staged: a dot reads this view more than once, so it gets a shared-memory copy
+            self.emit("// staged in shared memory: a dot reads this view")
+            tv = self.declare_tile(s.sym)
+            view_ref = ir.Ref(s.sym, s.sym.type, s.span)
+            del self.tiles[id(s.sym)]
+            self.emit("{")
+            self.ind += 1
+            self.regions = {}
+            self.assign_whole(s, tv, view_ref)
+            self.ind -= 1
+            self.emit("}")
+            self.tiles[id(s.sym)] = tv
+
+    def apply_subs_named(self, entries, subs, sym):
+        rng_idx = [k for k, en in enumerate(entries) if en[0] == "rng"]
+        if len(subs) != len(rng_idx):
+            rng_idx = list(range(len(entries)))
+        out = list(entries)
+        n = self.cname(sym)
+        for m, (k, sub) in enumerate(zip(rng_idx, subs)):
+            en = out[k]
+            st = en[1] if en[0] == "rng" else 0
+            x = c_add(st, self.idx_c(sub.index if isinstance(sub, ir.SubIndex) else sub.start))
+            if not _is_int(x):
+                self.emit(f"const long long {n}_o{m} = {x};  // view start")
+                x = f"{n}_o{m}"
+            out[k] = ("fix", x) if isinstance(sub, ir.SubIndex) else ("rng", x, sub.length)
+        return out
+
+    # which layout a tile statement iterates over
+    def sweep_layout(self, s, target_tv: Optional[TileVar], value, domain):
+        if target_tv is not None and target_tv.space == "registers":
+            return target_tv.layout
+        found = []
+
+        def visit(e, ident, shape):
+            if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT):
+                tv = self.tile_of(e.sym)
+                if tv is not None and tv.space == "registers":
+                    if not ident:
+                        self.fail(f"'{e.sym.name}' is kept in registers (each thread holds its own elements), but this "
+                                  f"statement reads elements of it that another thread holds", e)
+                    found.append(tv.layout)
+                return
+            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+                for c in ir.sub_exprs(e):
+                    visit(c, False, None)
+                return
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape), None)
+        visit(value, True, domain)
+        if found:
+            if any(f != found[0] for f in found):
+                self.fail("tiles in registers with different layouts in one statement", s)
+            lay = found[0]
+            lshape = (lay.M, lay.N) if isinstance(lay, MmaLayout) else (lay.R, lay.C)
+            if lshape != tuple(domain):
+                self.fail("a register tile used with a shape other than the statement's", s)
+            return lay
+        return None
+
+    def two_phase(self, s, value, target_sym, target_key) -> bool:
+        """Whether this statement must compute its value into registers, barrier, then write:
+        the analysis' "within" barrier (or, without the analysis, a read of the target's own
+        bytes at elements other threads write)."""
+        if self.plan.source == "analysis":
+            p = self.plan.positions.get(id(s))
+            return any(b.where == "within" for b in self.plan.barriers.get(p, ()))
+        return self.conflicts(value, target_sym, target_key)
+
+    def conflicts(self, value, target_sym, target_key) -> bool:
+        """Whether the value reads the target's bytes at elements other than its own."""
+        bad = []
+
+        def visit(e, ident):
+            if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
+                sym = e.sym if isinstance(e, ir.Ref) else e.base
+                base, _, _ = self.resolve(sym, False)
+                if base is target_sym or sym is target_sym:
+                    if not ident:
+                        bad.append(e)
+                    else:
+                        loc = self.loc_of(e)
+                        key = loc.key if loc is not None else ("regs", id(sym))
+                        if key != target_key:
+                            bad.append(e)
+            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+                for c in ir.sub_exprs(e):
+                    if isinstance(c.type, ir.TileT):
+                        visit(c, False)
+                return
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
+        if isinstance(value.type, ir.TileT):
+            visit(value, True)
+        return bool(bad)
+
+    def stmt_vec(self, s, domain) -> int:
+        v = self.plan.vec.get(id(s), 1)
+        if domain[1] % v:
+            v = 1
+        return v
+
+    def assign_whole(self, s, tv: TileVar, value):
+        """tile = value: every element written; the tile takes the value's region."""
+        domain = tv.shape
+        if isinstance(value.type, ir.TileT):
+            vr = self.broadcast_region(self.region(value), value.type.shape, (domain[0], domain[1]))
+            vr = self.name_region(vr)
+        else:
+            vr = (0, domain[0], 0, domain[1])
+        lay = self.sweep_layout(s, tv, value, domain)
+        V = self.stmt_vec(s, domain)
+        tkey = self.loc_of(ir.Ref(tv.sym, tv.sym.type, s.span)).key if tv.space == "shared" else ("regs", id(tv.sym))
+        two_phase = tv.space == "shared" and self.two_phase(s, value, tv.sym, tkey)
+
+        def write(at: At, val: str, vdt: str):
+            if tv.space == "registers":
+                self.emit(f"{tv.cname}[{at.slot}] = {C.convert(val, vdt, tv.dtype)};")
+            else:
+                idx = at.i * domain[1] + at.j if _is_int(at.i) and _is_int(at.j) else f"({at.i}) * {domain[1]} + ({at.j})"
+                self.emit(f"{tv.cname}[{idx}] = {C.store_bits(val, vdt, tv.dtype)};")
+
+        self.run_sweep(s, domain, lay, V, value, write, None, two_phase)
+        for x, suf in zip(vr, ("r0", "r1", "c0", "c1")):
+            if str(x) != f"{tv.cname}_{suf}":
+                pass
+        self.emit(f"{tv.cname}_r0 = {vr[0]}; {tv.cname}_r1 = {vr[1]}; {tv.cname}_c0 = {vr[2]}; {tv.cname}_c1 = {vr[3]};")
+
+    def assign_window(self, s, loc: Loc, target, value):
+        """window = value: only elements valid in the value and inside the base are written."""
+        domain = shape2(loc.shape)
+        bounds = self.loc_bounds(loc, False)
+        if isinstance(value.type, ir.TileT):
+            vr = self.broadcast_region(self.region(value), value.type.shape, loc.shape or (1,))
+            mask = self.name_region(self.intersect(vr, bounds))
+        else:
+            mask = bounds
+        lay = self.sweep_layout(s, None, value, domain)
+        V = self.stmt_vec(s, domain)
+        two_phase = self.two_phase(s, value, loc.sym, loc.key)
+
+        def write(at: At, val: str, vdt: str):
+            idx = loc.index(at.i, at.j)
+            self.emit(f"{loc.ptr}[{idx}] = {C.store_bits(val, vdt, loc.dtype)};")
+
+        self.run_sweep(s, domain, lay, V, value, write, mask, two_phase)
+
+    def run_sweep(self, s, domain, lay, V, value, write, mask: Optional[Region], two_phase: bool):
+        vdt = value.type.dtype
+        # uniform values every element needs: regions of the operands
+        self.prepare_regions(value)
+        if two_phase:
+            lay2 = lay or ChunkLayout(domain[0], domain[1], V, self.T)
+            if lay2.slots > MAX_STAGED_SLOTS:
+                self.fail("a statement that reads its own target at other elements, on a tile this large", s)
+            stage = self.new("stage")
+            self.emit(f"{C.VALUE_C[vdt]} {stage}[{lay2.slots}];  // the new values, written after every thread has read the old ones")
+
+            def compute(at):
+                v = self.elem_value(value, at)
+                self.emit(f"{stage}[{at.slot}] = {v};")
+
+            self.sweep(domain, lay2, V, compute, mask=None)
+            p = self.plan.positions.get(id(s))
+            why = [b.reason for b in self.plan.barriers.get(p, ()) if b.where == "within"]
+            if why:
+                self.emit(f"__syncthreads();  // barrier (within line {s.span.line + self.line_offset}): {why[0]}")
+            else:
+                self.emit("__syncthreads();  // codegen-internal: this statement reads its own target at elements other threads write")
+
+            def put(at):
+                write(at, f"{stage}[{at.slot}]", vdt)
+            self.sweep(domain, lay2, V, put, mask=mask)
+            return
+        coop = self.coop_reduces(value, domain, V, lay)
+        if coop:
+            self.coop_sweep(domain, value, coop, write, mask)
+            return
+
+        def body(at):
+            v = self.elem_value(value, at)
+            write(at, v, vdt)
+        self.sweep(domain, lay, V, body, mask=mask)
+
+    def elem_value(self, value, at):
+        if not isinstance(value.type, ir.TileT):
+            return self.scalar(value)
+        return self.ev(value, at)
+
+    def prepare_regions(self, e):
+        if isinstance(e.type, ir.TileT):
+            self.region(e)
+        for c in ir.sub_exprs(e):
+            if isinstance(c.type, ir.TileT):
+                self.prepare_regions(c)
+
+    def sweep(self, domain, lay, V, body, mask: Optional[Region]):
+        """Run body(at) for every element of the domain this thread owns."""
+        R, Cc = domain
+
+        def with_mask(at):
+            cond = self.in_region(mask, at.i, at.j, domain) if mask is not None else True
+            if cond is False:
+                return
+            if cond is not True:
+                self.emit(f"if ({cond}) {{")
+                self.ind += 1
+            body(at)
+            if cond is not True:
+                self.ind -= 1
+                self.emit("}")
+
+        if isinstance(lay, MmaLayout):
+            nb = lay.N // 8
+            s, q = self.new("s"), self.new("q")
+            self.emit(f"// elements of the mma.sync accumulator layout this thread holds")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {s} = 0; {s} < {lay.per_warp}; ++{s}) {{")
+            self.ind += 1
+            self.emit(f"const int {q} = tnb_warp + {s} * {lay.W};")
+            self.emit(f"if ({q} < {lay.blocks}) {{")
+            self.ind += 1
+            e = self.new("e")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {e} = 0; {e} < 4; ++{e}) {{")
+            self.ind += 1
+            i, j = self.new("i"), self.new("j")
+            self.emit(f"const int {i} = ({q} / {nb}) * 16 + (tnb_lane >> 2) + ({e} >> 1) * 8;")
+            self.emit(f"const int {j} = ({q} % {nb}) * 8 + (tnb_lane & 3) * 2 + ({e} & 1);")
+            with_mask(At(i, j, f"{s} * 4 + {e}", lay, True))
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+            return
+        if isinstance(lay, ChunkLayout):
+            V = lay.V
+            nch = lay.nchunks
+            s, k = self.new("s"), self.new("k")
+            self.emit(f"// partition: chunk k of {V} row element(s) -> thread k % {self.T} (register slots unrolled)")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {s} = 0; {s} < {lay.steps}; ++{s}) {{")
+            self.ind += 1
+            self.emit(f"const int {k} = tnb_tid + {s} * {self.T};")
+            cond = f"if ({k} < {nch}) {{" if nch % self.T else "{"
+            self.emit(cond)
+            self.ind += 1
+            self.chunk_body(domain, V, k, lambda at: with_mask(at), slot_base=f"{s} * {V}", layout=lay)
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+            return
+        nch = R * Cc // V
+        k = self.new("k")
+        self.emit(f"// partition: chunk k of {V} row element(s) -> thread k % {self.T}")
+        self.emit(f"for (int {k} = tnb_tid; {k} < {nch}; {k} += {self.T}) {{")
+        self.ind += 1
+        self.chunk_body(domain, V, k, lambda at: with_mask(at), slot_base=None, layout=None)
+        self.ind -= 1
+        self.emit("}")
+
+    def chunk_body(self, domain, V, k, body, slot_base, layout):
+        R, Cc = domain
+        per_row = Cc // V
+        i, j0 = self.new("i"), self.new("j")
+        if R == 1:
+            self.emit(f"const int {i} = 0, {j0} = {k} * {V};" if V > 1 else f"const int {i} = 0, {j0} = {k};")
+        elif per_row == 1:
+            self.emit(f"const int {i} = {k}, {j0} = 0;")
+        else:
+            self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
+        if V == 1:
+            body(At(i, j0, f"{slot_base}" if slot_base else None, layout, True))
+            return
+        v, j = self.new("v"), self.new("j")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {v} = 0; {v} < {V}; ++{v}) {{")
+        self.ind += 1
+        self.emit(f"const int {j} = {j0} + {v};")
+        body(At(i, j, f"{slot_base} + {v}" if slot_base else None, layout, True))
+        self.ind -= 1
+        self.emit("}")
+
+    # ---- cooperative reductions: a warp's lanes share the rows of the outputs it owns
+    def coop_reduces(self, value, domain, V, lay):
+        if lay is not None or V != 1 or not isinstance(value.type, ir.TileT):
+            return []
+        R, Cc = domain
+        if R != 1 and Cc != 1:
+            return []
+        found = []
+
+        def visit(e, ident):
+            if isinstance(e, ir.Reduce):
+                if ident and len(e.x.type.shape) == 2:
+                    axis_ok = (e.axis == 1 and Cc == 1) or (e.axis == 0 and R == 1)
+                    if axis_ok:
+                        found.append(e)
+                return
+            if isinstance(e, (ir.Dot, ir.Transpose)):
+                return
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
+        visit(value, True)
+        return found
+
+    def coop_sweep(self, domain, value, reds, write, mask):
+        R, Cc = domain
+        n_out = R * Cc
+        base, nw, S, o = self.new("base"), self.new("nw"), self.new("S"), self.new("o")
+        self.emit(f"// outputs owned by the partition (output k -> thread k % {self.T}); the lanes of the owning")
+        self.emit("// warp split each output's row, then combine with warp shuffles (no barrier needed)")
+        self.emit(f"for (int {base} = 0; {base} < {n_out}; {base} += {self.T}) {{")
+        self.ind += 1
+        self.emit(f"const int {nw} = min(32, max(0, {n_out} - {base} - tnb_warp * 32));  // outputs this warp owns")
+        self.emit(f"if ({nw} > 0) {{")
+        self.ind += 1
+        self.emit(f"int {S} = 1; while ({S} < {nw}) {S} <<= 1;  // lanes l, l + {S}, ... share output l")
+        self.emit(f"const int {o} = {base} + tnb_warp * 32 + (tnb_lane & ({S} - 1));")
+        self.emit(f"const bool {o}_mine = (tnb_lane & ({S} - 1)) < {nw};")
+        saved = dict(self.pre)
+        for red in reds:
+            x = red.x
+            xr = self.region(x)
+            dt = red.type.dtype
+            acc = self.new("red")
+            kk = self.new("k")
+            self.emit(f"{C.VALUE_C[dt]} {acc} = {self.reduce_ident(red.op, dt)};")
+            if red.axis == 1:
+                okc = f"{o}_mine && {o} >= {xr[0]} && {o} < {xr[1]}"
+                lo, hi, pos = xr[2], xr[3], (o, kk)
+            else:
+                okc = f"{o}_mine && {o} >= {xr[2]} && {o} < {xr[3]}"
+                lo, hi, pos = xr[0], xr[1], (kk, o)
+            self.emit(f"if ({okc}) for (int {kk} = {lo} + tnb_lane / {S}; {kk} < {hi}; {kk} += 32 / {S}) {{")
+            self.ind += 1
+            v = self.ev(x, At(pos[0], pos[1], None, None, False))
+            self.emit(f"{acc} = {self.reduce_combine(red.op, dt, acc, C.convert(v, x.type.dtype, dt))};")
+            self.ind -= 1
+            self.emit("}")
+            off = self.new("off")
+            comb = self.reduce_combine(red.op, dt, acc, f"__shfl_xor_sync(0xffffffffu, {acc}, {off})")
+            self.emit(f"for (int {off} = {S}; {off} < 32; {off} <<= 1) {acc} = {comb};")
+            self.pre[id(red)] = acc
+        self.emit("if (tnb_lane < " + nw + ") {")
+        self.ind += 1
+        i, j = (o, 0) if Cc == 1 else (0, o)
+        at = At(i, j, None, None, True)
+        cond = self.in_region(mask, i, j, domain) if mask is not None else True
+        if cond is not False:
+            if cond is not True:
+                self.emit(f"if ({cond}) {{")
+                self.ind += 1
+            v = self.elem_value(value, at)
+            write(at, v, value.type.dtype)
+            if cond is not True:
+                self.ind -= 1
+                self.emit("}")
+        self.pre = saved
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+
+    def region_full(self, rg: Region, shape) -> str:
+        """C condition: the region covers the whole tile."""
+        R, Cc = shape
+        conds = []
+        for x, lim, lo in ((rg[0], 0, True), (rg[1], R, False), (rg[2], 0, True), (rg[3], Cc, False)):
+            if _is_int(x):
+                if (lo and x > lim) or (not lo and x < lim):
+                    return "false"
+                continue
+            conds.append(f"{x} <= {lim}" if lo else f"{x} >= {lim}")
+        return " && ".join(conds) or "true"
+
+    # ---- tensor cores
+    def raw_tile(self, e, dt) -> Optional[str]:
+        """The shared pointer of a whole tile (or staged view) read as stored, else None."""
+        if not isinstance(e, ir.Ref):
+            return None
+        tv = self.tile_of(e.sym)
+        if tv is None or tv.space != "shared" or tv.dtype != dt or tv.shape != shape2(e.type.shape):
+            return None
+        return tv.cname
+
+    def gemm_mma(self, s: ir.Assign, tv: TileVar):
+        """acc += dot(a, b) on mma.sync m16n8k16 (f16/bf16 in, f32 accumulators in registers)."""
+        d: ir.Dot = s.value
+        lay: MmaLayout = tv.layout
+        M, K = d.a.type.shape
+        N = lay.N
+        nb = N // 8
+        ar, br = self.region(d.a), self.region(d.b)
+        self.prepare_regions(d.a)
+        self.prepare_regions(d.b)
+        kind = "f16" if d.a.type.dtype == "f16" else "bf16"
+        bshape0 = shape2(d.b.type.shape)
+        full = self.region_full(ar, (M, K)) + " && " + self.region_full(br, bshape0)
+        if "false" in full.split(" && "):
+            full = "false"
+        full = " && ".join(c for c in full.split(" && ") if c != "true") or "true"
+        if full not in ("true", "false"):
+            fv = self.new("full")
+            self.emit(f"const bool {fv} = {full};  // a and b wholly valid (interior CTAs)")
+            full = fv
+        pack = "tnb_pack_h2" if kind == "f16" else "tnb_pack_b2"
+        self.emit(f"// tensor cores: mma.sync m16n8k16 {kind} x {kind} -> f32; invalid elements of a and b read as 0")
+        q, sl = self.new("q"), self.new("s")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {sl} = 0; {sl} < {lay.per_warp}; ++{sl}) {{")
+        self.ind += 1
+        self.emit(f"const int {q} = tnb_warp + {sl} * {lay.W};")
+        self.emit(f"if ({q} < {lay.blocks}) {{  // the same in every lane of the warp")
+        self.ind += 1
+        g, tg, r0, n0 = self.new("g"), self.new("tg"), self.new("ra"), self.new("nb")
+        self.emit(f"const int {g} = tnb_lane >> 2, {tg} = tnb_lane & 3;")
+        self.emit(f"const int {r0} = ({q} / {nb}) * 16 + {g}, {n0} = ({q} % {nb}) * 8 + {g};")
+        kk = self.new("kk")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {kk} = 0; {kk} < {K}; {kk} += 16) {{")
+        self.ind += 1
+        ka = self.new("ka")
+        self.emit(f"const int {ka} = {kk} + {tg} * 2;")
+        adt, bdt = d.a.type.dtype, d.b.type.dtype
+
+        def aval(i, k):
+            cond = self.in_region(ar, i, k, (M, K))
+            v = self.ev(d.a, At(i, k, None, None, False))
+            v = C.convert(v, adt, "f32")
+            return v if cond is True else (("0.0f" if cond is False else f"(({cond}) ? {v} : 0.0f)"))
+
+        def bval(k, n):
+            bshape = shape2(d.b.type.shape)
+            i, j = (n, k) if d.trans_b else (k, n)
+            cond = self.in_region(br, i, j, bshape)
+            v = self.ev(d.b, At(i, j, None, None, False))
+            v = C.convert(v, bdt, "f32")
+            return v if cond is True else (("0.0f" if cond is False else f"(({cond}) ? {v} : 0.0f)"))
+
+        fast_a = self.raw_tile(d.a, adt)
+        fast_b = self.raw_tile(d.b, bdt)
+        names = [self.new(nm) for nm in ("a0", "a1", "a2", "a3", "b0", "b1")]
+        self.emit(f"unsigned {', '.join(names)};")
+        pairs_a = ((r0, ka), (f"{r0} + 8", ka), (r0, f"{ka} + 8"), (f"{r0} + 8", f"{ka} + 8"))
+        pairs_b = (ka, f"{ka} + 8")
+
+        def masked():
+            for v, (ri, ki) in zip(names[:4], pairs_a):
+                self.emit(f"{v} = {pack}({aval(ri, ki)}, {aval(ri, f'{ki} + 1')});")
+            for v, ki in zip(names[4:], pairs_b):
+                self.emit(f"{v} = {pack}({bval(ki, n0)}, {bval(f'{ki} + 1', n0)});")
+
+        if fast_a and fast_b:
+            self.emit(f"if ({full}) {{  // every element valid: 32-bit loads of two {kind} values")
+            self.ind += 1
+            for v, (ri, ki) in zip(names[:4], pairs_a):
+                self.emit(f"{v} = *(const unsigned*)({fast_a} + ({ri}) * {K} + ({ki}));")
+            bs = shape2(d.b.type.shape)
+            for v, ki in zip(names[4:], pairs_b):
+                if d.trans_b:
+                    self.emit(f"{v} = *(const unsigned*)({fast_b} + ({n0}) * {bs[1]} + ({ki}));")
+                else:
+                    self.emit(f"{v} = (unsigned){fast_b}[({ki}) * {bs[1]} + {n0}] | ((unsigned){fast_b}[({ki} + 1) * {bs[1]} + {n0}] << 16);")
+            self.ind -= 1
+            self.emit("} else {")
+            self.ind += 1
+            masked()
+            self.ind -= 1
+            self.emit("}")
+        else:
+            masked()
+        regs = names
+        self.emit(f"tnb_mma_{kind}(&{tv.cname}[{sl} * 4], {', '.join(regs)});")
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        # acc = acc + dot(a, b): the region is the intersection
+        n = tv.cname
+        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
+        self.emit(f"{n}_r0 = max({n}_r0, {ar[0]}); {n}_r1 = min({n}_r1, {ar[1]}); "
+                  f"{n}_c0 = max({n}_c0, {bc[0]}); {n}_c1 = min({n}_c1, {bc[1]});")
+
+
+def C_val_dt(dt):
+    return dt

@@ -1,0 +1,265 @@
+"""What the CUDA generator needs to know about a kernel variant before it writes code.
+
+Guarantees:
+- `uniformity(kir)` says which scalar symbols and which statements' control differ between
+  threads (ctx.warp counts as varying here: a CTA barrier needs the whole CTA).
+- `plan(kir)` gives the tiles' places (shared-memory offsets or registers), the footprint, the
+  barriers (position -> where/tile/reason) and the vector width of each tile statement. It takes
+  them from `tilenb.analysis.analyze` when that module exists, and otherwise from the tile
+  lifetimes and a conservative rule of its own (`_conservative_barriers`): a barrier before
+  every tile statement that touches shared memory, placed only where control is uniform.
+- `partition_chunks` is the one partition rule the generated code implements: chunk c of `vec`
+  contiguous row elements of the iteration domain goes to thread c % threads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+from ..analysis.lifetimes import tile_lifetimes
+from ..types import DTYPES
+
+
+# ---- uniformity ------------------------------------------------------------------------------
+@dataclass
+class Uniformity:
+    varying_syms: set            # id(Sym) of scalars that differ between threads
+    varying_control: set         # id(Stmt) run under control that differs between threads
+
+    def expr_varying(self, e) -> bool:
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
+                return True
+            if isinstance(x, ir.Ref) and id(x.sym) in self.varying_syms:
+                return True
+        return False
+
+
+def uniformity(kir: ir.KernelIR) -> Uniformity:
+    vsyms: set = set()
+    vctl: set = set()
+
+    def varying(e):
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
+                return True
+            if isinstance(x, ir.Ref) and id(x.sym) in vsyms:
+                return True
+        return False
+
+    def walk(body, ctl: bool):
+        """Returns (a varying break/continue happened, a varying return happened)."""
+        jumped = returned = False
+        for s in body:
+            c = ctl or jumped or returned
+            if c:
+                vctl.add(id(s))
+            if isinstance(s, ir.Let) and isinstance(s.sym.type, ir.ScalarT):
+                if c or varying(s.value):
+                    vsyms.add(id(s.sym))
+            elif isinstance(s, ir.VarDecl) and isinstance(s.sym.type, ir.ScalarT):
+                if c or (s.value is not None and varying(s.value)):
+                    vsyms.add(id(s.sym))
+            elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and isinstance(s.target.type, ir.ScalarT):
+                if c or varying(s.value):
+                    vsyms.add(id(s.target.sym))
+            elif isinstance(s, ir.For):
+                v = c or varying(s.lo) or varying(s.hi)
+                if v:
+                    vsyms.add(id(s.var))
+                _, r = walk(s.body, v)
+                returned = returned or r
+            elif isinstance(s, ir.While):
+                _, r = walk(s.body, c or varying(s.cond))
+                returned = returned or r
+            elif isinstance(s, ir.If):
+                v = c or varying(s.cond)
+                j1, r1 = walk(s.then, v)
+                j2, r2 = walk(s.orelse, v)
+                jumped = jumped or j1 or j2
+                returned = returned or r1 or r2
+            elif isinstance(s, (ir.Break, ir.Continue)):
+                if c:
+                    jumped = True
+            elif isinstance(s, ir.Return):
+                if c:
+                    returned = True
+        return jumped, returned
+
+    for _ in range(8):
+        before = (len(vsyms), len(vctl))
+        walk(kir.body, False)
+        if (len(vsyms), len(vctl)) == before:
+            break
+    return Uniformity(vsyms, vctl)
+
+
+# ---- statements that need the whole CTA ------------------------------------------------------
+def is_tile_stmt(s) -> bool:
+    """A statement that every thread of the CTA runs together (a tile statement or barrier)."""
+    if isinstance(s, ir.Barrier):
+        return True
+    if isinstance(s, (ir.Let, ir.VarDecl)):
+        return isinstance(s.sym.type, ir.TileT)
+    if isinstance(s, ir.Assign):
+        return isinstance(s.target.type, ir.TileT)
+    return False
+
+
+def contains_cta(body) -> bool:
+    for s in ir.walk_stmts(body):
+        if is_tile_stmt(s):
+            return True
+    return False
+
+
+def shared_syms_of(e, shared_ids: set) -> bool:
+    for x in ir.walk_expr(e):
+        if isinstance(x, ir.Ref) and id(x.sym) in shared_ids:
+            return True
+        if isinstance(x, (ir.Slice, ir.Element)) and id(x.base) in shared_ids:
+            return True
+    return False
+
+
+# ---- the plan --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BarrierSpec:
+    position: int
+    where: str          # "before" or "after"
+    tile: str
+    reason: str
+
+
+@dataclass
+class TilePlace:
+    sym: ir.Sym
+    space: str          # "shared" or "registers"
+    offset: Optional[int]
+    bytes: int
+    staged_view: bool
+
+
+@dataclass
+class Plan:
+    tiles: Dict[int, TilePlace]              # id(Sym) -> place
+    footprint: int
+    positions: Dict[int, int]                # id(Stmt) -> pre-order position
+    barriers: Dict[int, List[BarrierSpec]]   # position -> barriers there
+    vec: Dict[int, int]                      # id(Stmt) -> vector width (elements) of its partition
+    uni: Uniformity
+    source: str                              # "analysis" or "codegen's conservative rule"
+    notes: List[str] = field(default_factory=list)
+
+
+def vec_width(shape: Tuple[int, ...], dtypes) -> int:
+    """Elements per chunk of a tile statement over `shape` touching `dtypes`: the widest of
+    8/4/2/1 that divides the row length and keeps each chunk within 16 bytes."""
+    cols = shape[-1] if shape else 1
+    size = max([DTYPES[d].itemsize for d in dtypes] + [1])
+    v = 8
+    while v > 1 and (cols % v != 0 or v * size > 16):
+        v //= 2
+    return v
+
+
+def _stmt_dtypes(s) -> List[str]:
+    out = []
+    for e in ir.stmt_exprs(s):
+        for x in ir.walk_expr(e):
+            t = getattr(x, "type", None)
+            if isinstance(t, (ir.TileT,)):
+                out.append(t.dtype)
+            if isinstance(x, (ir.Slice,)):
+                out.append(x.base.type.dtype)
+    if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT):
+        out.append(s.sym.type.dtype)
+    return [d for d in out if d != "bool"] or ["f32"]
+
+
+def _domain_shape(s) -> Optional[Tuple[int, ...]]:
+    if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT):
+        return s.sym.type.shape
+    if isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
+        return s.target.type.shape
+    return None
+
+
+def plan(kir: ir.KernelIR) -> Plan:
+    lt = tile_lifetimes(kir)
+    positions = {id(s): p for p, s in lt.positions}
+    uni = uniformity(kir)
+    analysis = _try_analysis(kir)
+    if analysis is not None:
+        return _plan_from_analysis(kir, analysis, positions, uni)
+    tiles = {id(t.sym): TilePlace(t.sym, t.space, t.offset, t.bytes, t.staged_view) for t in lt.tiles}
+    vec = {}
+    for _, s in lt.positions:
+        shape = _domain_shape(s)
+        if shape is not None:
+            vec[id(s)] = vec_width(shape, _stmt_dtypes(s))
+    barriers = _conservative_barriers(kir, lt, tiles, uni)
+    return Plan(tiles, lt.footprint, positions, barriers, vec, uni, "codegen's conservative rule")
+
+
+def _try_analysis(kir):
+    try:
+        from .. import analysis as A
+    except Exception:  # the analysis package may be mid-edit by a colleague
+        return None
+    fn = getattr(A, "analyze", None)
+    if fn is None:
+        return None
+    return fn(kir)
+
+
+def _plan_from_analysis(kir, an, positions, uni) -> Plan:
+    lt = an.lifetimes
+    tiles = {id(t.sym): TilePlace(t.sym, t.space, t.offset, t.bytes, t.staged_view) for t in lt.tiles}
+    barriers: Dict[int, List[BarrierSpec]] = {}
+    for b in an.barriers:
+        barriers.setdefault(b.position, []).append(BarrierSpec(b.position, b.where, str(b.tile), str(b.reason)))
+    vec = {}
+    for sp in an.statements:
+        if sp.kind == "tile":
+            vec[id(sp.stmt)] = int(sp.vector_width)
+    notes = list(getattr(an, "notes", ()) or ())
+    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes)
+
+
+def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:
+    """A barrier before every statement at uniform control that touches shared memory (a tile
+    statement, or per-thread code that reads or writes a shared tile element)."""
+    shared_ids = {k for k, t in tiles.items() if t.space == "shared"}
+    # let views of shared tiles touch their base's bytes
+    for _, s in lt.positions:
+        if isinstance(s, ir.Let) and s.sym.kind == "view":
+            v = s.value
+            base = v.base if isinstance(v, ir.Slice) else (v.sym if isinstance(v, ir.Ref) else None)
+            if base is not None and id(base) in shared_ids:
+                shared_ids.add(id(s.sym))
+    out: Dict[int, List[BarrierSpec]] = {}
+
+    def touches(s) -> Optional[str]:
+        for t in ir.walk_stmts((s,)):
+            for e in ir.stmt_exprs(t):
+                for x in ir.walk_expr(e):
+                    sym = x.sym if isinstance(x, ir.Ref) else (x.base if isinstance(x, (ir.Slice, ir.Element)) else None)
+                    if sym is not None and id(sym) in shared_ids:
+                        return sym.name
+            if isinstance(t, (ir.Let, ir.VarDecl)) and id(t.sym) in shared_ids:
+                return t.sym.name
+        return None
+
+    for p, s in lt.positions:
+        if id(s) in uni.varying_control:
+            continue
+        body_uniform = ((isinstance(s, ir.For) and not (uni.expr_varying(s.lo) or uni.expr_varying(s.hi)))
+                        or (isinstance(s, (ir.While, ir.If)) and not uni.expr_varying(s.cond)))
+        if body_uniform:
+            continue  # their bodies get their own barriers
+        name = touches(s)
+        if name is not None:
+            out.setdefault(p, []).append(BarrierSpec(p, "before", name, f"conservative: '{name}' may have been written or read by other threads"))
+    return out

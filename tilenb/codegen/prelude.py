@@ -1,0 +1,140 @@
+"""The fixed C++ text every generated CUDA kernel starts with.
+
+Guarantees: the prelude needs no header at all (NVRTC's built-in device functions only), so the
+generated code compiles with nothing but libnvrtc: no cuda_fp16.h / cuda_bf16.h on the include
+path (the `nvidia-cuda-nvrtc-cu12` wheel ships none). f16 and bf16 are stored as their 16-bit
+patterns (`tnb_f16`, `tnb_bf16`); values compute in f32 and round to nearest even on store.
+Its helpers implement the language's arithmetic rules exactly:
+
+- integer + - * wrap (done in unsigned arithmetic, so no C undefined behaviour);
+- integer / and % are C-like (truncating); division by 0 gives 0, MIN / -1 wraps;
+- shifts by a negative or too-large amount give 0 (>> of a negative: -1);
+- float -> int truncates toward zero and saturates, NaN -> 0;
+- float min/max and the max/min reductions follow fminf/fmaxf (a NaN operand yields the other);
+- f64 -> f16/bf16 rounds once (through f32 rounded to odd).
+"""
+
+PRELUDE = r"""
+// ---- tilenb prelude: storage types and the language's arithmetic rules (no headers needed) ----
+#ifndef TILENB_PRELUDE
+#define TILENB_PRELUDE
+typedef unsigned short tnb_f16;   // IEEE binary16, stored as its bit pattern
+typedef unsigned short tnb_bf16;  // bfloat16, stored as its bit pattern
+
+__device__ __forceinline__ float tnb_h2f(tnb_f16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ tnb_f16 tnb_f2h(float f) { tnb_f16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float tnb_b2f(tnb_bf16 b) { return __uint_as_float(((unsigned)b) << 16); }
+__device__ __forceinline__ tnb_bf16 tnb_f2b(float f) {  // round to nearest even; NaN stays NaN
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (tnb_bf16)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (tnb_bf16)(u >> 16);
+}
+// f64 -> f32 rounded to odd: rounding that again to 16 bits equals one direct rounding
+__device__ __forceinline__ float tnb_d2f_odd(double d) {
+  float f = __double2float_rz(d);
+  if (d == d && (double)f != d) f = __uint_as_float(__float_as_uint(f) | 1u);
+  return f;
+}
+__device__ __forceinline__ tnb_f16 tnb_d2h(double d) { return tnb_f2h(tnb_d2f_odd(d)); }
+__device__ __forceinline__ tnb_bf16 tnb_d2b(double d) { return tnb_f2b(tnb_d2f_odd(d)); }
+// a value rounded to f16 / bf16, kept in f32
+__device__ __forceinline__ float tnb_rh(float f) { return tnb_h2f(tnb_f2h(f)); }
+__device__ __forceinline__ float tnb_rb(float f) { return tnb_b2f(tnb_f2b(f)); }
+
+// float -> int: truncate toward zero, saturate, NaN -> 0 (PTX cvt.rzi semantics)
+__device__ __forceinline__ int tnb_f2i8(float f) { int v = __float2int_rz(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
+__device__ __forceinline__ int tnb_d2i8(double f) { int v = __double2int_rz(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
+__device__ __forceinline__ unsigned tnb_f2u8(float f) { unsigned v = __float2uint_rz(f); return v > 255u ? 255u : v; }
+__device__ __forceinline__ unsigned tnb_d2u8(double f) { unsigned v = __double2uint_rz(f); return v > 255u ? 255u : v; }
+__device__ __forceinline__ unsigned tnb_f2u16(float f) { unsigned v = __float2uint_rz(f); return v > 65535u ? 65535u : v; }
+__device__ __forceinline__ unsigned tnb_d2u16(double f) { unsigned v = __double2uint_rz(f); return v > 65535u ? 65535u : v; }
+
+// wrapping integer arithmetic
+__device__ __forceinline__ int tnb_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ __forceinline__ int tnb_sub(int a, int b) { return (int)((unsigned)a - (unsigned)b); }
+__device__ __forceinline__ int tnb_mul(int a, int b) { return (int)((unsigned)a * (unsigned)b); }
+__device__ __forceinline__ int tnb_neg(int a) { return (int)(0u - (unsigned)a); }
+__device__ __forceinline__ long long tnb_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+__device__ __forceinline__ long long tnb_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+__device__ __forceinline__ long long tnb_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+__device__ __forceinline__ long long tnb_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+__device__ __forceinline__ int tnb_div(int a, int b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a / b); }
+__device__ __forceinline__ int tnb_mod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }
+__device__ __forceinline__ long long tnb_div(long long a, long long b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a / b); }
+__device__ __forceinline__ long long tnb_mod(long long a, long long b) { return (b == 0 || b == -1) ? 0 : a % b; }
+__device__ __forceinline__ int tnb_shl(int a, int b) { return (b < 0 || b >= 32) ? 0 : (int)((unsigned)a << b); }
+__device__ __forceinline__ int tnb_shr(int a, int b) { return (b < 0 || b >= 32) ? (a < 0 ? -1 : 0) : (a >> b); }
+__device__ __forceinline__ long long tnb_shl(long long a, long long b) { return (b < 0 || b >= 64) ? 0 : (long long)((unsigned long long)a << b); }
+__device__ __forceinline__ long long tnb_shr(long long a, long long b) { return (b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : (a >> b); }
+__device__ __forceinline__ int tnb_abs(int a) { return a < 0 ? tnb_neg(a) : a; }
+__device__ __forceinline__ long long tnb_abs(long long a) { return a < 0 ? tnb_neg(a) : a; }
+__device__ __forceinline__ long long tnb_cdiv(long long a, long long b) {
+  if (b == 0) return 0;
+  long long q = tnb_div(a, b);
+  return (a % b != 0 && ((a > 0) == (b > 0))) ? q + 1 : q;
+}
+__device__ __forceinline__ int tnb_cdiv(int a, int b) { return (int)tnb_cdiv((long long)a, (long long)b); }
+__device__ __forceinline__ long long tnb_clamp(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// min / max: for floats C's fminf/fmaxf (a NaN operand yields the other operand)
+__device__ __forceinline__ float tnb_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ float tnb_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double tnb_min(double a, double b) { return fmin(a, b); }
+__device__ __forceinline__ double tnb_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ int tnb_min(int a, int b) { return b < a ? b : a; }
+__device__ __forceinline__ int tnb_max(int a, int b) { return b > a ? b : a; }
+__device__ __forceinline__ long long tnb_min(long long a, long long b) { return b < a ? b : a; }
+__device__ __forceinline__ long long tnb_max(long long a, long long b) { return b > a ? b : a; }
+__device__ __forceinline__ unsigned tnb_min(unsigned a, unsigned b) { return b < a ? b : a; }
+__device__ __forceinline__ unsigned tnb_max(unsigned a, unsigned b) { return b > a ? b : a; }
+
+// atomics that CUDA has no instruction for: compare-and-swap loops
+__device__ __forceinline__ void tnb_atomic_max(float* p, float v) {
+  unsigned* u = (unsigned*)p;
+  unsigned old = *u, assumed;
+  do { assumed = old; float n = tnb_max(__uint_as_float(assumed), v);
+       if (__float_as_uint(n) == assumed) return;
+       old = atomicCAS(u, assumed, __float_as_uint(n)); } while (old != assumed);
+}
+__device__ __forceinline__ void tnb_atomic_max(double* p, double v) {
+  unsigned long long* u = (unsigned long long*)p;
+  unsigned long long old = *u, assumed;
+  do { assumed = old; double n = tnb_max(__longlong_as_double((long long)assumed), v);
+       if ((unsigned long long)__double_as_longlong(n) == assumed) return;
+       old = atomicCAS(u, assumed, (unsigned long long)__double_as_longlong(n)); } while (old != assumed);
+}
+__device__ __forceinline__ void tnb_atomic_max(int* p, int v) { atomicMax(p, v); }
+__device__ __forceinline__ void tnb_atomic_max(unsigned* p, unsigned v) { atomicMax(p, v); }
+__device__ __forceinline__ void tnb_atomic_max(long long* p, long long v) { atomicMax(p, v); }
+__device__ __forceinline__ void tnb_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void tnb_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void tnb_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void tnb_atomic_add(unsigned* p, unsigned v) { atomicAdd(p, v); }
+__device__ __forceinline__ void tnb_atomic_add(long long* p, long long v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }
+// 16-bit floats: CAS on the aligned 32-bit word that holds the element; add in f32, round once
+__device__ __forceinline__ void tnb_atomic_add16(unsigned short* p, float v, bool bf) {
+  unsigned* w = (unsigned*)((unsigned long long)p & ~3ull);
+  unsigned shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned old = *w, assumed;
+  do { assumed = old;
+       unsigned short h = (unsigned short)(assumed >> shift);
+       float s = (bf ? tnb_b2f(h) : tnb_h2f(h)) + v;
+       unsigned short n = bf ? tnb_f2b(s) : tnb_f2h(s);
+       unsigned nw = (assumed & ~(0xffffu << shift)) | ((unsigned)n << shift);
+       old = atomicCAS(w, assumed, nw); } while (old != assumed);
+}
+
+// tensor cores: D = A * B + D, m16n8k16, f32 accumulators (sm_80+)
+__device__ __forceinline__ unsigned tnb_pack_h2(float lo, float hi) { return (unsigned)tnb_f2h(lo) | ((unsigned)tnb_f2h(hi) << 16); }
+__device__ __forceinline__ unsigned tnb_pack_b2(float lo, float hi) { return (unsigned)tnb_f2b(lo) | ((unsigned)tnb_f2b(hi) << 16); }
+__device__ __forceinline__ void tnb_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void tnb_mma_bf16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif  // TILENB_PRELUDE
+"""

@@ -1,0 +1,396 @@
+"""The CUDA backend: generated CUDA C++, compiled by NVRTC, launched through CuPy.
+
+Guarantees:
+- `run_cuda(kernel, prepared, debug=False)` runs a launch that `tilenb.runtime.launch.prepare`
+  checked. Tensor arguments may be numpy arrays (copied to the GPU; the tensors the kernel
+  writes are copied back in place), CuPy arrays, or any GPU object with
+  `__cuda_array_interface__` or DLPack (torch tensors): those are used in place, without a
+  copy, unless their data pointer is not 16-byte aligned (then through an aligned copy, copied
+  back if written). It returns None and records a `RunReport` in `kernel.last_run`.
+- Compilation is cached by generated source, options and architecture, in memory and on disk
+  (`tilenb.codegen.nvrtc.cache_dir()`): a re-run cell does not recompile.
+- @autotune: at the first call for a shape signature (runtime dims, dtypes, device), every
+  variant the arguments fit is compiled and timed on the real arguments with CUDA events (the
+  tensors the kernel writes are saved first and restored before every run, so the final result
+  is that of exactly one run of the fastest variant). Variants that do not fit the device
+  (shared memory, registers / threads per block) or that the backend cannot compile are skipped
+  with a note. The choice is kept in memory and on disk; the per-variant timings are data in
+  `kernel.timings[signature]` and `kernel.last_run.extra["timings"]`. A text progress line is
+  printed per variant (`PROGRESS = False` silences it).
+- Errors reach the user as `TileError` subclasses (LaunchError, UnsupportedError).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .. import ir
+from ..lang.diagnostics import LaunchError, TileError, UnsupportedError
+from ..types import DTYPES
+
+PROGRESS = True
+TIMING_REPEATS = 5
+_lock = threading.Lock()
+_generated: Dict[int, tuple] = {}        # id(kir) -> (kir, KernelSource)
+_loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, arch) -> cupy RawKernel
+_tuned: Dict[str, dict] = {}
+
+
+def _cupy():
+    try:
+        import cupy  # noqa: PLC0415
+        return cupy
+    except ImportError as e:
+        raise TileError(f"the CUDA backend needs CuPy ({e}); install cupy-cuda12x or cupy-cuda13x, or compile "
+                        f"with backend='cpu'") from None
+
+
+def device_arch() -> str:
+    cp = _cupy()
+    return f"sm_{cp.cuda.Device().compute_capability}"
+
+
+def kernel_source(kernel, kir: ir.KernelIR):
+    """The generated `KernelSource` of one variant (cached per IR object)."""
+    from ..codegen import generate  # noqa: PLC0415
+    with _lock:
+        hit = _generated.get(id(kir))
+    if hit is not None and hit[0] is kir:
+        return hit[1]
+    src = kernel.module.checked.source
+    ks = generate(kir, src.text, src.line_offset)
+    with _lock:
+        _generated[id(kir)] = (kir, ks)
+    return ks
+
+
+def load_kernel(ks, arch: str):
+    """The CuPy RawKernel of a KernelSource for `arch` (compiled once, cached)."""
+    cp = _cupy()
+    from ..codegen.nvrtc import cache_dir, nvrtc_compile  # noqa: PLC0415
+    key = (hashlib.sha256(ks.source.encode()).hexdigest(), arch)
+    with _lock:
+        fn = _loaded.get(key)
+    if fn is not None:
+        return fn
+    cubin = nvrtc_compile(ks.source, arch)
+    path = cache_dir() / "cubin" / f"{key[0]}_{arch}.cubin"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_bytes() != cubin:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(cubin)
+            os.replace(tmp, path)
+        mod = cp.RawModule(path=str(path))
+    except OSError:
+        import tempfile  # noqa: PLC0415
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(cubin)
+        mod = cp.RawModule(path=f.name)
+    fn = mod.get_function(ks.symbol)
+    with _lock:
+        _loaded[key] = fn
+    return fn
+
+
+# ---- arguments -----------------------------------------------------------------------------
+@dataclass
+class _DeviceArgs:
+    args: tuple
+    copy_back: List[tuple]          # (device array, host array view) to copy after the run
+    keep: list                      # objects that must outlive the launch
+    written_ptrs: List[Tuple[int, int]]   # (device pointer, bytes) of every written tensor
+
+
+def _ptr_of(a) -> int:
+    if a.ptr is not None:
+        return int(a.ptr)
+    obj = a.obj
+    if hasattr(obj, "data_ptr"):
+        return int(obj.data_ptr())
+    cp = _cupy()
+    return int(cp.from_dlpack(obj).data.ptr)
+
+
+def _nbytes(a, dt: str) -> int:
+    n = 1
+    for s in a.shape:
+        n *= int(s)
+    return n * DTYPES[dt].itemsize
+
+
+def _device_args(kir: ir.KernelIR, bound, written) -> _DeviceArgs:
+    cp = _cupy()
+    args, back, keep, wptrs = [], [], [], []
+    for p in kir.params:
+        s = p.sym
+        if isinstance(s.type, ir.TensorT):
+            a = bound.tensors[s.name]
+            dt = s.type.dtype
+            nbytes = _nbytes(a, dt)
+            if a.device == "cuda":
+                ptr = _ptr_of(a)
+                if ptr % 16 and nbytes:
+                    tmp = cp.empty(nbytes, dtype=cp.uint8)
+                    cp.cuda.runtime.memcpy(tmp.data.ptr, ptr, nbytes, 3)
+                    keep.append(tmp)
+                    if s.name in written:
+                        back.append(("d2d", tmp, ptr, nbytes))
+                    ptr = tmp.data.ptr
+                keep.append(a.obj)
+            else:
+                host = a.host
+                if s.name in written and a.readonly:
+                    raise LaunchError(f"kernel '{kir.name}': argument '{s.name}' is read-only, but the kernel writes it")
+                hv = host.view(np.uint16) if dt == "bf16" else host
+                dev = cp.asarray(np.ascontiguousarray(hv))
+                keep.append(dev)
+                ptr = dev.data.ptr if dev.size else 0
+                if s.name in written:
+                    back.append(("d2h", dev, hv, nbytes))
+            if s.name in written:
+                wptrs.append((ptr, nbytes))
+            args.append(np.uint64(ptr))
+        else:
+            dt = s.type.dtype
+            v = bound.scalars[s.name]
+            if dt in ("f16", "bf16"):
+                v = np.asarray(v, dtype=DTYPES[dt].numpy).view(np.uint16)[()]
+            else:
+                v = DTYPES[dt].numpy.type(v)
+            args.append(v)
+    for dname in kir.dims:
+        args.append(np.int64(bound.dims[dname]))
+    return _DeviceArgs(tuple(args), back, keep, wptrs)
+
+
+def _copy_back(da: _DeviceArgs):
+    cp = _cupy()
+    for kind, dev, dst, nbytes in da.copy_back:
+        if kind == "d2h":
+            if nbytes:
+                dev.get(out=dst)
+        else:
+            cp.cuda.runtime.memcpy(dst, dev.data.ptr, nbytes, 3)
+
+
+# ---- launching -------------------------------------------------------------------------------
+def _launch(fn, ks, grid, da: _DeviceArgs):
+    cp = _cupy()
+    shared = ks.smem_bytes if ks.dynamic_smem else 0
+    if ks.dynamic_smem and shared > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = shared
+    try:
+        fn(tuple(grid), (ks.threads, 1, 1), da.args, shared_mem=shared)
+    except cp.cuda.driver.CUDADriverError as e:
+        raise LaunchError(f"kernel '{ks.symbol}': the CUDA launch failed: {e}") from None
+
+
+def _fits(fn, ks) -> Optional[str]:
+    """None if the variant can run on this device, else why not."""
+    cp = _cupy()
+    dev = cp.cuda.Device()
+    optin = dev.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)
+    if ks.smem_bytes > (optin if ks.dynamic_smem else 48 * 1024):
+        return f"needs {ks.smem_bytes} bytes of shared memory; the device allows {optin} per block"
+    try:
+        mt = int(fn.max_threads_per_block)
+        regs = int(fn.num_regs)
+    except Exception:  # attribute query unsupported: let the launch decide
+        return None
+    if mt < ks.threads:
+        return (f"uses {regs} registers per thread, so at most {mt} threads fit a CTA; the kernel has "
+                f"@launch({ks.threads})")
+    return None
+
+
+def _signature(kernel, launch, arch: str) -> str:
+    cp = _cupy()
+    try:
+        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        name = "gpu"
+    b = launch.bound
+    dims = ",".join(f"{k}={v}" for k, v in sorted(b.dims.items()))
+    src = hashlib.sha256(kernel.module.checked.source.text.encode()).hexdigest()[:16]
+    return f"{kernel.name}|{src}|{name}|{arch}|{dims}"
+
+
+def _tune_path():
+    from ..codegen.nvrtc import cache_dir  # noqa: PLC0415
+    return cache_dir() / "autotune.json"
+
+
+def _tuned_get(sig: str) -> Optional[dict]:
+    with _lock:
+        if sig in _tuned:
+            return _tuned[sig]
+    try:
+        data = json.loads(_tune_path().read_text())
+        hit = data.get(sig)
+    except (OSError, ValueError):
+        hit = None
+    if hit is not None:
+        with _lock:
+            _tuned[sig] = hit
+    return hit
+
+
+def _tuned_put(sig: str, entry: dict):
+    with _lock:
+        _tuned[sig] = entry
+    p = _tune_path()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[sig] = entry
+        tmp = p.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, p)
+    except OSError:
+        pass
+
+
+def _label(tune: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in tune.items()) or "the only variant"
+
+
+def _say(msg: str):
+    if PROGRESS:
+        print(msg, file=sys.stdout, flush=True)
+
+
+def _time_variant(fn, ks, grid, da, saved, repeats: int) -> float:
+    """Median milliseconds of `repeats` runs, outputs restored before each."""
+    cp = _cupy()
+    times = []
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(repeats):
+        _restore(saved)
+        start.record()
+        _launch(fn, ks, grid, da)
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    times.sort()
+    return float(times[len(times) // 2])
+
+
+def _save(da: _DeviceArgs):
+    cp = _cupy()
+    out = []
+    for ptr, nbytes in da.written_ptrs:
+        if nbytes:
+            buf = cp.empty(nbytes, dtype=cp.uint8)
+            cp.cuda.runtime.memcpy(buf.data.ptr, ptr, nbytes, 3)
+            out.append((ptr, buf, nbytes))
+    return out
+
+
+def _restore(saved):
+    cp = _cupy()
+    for ptr, buf, nbytes in saved:
+        cp.cuda.runtime.memcpy(ptr, buf.data.ptr, nbytes, 3)
+
+
+def run_cuda(kernel, prepared, debug: bool = False):
+    """Run a checked launch on the GPU (see the module docstring). Returns None."""
+    from .launch import RunReport, written_tensors  # noqa: PLC0415
+    cp = _cupy()
+    arch = device_arch()
+    chosen = prepared.chosen
+    cands = (chosen,) if prepared.explicit or len(prepared.candidates) == 1 else tuple(prepared.candidates)
+    written = written_tensors(chosen.kir)
+    da = _device_args(chosen.kir, chosen.bound, written)
+    timings: List[dict] = []
+    note = ""
+    t0 = time.perf_counter()
+    if len(cands) == 1:
+        ks = kernel_source(kernel, chosen.kir)
+        fn = load_kernel(ks, arch)
+        why = _fits(fn, ks)
+        if why:
+            raise LaunchError(f"kernel '{kernel.name}' ({_label(chosen.tune)}) cannot run on this GPU: {why}")
+        run = chosen
+        note = "No @autotune: one variant." if not chosen.tune else (
+            "The call named this variant." if prepared.explicit else "The only @autotune variant that fits.")
+    else:
+        sig = _signature(kernel, chosen, arch)
+        hit = _tuned_get(sig)
+        by_label = {_label(c.tune): c for c in cands}
+        if hit is not None and hit.get("best") in by_label:
+            run = by_label[hit["best"]]
+            timings = list(hit.get("timings", []))
+            note = f"@autotune: {hit['best']} (chosen earlier for these shapes on this device; cached)."
+        else:
+            saved = _save(da)
+            n = len(cands)
+            best, best_ms = None, None
+            for i, c in enumerate(cands):
+                lab = _label(c.tune)
+                entry = {"variant": lab, "tune": dict(c.tune), "ms": None, "note": ""}
+                try:
+                    ks = kernel_source(kernel, c.kir)
+                    fn = load_kernel(ks, arch)
+                    why = _fits(fn, ks)
+                    if why:
+                        entry["note"] = "skipped: " + why
+                    else:
+                        cda = da   # every variant takes the same arguments in the same order
+                        _restore(saved)
+                        _launch(fn, ks, c.grid, cda)      # warm-up (module load, caches)
+                        cp.cuda.Device().synchronize()
+                        ms = _time_variant(fn, ks, c.grid, cda, saved, TIMING_REPEATS)
+                        entry["ms"] = ms
+                        if best_ms is None or ms < best_ms:
+                            best, best_ms = c, ms
+                except (UnsupportedError, LaunchError) as e:
+                    entry["note"] = f"skipped: {e.message}"
+                timings.append(entry)
+                shown = f"{entry['ms']:.4f} ms" if entry["ms"] is not None else entry["note"]
+                _say(f"tilenb autotune {kernel.name} [{i + 1}/{n}] {lab}: {shown}")
+            if best is None:
+                raise LaunchError(f"kernel '{kernel.name}': no @autotune variant can run on this GPU: " +
+                                  "; ".join(f"{t['variant']}: {t['note']}" for t in timings))
+            _restore(saved)
+            run = best
+            _tuned_put(sig, {"best": _label(best.tune), "timings": timings})
+            note = f"@autotune: timed {sum(t['ms'] is not None for t in timings)} variant(s); kept {_label(best.tune)} ({best_ms:.4f} ms)."
+    ks = kernel_source(kernel, run.kir)
+    fn = load_kernel(ks, arch)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    _launch(fn, ks, run.grid, da)
+    end.record()
+    end.synchronize()
+    try:
+        cp.cuda.Device().synchronize()
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
+    ms = cp.cuda.get_elapsed_time(start, end)
+    _copy_back(da)
+    if debug:
+        note += (" debug=True on CUDA: no race or bounds checker runs in the launch; run the program under "
+                 "compute-sanitizer (docs/sanitizer.md), or use backend='cpu' for the checking executor.")
+    ctas = run.grid[0] * run.grid[1] * run.grid[2]
+    extra = {"arch": arch, "smem_bytes": ks.smem_bytes, "kernel_ms": ms, "timings": timings,
+             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0}
+    if timings:
+        if not hasattr(kernel, "timings") or not isinstance(getattr(kernel, "timings", None), dict):
+            kernel.timings = {}
+        kernel.timings[_signature(kernel, chosen, arch)] = timings
+    kernel.last_run = RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
+                                ms / 1e3, debug, extra)
+    return None
