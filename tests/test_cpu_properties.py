@@ -144,3 +144,33 @@ def test_unrolled_loop_equals_plain_loop(n, lo, step, N, seed):
             acc = np.float32(acc + X[0, i] * np.float32(i))
         ref.append(acc)
     np.testing.assert_array_equal(O[0], np.array(ref, np.float32))
+
+
+COPY2D = """
+@autotune(TR in [{tr}], TC in [{tc}])
+@launch(32)
+kernel c(X: tensor<f32>[M, N], Y: tensor<f32>[M, N], r0: i32, c0: i32, cstep: i32) {{
+  let r = r0 + i32(ctx.block.x) * TR
+  let col = c0 + i32(ctx.block.x) * cstep
+  var x = X[r :+ TR, col :+ TC]
+  Y[r :+ TR, col :+ TC] = x + 1.0
+}}
+"""
+
+
+@SETTINGS
+@given(tr=st.integers(1, 9), tc=st.integers(1, 40), M=mult4, N=mult4, r0=st.integers(-12, 12),
+       c0=st.integers(-45, 45), cstep=st.sampled_from([0, 0, 3, -5]), grid=st.integers(1, 6))
+def test_two_dimensional_windows_past_any_edge(tr, tc, M, N, r0, c0, cstep, grid):
+    c = compile_one(COPY2D.format(tr=tr, tc=tc))
+    X = np.arange(M * N, dtype=np.float32).reshape(M, N)
+    Y = np.full((M, N), -1.0, np.float32)
+    c[grid](X, Y, r0, c0, cstep)
+    ref = np.full((M, N), -1.0, np.float32)
+    for b in range(grid):               # windows never overlap along rows (starts TR apart)
+        rows = np.arange(r0 + b * tr, r0 + b * tr + tr)
+        cols = np.arange(c0 + b * cstep, c0 + b * cstep + tc)
+        rows = rows[(rows >= 0) & (rows < M)]
+        cols = cols[(cols >= 0) & (cols < N)]
+        ref[np.ix_(rows, cols)] = X[np.ix_(rows, cols)] + 1
+    np.testing.assert_array_equal(Y, ref)

@@ -147,12 +147,14 @@ def _shaped(a, p):
     return a.reshape((a.shape[0],) + (1,) * p)
 
 
-def _index_arrays(win: Window):
-    """Per base dim an index array broadcastable to (B, *shape), and the in-bounds mask."""
-    p = len(win.shape)
+def _index_arrays(win: Window, upto=None):
+    """Per base dim (the first `upto`) an index array broadcastable to (B, *their tile axes),
+    and the in-bounds mask."""
+    dims = win.lengths if upto is None else win.lengths[:upto]
+    p = sum(1 for n in dims if n is not None)
     idx, valid = [], None
     k = 0
-    for d, n in enumerate(win.lengths):
+    for d, n in enumerate(dims):
         s = _shaped(win.starts[d], p)
         if n is None:
             ix = s
@@ -167,6 +169,38 @@ def _index_arrays(win: Window):
     return idx, valid
 
 
+def _split(win: Window):
+    """(k, slices, trim): base dims k.. can be addressed by basic slicing (the same start in
+    every CTA, inside the bounds); dims ..k-1 need a gather. The last dim may run partly past
+    the bounds: its slice covers the part inside, `trim` = (t0, t1) is that part in window
+    coordinates (None when the whole window is inside)."""
+    sl = []
+    trim = None
+    k = len(win.lengths)
+    while k > 0:
+        d = k - 1
+        s, lo, hi, n = win.starts[d], win.lo[d], win.hi[d], win.lengths[d]
+        if np.ndim(s) or np.ndim(lo) or np.ndim(hi):
+            break
+        s, lo, hi = int(s), int(lo), int(hi)
+        if n is None:
+            if not lo <= s < hi:
+                break
+            sl.append(s)
+        elif lo <= s and s + n <= hi:
+            sl.append(slice(s, s + n))
+        elif d == len(win.lengths) - 1 and max(s, lo) < min(s + n, hi):
+            a, b = max(s, lo), min(s + n, hi)
+            sl.append(slice(a, b))
+            trim = (a - s, b - s)
+        else:
+            break
+        k -= 1
+    if k == len(win.lengths):
+        trim = None
+    return k, tuple(reversed(sl)), trim
+
+
 def _batch_index(nb, p):
     return np.arange(nb, dtype=np.int64).reshape((nb,) + (1,) * p)
 
@@ -177,24 +211,31 @@ def read_window(win: Window, nb: int) -> TileVal:
     p = len(shape)
     ext = base_extents(win.base, win.flat)
     src = base_array(win.base, win.flat)
-    fast = _basic_read(win, ext, src)
-    if fast is not None:
-        data, valid = fast, None
+    k, basic, trim = _split(win)
+    lead = (slice(None),) if win.is_tile else ()
+    if k == 0:                                  # no gather at all
+        data = src[lead + basic]
+        if not win.is_tile:
+            data = data[None]
+    elif any(e == 0 for e in ext):
+        data = np.zeros((1,) + shape, src.dtype)
     else:
-        idx, valid = _index_arrays(win)
-        if any(e == 0 for e in ext):
-            data = np.zeros((1,) + shape, src.dtype)
-        else:
-            cl = tuple(np.clip(ix, 0, e - 1) for ix, e in zip(idx, ext))
-            if win.is_tile:
-                cl = (_batch_index(src.shape[0], p),) + cl
-            data = src[cl]
-            if not valid.all():
-                data = np.where(valid, data, np.zeros((), data.dtype))
-            else:
-                valid = None
-        if data.shape[1:] != shape:
-            data = np.broadcast_to(data, (data.shape[0],) + shape)
+        # gather the leading dims, slice the trailing ones (runs of contiguous elements)
+        idx, valid = _index_arrays(win, k)
+        pp = p - sum(1 for n in win.lengths[k:] if n is not None)
+        cl = tuple(np.clip(ix, 0, e - 1) for ix, e in zip(idx, ext))
+        if win.is_tile:
+            cl = (_batch_index(src.shape[0], pp),) + cl
+        data = src[cl + basic]
+        if not valid.all():
+            valid = valid.reshape(valid.shape + (1,) * (p - pp))
+            data = np.where(valid, data, np.zeros((), data.dtype))
+    if trim is not None:                        # the part of the last dim past the bounds: 0
+        full = np.zeros(data.shape[:-1] + (shape[-1],), data.dtype)
+        full[..., trim[0]:trim[1]] = data
+        data = full
+    if data.shape[1:] != shape:
+        data = np.broadcast_to(data, (data.shape[0],) + shape)
     # the region: the bounds, narrowed by a tile base's own region
     bounds = list(zip(win.lo, win.hi))
     if win.is_tile:
@@ -205,27 +246,6 @@ def read_window(win: Window, nb: int) -> TileVal:
     if win.is_tile and data.shape[0] == 1 and nb > 1:
         data = np.broadcast_to(data, (nb,) + shape)
     return TileVal(data, region)
-
-
-def _basic_read(win: Window, ext, src):
-    """A read needing no gather: every start the same in all CTAs and inside the bounds."""
-    sl = []
-    for d, n in enumerate(win.lengths):
-        s, lo, hi = win.starts[d], win.lo[d], win.hi[d]
-        if np.ndim(s) or np.ndim(lo) or np.ndim(hi):
-            return None
-        s = int(s)
-        if n is None:
-            if not (int(lo) <= s < int(hi)):
-                return None
-            sl.append(s)
-        else:
-            if s < int(lo) or s + n > int(hi):
-                return None
-            sl.append(slice(s, s + n))
-    if win.is_tile:
-        return src[(slice(None),) + tuple(sl)]
-    return src[tuple(sl)][None]
 
 
 def _window_region(win: Window, bounds, nb):
@@ -270,56 +290,58 @@ def write_window(win: Window, value, value_dtype: str, cta: np.ndarray, nb: int)
     shape = win.shape
     p = len(shape)
     ext = base_extents(win.base, win.flat)
-    dst = base_array(win.base, win.flat)
-    vdata = store_cast(np.asarray(tile_data(value, p)), value_dtype, win.dtype)
-    vmask = None
-    if isinstance(value, TileVal):
-        vmask = region_mask(broadcast_region(value.region, value.shape, shape), shape)
-    all_cta = bool(cta.all())
-    if vmask is None and all_cta and _basic_write(win, dst, vdata, shape):
-        return
-    idx, valid = _index_arrays(win)
     if any(e == 0 for e in ext):
         return
+    dst = base_array(win.base, win.flat)
+    vdata = np.asarray(store_cast(np.asarray(tile_data(value, p)), value_dtype, win.dtype))
+    vregion = None
+    if isinstance(value, TileVal) and value.region is not None:
+        vregion = broadcast_region(value.region, value.shape, shape)
+    all_cta = bool(cta.all())
+    k, basic, trim = _split(win)
+    pp = p - sum(1 for n in win.lengths[k:] if n is not None)
+    if k < len(win.lengths) and vregion is not None:
+        # slicing the trailing axes needs the value valid along all of them in every CTA
+        # (along the last one: over the part that is written)
+        lo, hi = vregion
+        need_lo = np.zeros(p - pp, np.int64)
+        need_hi = np.asarray(shape[pp:], np.int64).copy()
+        if trim is not None:
+            need_lo[-1], need_hi[-1] = trim
+        if not (np.all(lo[:, pp:] <= need_lo) and np.all(hi[:, pp:] >= need_hi)):
+            k = len(win.lengths)
+    if k == 0 and (vregion is not None or not all_cta):
+        k = len(win.lengths)                       # masked everywhere: element by element
+    if k == len(win.lengths):
+        basic, trim, pp = (), None, p
+    if trim is not None:
+        if vdata.ndim:
+            vdata = vdata[..., trim[0]:trim[1]]
+        shape = shape[:-1] + (trim[1] - trim[0],)
+    if k == 0:
+        if win.is_tile:
+            dst[(slice(None),) + basic] = vdata
+        else:   # every CTA of the batch writes the same window: the last CTA's value stays
+            dst[basic] = vdata[-1] if vdata.ndim == p + 1 else vdata
+        return
+    # gather positions along the leading dims; the trailing ones (if any) are sliced
+    idx, valid = _index_arrays(win, k)
     mask = valid
-    if vmask is not None:
-        mask = mask & vmask
+    if vregion is not None:
+        vmask = region_mask((vregion[0][:, :pp], vregion[1][:, :pp]), win.shape[:pp])
+        if vmask is not None:
+            mask = mask & vmask
     if not all_cta:
-        mask = mask & cta.reshape((nb,) + (1,) * p)
-    full = (nb,) + shape
+        mask = mask & cta.reshape((nb,) + (1,) * pp)
+    full = (nb,) + shape[:pp]
     mask = np.broadcast_to(mask, full)
     if not mask.any():
         return
     sel = [np.broadcast_to(ix, full)[mask] for ix in idx]
-    vals = np.broadcast_to(vdata, full)[mask]
     if win.is_tile:
-        sel = [np.broadcast_to(_batch_index(nb, p), full)[mask]] + sel
-    dst[tuple(sel)] = vals
-
-
-def _basic_write(win: Window, dst, vdata, shape) -> bool:
-    sl = []
-    for d, n in enumerate(win.lengths):
-        s, lo, hi = win.starts[d], win.lo[d], win.hi[d]
-        if np.ndim(s) or np.ndim(lo) or np.ndim(hi):
-            return False
-        s = int(s)
-        if n is None:
-            if not (int(lo) <= s < int(hi)):
-                return False
-            sl.append(s)
-        else:
-            if s < int(lo) or s + n > int(hi):
-                return False
-            sl.append(slice(s, s + n))
-    if win.is_tile:
-        dst[(slice(None),) + tuple(sl)] = vdata
-        return True
-    # every CTA of the batch writes the same window: the last CTA's value stays (any order may)
-    if np.ndim(vdata) == len(shape) + 1:
-        vdata = vdata[-1]
-    dst[tuple(sl)] = vdata
-    return True
+        sel = [np.broadcast_to(_batch_index(nb, pp), full)[mask]] + sel
+    vals = np.broadcast_to(vdata, (nb,) + shape)[mask]
+    dst[tuple(sel) + basic] = vals
 
 
 class ElementAddress:
