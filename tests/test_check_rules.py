@@ -990,3 +990,15 @@ def test_variant_errors_name_the_variant():
       X[0 :+ 4, :] = a + b
     }
     """, TileShapeError, 5, 18, "(in the variant C=32)")
+
+
+def test_function_body_may_not_redeclare_a_parameter():
+    fails("""
+    fn f(t) {
+      let t = 1.0
+    }
+    kernel k(X: tensor<f32>[N]) {
+      var a = 1.0
+      f(a)
+    }
+    """, TileNameError, 2, 3, "'t' is a parameter of function 'f'")

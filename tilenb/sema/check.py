@@ -697,6 +697,8 @@ class _KernelChecker:
         prior = env.lookup(name)
         if isinstance(prior, _Tune):
             self.fail(TileNameError, f"'{name}' is an @autotune name; choose another", span)
+        if isinstance(prior, _MacroArg) and self.call_stack and prior.fn == self.call_stack[-1]:
+            self.fail(TileNameError, f"'{name}' is a parameter of function '{prior.fn}'; choose another name", span)
         if isinstance(prior, ir.Sym) and prior.kind in ("tensor", "dim", "scalar_param"):
             self.fail(TileNameError, f"'{name}' is a kernel {'parameter' if prior.kind != 'dim' else 'dimension'}; choose another name", span)
         scope_names[name] = span.line
@@ -867,6 +869,7 @@ class _KernelChecker:
             combined, opdt = self.binary_types(s.op, target, value, s.span)
             if isinstance(value, _Lit):
                 value = self.fit_const(value, opdt, s.value.span)
+            value = self.typed_const_operand(value, target, opdt)
             if isinstance(ttype, ir.TileT) and isinstance(combined, ir.TileT) and not _fits(combined.shape, ttype.shape):
                 self.fail(TileShapeError, f"'{self.text(s.value)}' of shape {_shape_str(combined.shape)} does not fit the target of shape {_shape_str(ttype.shape)}", s.value.span)
             self.coerce(ir.Binary(s.op, target, value, combined, s.span), ttype, s.value.span)
@@ -921,6 +924,10 @@ class _KernelChecker:
             ok = False
         if s.var in B.all_names() or s.var == "ctx" or s.var in B.CONSTANTS:
             self.err(TileNameError, f"'{s.var}' is a built-in name; choose another loop variable", s.span)
+            raise _Abort()
+        prior = env.lookup(s.var)
+        if isinstance(prior, _MacroArg) and self.call_stack and prior.fn == self.call_stack[-1]:
+            self.err(TileNameError, f"'{s.var}' is a parameter of function '{prior.fn}'; choose another loop variable", s.span)
             raise _Abort()
         var = self.new_sym(s.var, "loop", ir.ScalarT("index"), s.span)
         self.sym_uni[id(var)] = max(u, self.control_level())
@@ -1273,6 +1280,7 @@ class _KernelChecker:
             a = self.fit_const(a, opdt, span)
         elif lb and not la:
             b = self.fit_const(b, opdt, span)
+        a, b = self.typed_const_operand(a, b, opdt), self.typed_const_operand(b, a, opdt)
         if op in ("<<", ">>") and isinstance(b, ir.Const) and not isinstance(b, _Lit):
             bits = T.DTYPES[opdt].bits
             if not 0 <= b.value < bits:
@@ -1282,6 +1290,17 @@ class _KernelChecker:
             if folded is not None:
                 return folded
         return ir.Binary(op, a, b, t, span)
+
+    @staticmethod
+    def typed_const_operand(x, other, opdt):
+        """A typed constant (say f64(0.1)) next to a value whose arithmetic type is narrower
+        (an f32) decides the operand type itself. The backends take a `Const` operand to have
+        adapted to the other side, as literals do, so such a constant is given as a conversion."""
+        if (isinstance(x, ir.Const) and not isinstance(x, _Lit) and not isinstance(other, ir.Const)
+                and isinstance(x.type, ir.ScalarT) and opdt != "bool"
+                and T.compute_type(other.type.dtype) != opdt):
+            return ir.Convert(x, ir.ScalarT(opdt), x.span)
+        return x
 
     def fold_binary(self, op, a, b, t, opdt, span):
         """Fold an operator on two constants. Open literals fold exactly and stay open; typed
@@ -1591,9 +1610,7 @@ class _KernelChecker:
             x = args[0]
             if x.type.dtype == "bool":
                 self.fail(TileTypeError, f"cannot convert a bool to {f}; bool converts to and from nothing (use where(c, 1, 0))", e.span)
-            if isinstance(x, ir.Const):
-                if isinstance(x, _Lit) and T.DTYPES[f].is_float:
-                    return self.fit_const(x, f, e.span)
+            if isinstance(x, ir.Const):  # a conversion call converts, even a literal that does not fit
                 return ir.Const(_convert_const(x.value, f), ir.ScalarT(f), e.span)
             return ir.Convert(x, self.with_dtype(x.type, f), e.span)
         if f in B.UNARY_MATH:
