@@ -3,7 +3,6 @@ threads with no barrier() between them, per-thread element accesses out of bound
 that some threads never reach. Each error names the kernel, the line, the threads and the
 element; a correct kernel stays quiet and computes the same result as without debug.
 """
-import re
 import textwrap
 
 import numpy as np

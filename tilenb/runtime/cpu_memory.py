@@ -439,15 +439,14 @@ def write_element(addr: ElementAddress, value, act, nb, nthreads, uniform: bool)
     src = base_array(addr.base, addr.flat)
     if uniform:
         # every active thread of a CTA writes the same value to the same element: once per CTA
+        def one(a):
+            return a if a is None or np.ndim(a) == 0 else np.asarray(a)[:, :1]
         act = np.asarray(act)
         if act.ndim == 2 and act.shape[1] > 1:
             act = act.any(axis=1, keepdims=True)
         nthreads = 1
-        value = np.asarray(value)
-        value = value if value.ndim == 0 else value[:, :1]
-        addr = ElementAddress(addr.base, addr.flat,
-                              [ix if np.ndim(ix) == 0 else np.asarray(ix)[:, :1] for ix in addr.index],
-                              None if addr.inside is None else (addr.inside if np.ndim(addr.inside) == 0 else np.asarray(addr.inside)[:, :1]),
+        value = one(np.asarray(value))
+        addr = ElementAddress(addr.base, addr.flat, [one(ix) for ix in addr.index], one(addr.inside),
                               addr.name, addr.view)
     idx, vals, cta_ids, _ = lanes_of(addr, value, act, nb, nthreads)
     if len(vals) == 0:
