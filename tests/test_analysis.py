@@ -419,3 +419,23 @@ def _assert_no_overlap(a):
         for y in sh[i + 1:]:
             if x.start <= y.end and y.start <= x.end:
                 assert x.offset + x.bytes <= y.offset or y.offset + y.bytes <= x.offset, (x.name, y.name)
+
+
+def test_statements_touching_a_register_tile_share_one_vector_width():
+    # the store's start column 1 only allows scalars; acc is held in registers by one partition
+    # for its whole life, so its fill and its update take width 1 too, and x (copied in 4 at a
+    # time) changes threads before the update: a barrier
+    k = compile1("""
+@registers(acc)
+@launch(64)
+kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 65]) {
+  var acc: tile<f32>[8, 64] = 0.0
+  var x = X[ctx.block.x * 8 :+ 8, :]
+  acc = acc + x
+  Y[ctx.block.x * 8 :+ 8, 1 :+ 64] = acc
+}""")
+    a = k.analysis()
+    assert a.tile("acc").space == "registers"
+    widths = {sp.line: sp.vector_width for sp in a.statements if sp.kind == "tile"}
+    assert widths == {4: 1, 5: 4, 6: 1, 7: 1}
+    assert [(b.line, b.tile) for b in a.barriers] == [(6, "x")]

@@ -242,7 +242,11 @@ class _Placer:
             if new_head.same(head):
                 break
             head = new_head
-        exit_state = self._apply(p, head.copy()) if is_while else head
+        if _runs_at_least_once(s) and end is not None:
+            # constant bounds with lo < hi: the loop is left after a turn, never straight from entry
+            exit_state = _join([end] + frame["continues"])
+        else:
+            exit_state = self._apply(p, head.copy()) if is_while else head
         return _join([exit_state] + frame["breaks"])
 
     def _apply(self, p: int, state: _State) -> _State:
@@ -384,6 +388,11 @@ def _why(earlier: _Effect, later: _Effect, same_tile: bool) -> str:
         return (f"the vector width changes from {earlier.plan.vector_width} to {later.plan.vector_width}, "
                 f"so elements change threads")
     return "the two statements give these elements to different threads (different windows, shapes or a transpose)"
+
+
+def _runs_at_least_once(s) -> bool:
+    return (isinstance(s, ir.For) and isinstance(s.lo, ir.Const) and isinstance(s.hi, ir.Const)
+            and isinstance(s.lo.value, int) and isinstance(s.hi.value, int) and s.lo.value < s.hi.value)
 
 
 def _transposed(a: Access) -> bool:

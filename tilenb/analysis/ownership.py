@@ -37,7 +37,7 @@ for global-memory addresses).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import gcd
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -392,7 +392,10 @@ class _Planner:
     def _tile_plan(self, p, s, shape, acc, what) -> StatementPlan:
         cons = []
         for a in acc:
-            if a.mode != "partition" or a.space == "registers":
+            if a.mode != "partition":
+                continue
+            if a.space == "registers":       # no alignment question, but still <= 16 bytes a chunk
+                cons.append((a.elem_bytes, 0))
                 continue
             if a.broadcast_along_row and shape[1] > 1:
                 continue
@@ -452,9 +455,39 @@ def _describe(value, target: str, store_into: Optional[str]) -> str:
 
 def statement_plans(kir: ir.KernelIR, lt: Lifetimes, extents: Optional[Dict[str, int]] = None
                     ) -> Tuple[StatementPlan, ...]:
-    """One StatementPlan per statement, indexed by position (pre-order, as `lt.positions`)."""
+    """One StatementPlan per statement, indexed by position (pre-order, as `lt.positions`).
+
+    Every statement that touches a tile held in registers gets the same vector width as every
+    other statement touching it (the smallest of their widths; a smaller power of two keeps all
+    the width conditions), so a register tile has one partition: thread t holds chunks t, t + T,
+    ... at that width for its whole life."""
     pl = _Planner(kir, lt, dict(extents or {}))
-    return tuple(pl.plan(p, s) for p, s in lt.positions)
+    plans = [pl.plan(p, s) for p, s in lt.positions]
+    # group statements linked through register tiles (union-find over tile ids)
+    parent: Dict[int, int] = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    users: Dict[int, List[int]] = {}
+    for i, sp in enumerate(plans):
+        regs = [id(a.storage) for a in sp.accesses if sp.kind == "tile" and a.space == "registers"]
+        for r in regs:
+            users.setdefault(r, []).append(i)
+            parent[find(r)] = find(regs[0])
+    width: Dict[int, int] = {}
+    for r, idx in users.items():
+        root = find(r)
+        for i in idx:
+            width[root] = min(width.get(root, plans[i].vector_width), plans[i].vector_width)
+    for r, idx in users.items():
+        for i in idx:
+            w = width[find(r)]
+            if plans[i].vector_width != w:
+                plans[i] = replace(plans[i], vector_width=w)
+    return tuple(plans)
 
 
 # ---- control uniformity (where a compiler barrier may go) ----------------------------------------
