@@ -82,9 +82,12 @@ def test_barrier_text_puts_each_mark_before_its_line():
 def test_mimebundle_has_every_kernel_free_rendering():
     for w in demo(["threads", "lifetimes", "barriers"]):
         data, meta = w._repr_mimebundle_()
-        assert set(data) >= {"text/plain", "text/html", "image/png", "application/vnd.jupyter.widget-view+json"}
+        assert set(data) >= {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}
         assert data["text/plain"] == repr(w)
-        assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+        if w._name in render.PICTURES:
+            assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+        else:
+            assert "image/png" not in data          # a listing: its text is its picture
         assert meta["tilenb"]["view"] == w._name
 
 
@@ -112,7 +115,8 @@ def test_views_render_with_no_data_at_all():
     for name, cls in VIEWS.items():
         w = cls(kernel="empty")
         assert repr(w).strip()
-        assert render.png(name, w.state())[:4] == b"\x89PNG"
+        if name in render.PICTURES:
+            assert render.png(name, w.state())[:4] == b"\x89PNG"
         assert "tilenb-root" in render.html(name, w.state())
 
 
@@ -233,3 +237,46 @@ def test_line_numbers_inside_texts_are_the_cells_lines():
             n = int(text.split()[2].rstrip(":"))
             src = RMS_NORM_SOURCE.splitlines()[cuda.origin[i] - 1].strip()
             assert n == cuda.origin[i] + 1 and text.endswith(src)
+
+
+def _notebook_with(views_, with_state):
+    nbformat = pytest.importorskip("nbformat")
+    from tilenb.notebook.export import WIDGET_STATE, WIDGET_VIEW
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show()")
+    state = {}
+    for w in views_:
+        data, meta = w._repr_mimebundle_()
+        data = {k: (v if isinstance(v, (str, dict)) else __import__("base64").b64encode(v).decode())
+                for k, v in data.items()}
+        cell.outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=meta))
+        state[data[WIDGET_VIEW]["model_id"]] = {"model_name": "AnyModel", "state": {"layout": "IPY_MODEL_L" + w.model_id}}
+        state["L" + w.model_id] = {"model_name": "LayoutModel", "state": {}}
+    nb.cells.append(cell)
+    if with_state:
+        nb.metadata["widgets"] = {WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    return nb
+
+
+def test_nbconvert_draws_the_inlined_views_when_no_widget_state_was_saved():
+    """JupyterLab saves no widget state by default: nbconvert then takes each view's HTML."""
+    exporter = pytest.importorskip("nbconvert").HTMLExporter()
+    page, _ = exporter.from_notebook_node(_notebook_with(demo(), with_state=False))
+    assert page.count('class="tilenb-static"') == 3
+    assert "application/vnd.jupyter.widget-view+json" not in page.split("<body")[1]
+
+
+def test_export_strips_the_live_part_and_state_of_tilenb_views_only():
+    from tilenb.notebook.export import WIDGET_VIEW, strip_live_views, to_html
+    pytest.importorskip("nbconvert")
+    nb = _notebook_with(demo(), with_state=True)
+    nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]["other"] = {"model_name": "IntSliderModel"}
+    page = to_html(nb)
+    assert page.count('class="tilenb-static"') == 3 and "IntSliderModel" in page
+    assert WIDGET_VIEW in nb.cells[0].outputs[0]["data"]          # to_html copies the notebook
+    assert strip_live_views(nb) == 3
+    assert list(nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]) == ["other"]
+    nb2 = _notebook_with(demo(["threads"]), with_state=True)
+    strip_live_views(nb2)
+    assert "widgets" not in nb2.metadata              # nothing left: no widget manager is loaded at all
+    assert "unpkg.com" not in to_html(nb2)

@@ -12,7 +12,7 @@ own (cell lines, and "In[3]:7" for functions brought in from earlier cells).
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from ..lang.diagnostics import TileError
 from . import hardware

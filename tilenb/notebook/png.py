@@ -1,4 +1,5 @@
-"""Static PNG pictures of the views, for frontends that show no HTML (matplotlib, Agg).
+"""Static PNG pictures of the views that are pictures (thread map, ruler, timing), for
+frontends that show no HTML (matplotlib, Agg).
 
 Guarantees: `draw(name, state)` returns PNG bytes for any traits the widget accepts (empty
 lists included) without touching pyplot's global figure list, so it is safe inside a kernel
@@ -38,7 +39,7 @@ def _png(fig: Figure) -> bytes:
 
 
 def _text_figure(title: str, rows, marks=()) -> bytes:
-    """A code listing: rows of (label, text); marks: indices of rows drawn as barrier marks."""
+    """A few lines of text: rows of (label, text); marks: indices of rows drawn as marks."""
     n = max(1, len(rows))
     fig = Figure(figsize=(9, 0.5 + 0.2 * n))
     ax = fig.add_axes((0, 0, 1, 1))
@@ -115,29 +116,6 @@ def _ruler(s) -> bytes:
     return _png(fig)
 
 
-def _barriers(s) -> bytes:
-    bars = s.get("barriers") or []
-    before, after = {}, {}
-    for b in bars:
-        (after if b.get("where") == "after" else before).setdefault(int(b["line"]), []).append(b)
-    rows, marks = [], set()
-    labels = _labels(s)
-
-    def mark(b):
-        marks.add(len(rows))
-        tile = f" ({b['tile']})" if b.get("tile") else ""
-        reason = b.get("reason", "")
-        reason = reason if len(reason) <= 110 else reason[:107] + "..."
-        rows.append(("", f"barrier {b.get('where') or 'before'} line {labels.get(int(b['line']), b['line'])}{tile}: {reason}"))
-    for line, label, text in s.get("lines") or []:
-        for b in before.get(int(line), []):
-            mark(b)
-        rows.append((str(label), text))
-        for b in after.get(int(line), []):
-            mark(b)
-    return _text_figure(f"Barriers of {s.get('kernel')}: {len(bars)}", rows, marks)
-
-
 def _timing(s) -> bytes:
     tm = s.get("timing") or {}
     if tm.get("backend") != "cuda" or not tm.get("kernel_ms"):
@@ -171,18 +149,7 @@ def _timing(s) -> bytes:
     return _png(fig)
 
 
-def _cuda(s) -> bytes:
-    code = ["".join(t for _, t in line) for line in s.get("cuda") or []]
-    limit = 80
-    rows = [(str(i + 1), t) for i, t in enumerate(code[:limit])]
-    if len(code) > limit:
-        rows.append(("", f"... {len(code) - limit} more lines"))
-    if not rows:
-        rows = [("", s.get("note") or "no CUDA source")]
-    return _text_figure(f"Generated CUDA of {s.get('kernel')}", rows)
-
-
-_DRAW = {"threadmap": _threadmap, "ruler": _ruler, "barriers": _barriers, "timing": _timing, "cuda": _cuda}
+_DRAW = {"threadmap": _threadmap, "ruler": _ruler, "timing": _timing}
 
 
 def draw(name: str, state: dict) -> bytes:

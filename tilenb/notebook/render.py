@@ -8,7 +8,8 @@ Guarantees:
 - `html(name, state)` needs no network and no kernel: it carries the widget's ES module, its
   CSS and its traits inline, starts the module's `render` with a read-only model, and shows the
   text summary until (or if) the script cannot run. It has no `</script` inside a script.
-- `png(name, state)` is PNG bytes drawn with matplotlib, or None without matplotlib.
+- `png(name, state)` is PNG bytes drawn with matplotlib for the views that are pictures
+  (thread map, ruler, timing), or None (the listings, or no matplotlib).
 """
 from __future__ import annotations
 
@@ -314,8 +315,16 @@ def html(name: str, state: dict) -> str:
             f"<script>{_BOOT}</script></div>")
 
 
+# Views that are pictures get a PNG; the listings (barriers, CUDA) are text, and their
+# text/plain is already their static form (a PNG of 250 lines of code costs 1.5 s and 200 KB).
+PICTURES = ("threadmap", "ruler", "timing")
+
+
 def png(name: str, state: dict) -> Optional[bytes]:
-    """The view as a PNG image (bytes), or None where matplotlib is not installed."""
+    """The view as a PNG image (bytes); None for the listings (see PICTURES) and where
+    matplotlib is not installed."""
+    if name not in PICTURES:
+        return None
     try:
         from . import png as _png
     except ImportError:

@@ -6,8 +6,9 @@ front end reads the traits listed here and nothing more. Guarantees for every vi
 - live in Jupyter: the anywidget front end runs the module with these traits;
 - without a kernel (HTML exported by nbconvert, a plain frontend, nbval): `_repr_mimebundle_`
   also gives `text/html` (the same module and traits inlined in the page: no network needed),
-  a deterministic `text/plain` summary (no memory addresses, no times unless measured), and an
-  `image/png` drawn with matplotlib where matplotlib is installed;
+  a deterministic `text/plain` summary (no memory addresses, no times unless measured), and,
+  for the pictures (thread map, ruler, timing), an `image/png` drawn with matplotlib where it
+  is installed (the listings, barriers and CUDA, are their text);
 - `repr(view)` is that text summary.
 
 Lines: every `line` in the traits is a line of the compiled source; `lines` maps the ones
