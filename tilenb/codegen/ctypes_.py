@@ -84,12 +84,6 @@ def literal(value, dt: str) -> str:
     return f"{v % (1 << bits)}u"
 
 
-_F2I = {  # float (f32 family) / f64 -> integer type: truncate, saturate, NaN -> 0
-    "i8": ("tnb_f2i8", "tnb_d2i8"), "i32": ("__float2int_rz", "__double2int_rz"),
-    "i64": ("__float2ll_rz", "__double2ll_rz"), "index": ("__float2ll_rz", "__double2ll_rz"),
-    "u8": ("tnb_f2u8", "tnb_d2u8"), "u16": ("tnb_f2u16", "tnb_d2u16"),
-    "u32": ("__float2uint_rz", "__double2uint_rz"),
-}
 _I2I = {"i8": "(int)(signed char)", "i32": "(int)", "i64": "(long long)", "index": "(long long)",
         "u8": "(unsigned)(unsigned char)", "u16": "(unsigned)(unsigned short)", "u32": "(unsigned)"}
 
@@ -114,8 +108,10 @@ def convert(v: str, src: str, dst: str) -> str:
     if dst == "bool" or src == "bool":
         raise ValueError(f"no conversion between {src} and {dst}")
     if DTYPES[src].is_float:
-        f = _F2I[dst][1 if src == "f64" else 0]
-        return f"{f}({v})"
+        # truncate toward zero, saturate, NaN -> 0 (prelude helpers tnb_f2i32, tnb_d2u8, ...)
+        fn = ("tnb_d2" if src == "f64" else "tnb_f2") + {"i8": "i8", "i32": "i32", "i64": "i64", "index": "i64",
+                                                          "u8": "u8", "u16": "u16", "u32": "u32"}[dst]
+        return f"{fn}({v})"
     if VALUE_C[src] == VALUE_C[dst] and dst not in ("i8", "u8", "u16"):
         return v
     return f"{_I2I[dst]}({v})"

@@ -364,8 +364,22 @@ class _Gen:
             if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in regs:
                 if isinstance(s.value, ir.Dot) or any(isinstance(x, ir.Dot) for x in ir.walk_expr(s.value)):
                     accs.setdefault(id(s.target.sym), []).append(s)
+        # the statements that use each register tile (beyond its declaration), with their widths
+        users: Dict[int, List[int]] = {}
+        for s in ir.walk_stmts(self.kir.body):
+            if not is_tile_stmt(s) or isinstance(s, ir.Barrier):
+                continue
+            if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
+                continue
+            touched = {id(x.sym) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, ir.Ref)}
+            for k in regs & touched:
+                users.setdefault(k, []).append(self.plan.vec.get(id(s), 1))
         for k, (sym, v) in decl_vec.items():
             R, Cc = shape2(sym.type.shape)
+            if users.get(k):
+                # the width its users share, so their shared-memory operands keep the partition
+                widths = users[k]
+                v = max(set(widths), key=widths.count)
             lst = accs.get(k, [])
             if lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
                 self.layouts[k] = MmaLayout(R, Cc, self.T // 32)
@@ -1368,10 +1382,10 @@ class _Gen:
                 idx = at.i * domain[1] + at.j if _is_int(at.i) and _is_int(at.j) else f"({at.i}) * {domain[1]} + ({at.j})"
                 self.emit(f"{tv.cname}[{idx}] = {C.store_bits(val, vdt, tv.dtype)};")
 
-        self.run_sweep(s, domain, lay, V, value, write, None, two_phase)
-        for x, suf in zip(vr, ("r0", "r1", "c0", "c1")):
-            if str(x) != f"{tv.cname}_{suf}":
-                pass
+        vt = None
+        if tv.space == "shared":
+            vt = (tv.cname, lambda i, j: f"({i}) * {domain[1]} + ({j})", tv.dtype, None)
+        self.run_sweep(s, domain, lay, V, value, write, None, two_phase, vt)
         self.emit(f"{tv.cname}_r0 = {vr[0]}; {tv.cname}_r1 = {vr[1]}; {tv.cname}_c0 = {vr[2]}; {tv.cname}_c1 = {vr[3]};")
 
     def assign_window(self, s, loc: Loc, target, value):
@@ -1391,9 +1405,35 @@ class _Gen:
             idx = loc.index(at.i, at.j)
             self.emit(f"{loc.ptr}[{idx}] = {C.store_bits(val, vdt, loc.dtype)};")
 
-        self.run_sweep(s, domain, lay, V, value, write, mask, two_phase)
+        vt = (loc.ptr, loc.index, loc.dtype, mask) if self.row_contiguous(loc) else None
+        self.run_sweep(s, domain, lay, V, value, write, mask, two_phase, vt)
 
-    def run_sweep(self, s, domain, lay, V, value, write, mask: Optional[Region], two_phase: bool):
+    def off_partition(self, s, lay, V) -> bool:
+        """A statement that touches shared tiles by the partition but iterates over a register
+        layout other than the partition at its planned width: the analysis' barriers assume the
+        partition, so the generator fences this statement on both sides itself."""
+        if lay is None or self.plan.source != "analysis" or id(s) not in self.plan.shared_partition:
+            return False
+        if isinstance(lay, ChunkLayout) and lay.V == self.plan.vec.get(id(s), lay.V):
+            return False
+        return True
+
+    def run_sweep(self, s, domain, lay, V, value, write, mask: Optional[Region], two_phase: bool, vt=None):
+        fence = self.off_partition(s, lay, V)
+        if fence:
+            self.emit("__syncthreads();  // codegen-internal: this statement follows a register layout, not the partition "
+                      "the barrier analysis assumes for its shared-memory operands")
+        if (vt is not None and lay is None and not two_phase and V > 1 and self.plan.source == "analysis"
+                and not self.coop_reduces(value, domain, V, lay)
+                and C.itemsize(vt[2]) * V in (4, 8, 16)):
+            self.prepare_regions(value)
+            self.vector_sweep(domain, V, value, vt)
+        else:
+            self._run_sweep(s, domain, lay, V, value, write, mask, two_phase)
+        if fence:
+            self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
+
+    def _run_sweep(self, s, domain, lay, V, value, write, mask: Optional[Region], two_phase: bool):
         vdt = value.type.dtype
         # uniform values every element needs: regions of the operands
         self.prepare_regions(value)
@@ -1429,6 +1469,122 @@ class _Gen:
             v = self.elem_value(value, at)
             write(at, v, vdt)
         self.sweep(domain, lay, V, body, mask=mask)
+
+    def row_contiguous(self, loc: Loc) -> bool:
+        """The window's columns are consecutive elements of its base (vector accesses possible)."""
+        return bool(loc.entries) and loc.entries[-1][0] == "rng"
+
+    def vector_leaves(self, value, domain):
+        """Tile reads at the sweep's own coordinates whose chunk of V elements is contiguous."""
+        out = []
+
+        def visit(e, ident):
+            if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
+                if ident:
+                    loc = self.loc_of(e)
+                    if loc is not None and self.row_contiguous(loc) and shape2(loc.shape) == tuple(domain):
+                        out.append((e, loc))
+                return
+            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+                return
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
+        if isinstance(value.type, ir.TileT):
+            visit(value, True)
+        return out
+
+    def vector_sweep(self, domain, V, value, vt):
+        """The partition at width V with 4/8/16-byte vector loads and stores: the analysis chose V
+        so that every contiguous operand's chunk starts on a multiple of V elements (tensors are
+        16-byte aligned at their base, the launch guarantees it; tiles are 16-byte aligned).
+        A chunk that crosses a tensor's edge or the valid region falls back to element accesses."""
+        R, Cc = domain
+        nch = R * Cc // V
+        k = self.new("k")
+        vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
+        self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole")
+        self.emit(f"for (int {k} = tnb_tid; {k} < {nch}; {k} += {self.T}) {{")
+        self.ind += 1
+        per_row = Cc // V
+        i, j0 = self.new("i"), self.new("j")
+        if R == 1:
+            self.emit(f"const int {i} = 0, {j0} = {k} * {V};")
+        else:
+            self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
+        saved = dict(self.pre)
+        seen = {}
+        for e, loc in self.vector_leaves(value, domain):
+            if loc.key in seen:
+                self.pre[id(e)] = seen[loc.key]
+                continue
+            nbytes = C.itemsize(loc.dtype) * V
+            if nbytes not in vtypes:
+                continue
+            buf = self.new("vin")
+            st = C.STORE_C[loc.dtype]
+            b = self.loc_bounds(loc, False) if loc.kind == "shared" else self.region(e)
+            self.emit(f"__align__(16) {st} {buf}[{V}];")
+            whole = self.chunk_inside(b, i, j0, V, domain)
+            load = f"*({vtypes[nbytes]}*){buf} = *(const {vtypes[nbytes]}*)({loc.ptr} + {loc.index(i, j0)});"
+            if whole is True:
+                self.emit(load)
+            else:
+                v = self.new("v")
+                cond = self.in_region(b, i, f"{j0} + {v}", domain)
+                elem = f"{loc.ptr}[{loc.index(i, f'{j0} + {v}')}]"
+                zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
+                self.emit(f"if ({whole}) {load}")
+                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({cond}) ? {elem} : ({st}){zero};")
+            seen[loc.key] = buf
+            self.pre[id(e)] = buf
+        vv = self.new("v")
+        bufs = {x: self.pre[x] for x in self.pre if x not in saved}
+        optr, oindex, odt, omask = vt
+        out = self.new("vout")
+        ost = C.STORE_C[odt]
+        self.emit(f"__align__(16) {ost} {out}[{V}];")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {vv} = 0; {vv} < {V}; ++{vv}) {{")
+        self.ind += 1
+        j = self.new("j")
+        self.emit(f"const int {j} = {j0} + {vv};")
+        for x, buf in bufs.items():
+            self.pre[x] = None  # placeholder, set below per leaf dtype
+        for e, loc in self.vector_leaves(value, domain):
+            if id(e) in bufs:
+                self.pre[id(e)] = C.load_value(f"{bufs[id(e)]}[{vv}]", loc.dtype)
+        val = self.elem_value(value, At(i, j, None, None, True))
+        self.emit(f"{out}[{vv}] = {C.store_bits(val, value.type.dtype, odt)};")
+        self.ind -= 1
+        self.emit("}")
+        self.pre = saved
+        nbytes = C.itemsize(odt) * V
+        store = f"*({vtypes[nbytes]}*)({optr} + {oindex(i, j0)}) = *(const {vtypes[nbytes]}*){out};"
+        whole = self.chunk_inside(omask, i, j0, V, domain) if omask is not None else True
+        if whole is True:
+            self.emit(store)
+        else:
+            v = self.new("v")
+            cond = self.in_region(omask, i, f"{j0} + {v}", domain)
+            self.emit(f"if ({whole}) {store}")
+            self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) if ({cond}) {optr}[{oindex(i, f'{j0} + {v}')}] = {out}[{v}];")
+        self.ind -= 1
+        self.emit("}")
+
+    def chunk_inside(self, rg: Region, i, j0, V, domain):
+        """C condition (or True) that elements (i, j0 .. j0 + V - 1) all lie in region rg."""
+        R, Cc = domain
+        conds = []
+        if not (_is_int(rg[0]) and rg[0] <= 0):
+            conds.append(f"{i} >= {rg[0]}")
+        if not (_is_int(rg[1]) and rg[1] >= R):
+            conds.append(f"{i} < {rg[1]}")
+        if not (_is_int(rg[2]) and rg[2] <= 0):
+            conds.append(f"{j0} >= {rg[2]}")
+        if not (_is_int(rg[3]) and rg[3] >= Cc):
+            conds.append(f"{j0} + {V} <= {rg[3]}")
+        return " && ".join(conds) if conds else True
 
     def elem_value(self, value, at):
         if not isinstance(value.type, ir.TileT):

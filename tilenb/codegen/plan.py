@@ -151,6 +151,7 @@ class Plan:
     uni: Uniformity
     source: str                              # "analysis" or "codegen's conservative rule"
     notes: List[str] = field(default_factory=list)
+    shared_partition: set = field(default_factory=set)   # id(Stmt) reading/writing shared tiles by the partition
 
 
 def vec_width(shape: Tuple[int, ...], dtypes) -> int:
@@ -221,11 +222,14 @@ def _plan_from_analysis(kir, an, positions, uni) -> Plan:
     for b in an.barriers:
         barriers.setdefault(b.position, []).append(BarrierSpec(b.position, b.where, str(b.tile), str(b.reason)))
     vec = {}
+    shared_partition = set()
     for sp in an.statements:
         if sp.kind == "tile":
             vec[id(sp.stmt)] = int(sp.vector_width)
+            if any(a.mode == "partition" and a.space == "shared" for a in sp.accesses):
+                shared_partition.add(id(sp.stmt))
     notes = list(getattr(an, "notes", ()) or ())
-    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes)
+    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition)
 
 
 def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:

@@ -42,13 +42,20 @@ __device__ __forceinline__ tnb_bf16 tnb_d2b(double d) { return tnb_f2b(tnb_d2f_o
 __device__ __forceinline__ float tnb_rh(float f) { return tnb_h2f(tnb_f2h(f)); }
 __device__ __forceinline__ float tnb_rb(float f) { return tnb_b2f(tnb_f2b(f)); }
 
-// float -> int: truncate toward zero, saturate, NaN -> 0 (PTX cvt.rzi semantics)
-__device__ __forceinline__ int tnb_f2i8(float f) { int v = __float2int_rz(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
-__device__ __forceinline__ int tnb_d2i8(double f) { int v = __double2int_rz(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
-__device__ __forceinline__ unsigned tnb_f2u8(float f) { unsigned v = __float2uint_rz(f); return v > 255u ? 255u : v; }
-__device__ __forceinline__ unsigned tnb_d2u8(double f) { unsigned v = __double2uint_rz(f); return v > 255u ? 255u : v; }
-__device__ __forceinline__ unsigned tnb_f2u16(float f) { unsigned v = __float2uint_rz(f); return v > 65535u ? 65535u : v; }
-__device__ __forceinline__ unsigned tnb_d2u16(double f) { unsigned v = __double2uint_rz(f); return v > 65535u ? 65535u : v; }
+// float -> int: truncate toward zero, saturate, NaN -> 0 (the hardware gives the minimum for a
+// NaN converted to 64 bits, so NaN is tested explicitly everywhere)
+__device__ __forceinline__ int tnb_f2i32(float f) { return f != f ? 0 : __float2int_rz(f); }
+__device__ __forceinline__ int tnb_d2i32(double f) { return f != f ? 0 : __double2int_rz(f); }
+__device__ __forceinline__ long long tnb_f2i64(float f) { return f != f ? 0 : __float2ll_rz(f); }
+__device__ __forceinline__ long long tnb_d2i64(double f) { return f != f ? 0 : __double2ll_rz(f); }
+__device__ __forceinline__ unsigned tnb_f2u32(float f) { return f != f ? 0u : __float2uint_rz(f); }
+__device__ __forceinline__ unsigned tnb_d2u32(double f) { return f != f ? 0u : __double2uint_rz(f); }
+__device__ __forceinline__ int tnb_f2i8(float f) { int v = tnb_f2i32(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
+__device__ __forceinline__ int tnb_d2i8(double f) { int v = tnb_d2i32(f); return v < -128 ? -128 : (v > 127 ? 127 : v); }
+__device__ __forceinline__ unsigned tnb_f2u8(float f) { unsigned v = tnb_f2u32(f); return v > 255u ? 255u : v; }
+__device__ __forceinline__ unsigned tnb_d2u8(double f) { unsigned v = tnb_d2u32(f); return v > 255u ? 255u : v; }
+__device__ __forceinline__ unsigned tnb_f2u16(float f) { unsigned v = tnb_f2u32(f); return v > 65535u ? 65535u : v; }
+__device__ __forceinline__ unsigned tnb_d2u16(double f) { unsigned v = tnb_d2u32(f); return v > 65535u ? 65535u : v; }
 
 // wrapping integer arithmetic
 __device__ __forceinline__ int tnb_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
