@@ -12,7 +12,7 @@ argument has been written. The checks, in order:
    `__cuda_array_interface__`; see `describe_array`) of the parameter's dtype (f16 = numpy
    float16, bf16 = ml_dtypes.bfloat16, per `tilenb.types.DTYPES`), rank, literal dimensions,
    C-contiguous; one value per symbolic dimension across all parameters (the message names
-   both parameters); runtime extents multiples of 4 elements.
+   both parameters); runtime row lengths (last dimensions) multiples of 4 elements.
 4. Each scalar argument: convertible to the parameter's type without loss (an int that fits an
    integer type; a real number for a float type; a bool for bool).
 5. The grid: an int or a tuple of 1 to 3 positive ints, or the kernel's @grid evaluated over
@@ -190,10 +190,17 @@ def bind_arguments(kir: ir.KernelIR, args: Sequence, ast_params=None) -> Bound:
             tensors[sym.name] = _bind_tensor(name, sym, tt, arg, dims, dim_source, ast_types.get(sym.name))
         else:
             scalars[sym.name] = _bind_scalar(name, sym, arg)
-    for d, (pname, axis) in dim_source.items():
-        if dims[d] % 4:
-            raise LaunchError(f"kernel '{name}': dimension {d} = {dims[d]} (dimension {axis} of '{pname}') is not a "
-                              f"multiple of 4; runtime extents must be multiples of 4 elements (pad the array)")
+    # Row lengths set the row pitch, which vector accesses rely on: a runtime dimension that is
+    # some tensor's last (contiguous) dimension must be a multiple of 4 elements. Leading
+    # dimensions (rows, batches) may be anything.
+    for p in params:
+        t = p.sym.type
+        if isinstance(t, ir.TensorT) and isinstance(t.dims[-1], str):
+            d = t.dims[-1]
+            if d in dims and dims[d] % 4:
+                raise LaunchError(f"kernel '{name}': dimension {d} = {dims[d]} (dimension {len(t.dims) - 1} of "
+                                  f"'{p.sym.name}', its row length) is not a multiple of 4; a tensor's row length "
+                                  f"must be a multiple of 4 elements (pad the rows)")
     return Bound(dims, tensors, scalars, tuple(p.sym.name for p in params))
 
 
