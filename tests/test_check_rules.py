@@ -1002,3 +1002,32 @@ def test_function_body_may_not_redeclare_a_parameter():
       f(a)
     }
     """, TileNameError, 2, 3, "'t' is a parameter of function 'f'")
+
+
+def test_loop_variable_may_not_shadow_a_parameter_or_dimension():
+    fails("""
+    kernel k(X: tensor<f32>[N]) {
+      for N in range(0, 4) { X[N] = 1.0 }
+    }
+    """, TileNameError, 2, 3, "'N' is a dimension")
+    fails("""
+    kernel k(X: tensor<f32>[N]) {
+      let X = 1.0
+    }
+    """, TileNameError, 2, 3, "'X' is a kernel parameter")
+
+
+def test_flat_takes_a_declared_2d_tile():
+    ok("""
+    kernel k(X: tensor<f32>[N]) {
+      var t: tile<f32>[4, 8] = 0.0
+      flat(t)[0, 0 :+ 16] = 1.0
+      X[0 :+ 32] = flat(t)[0, :]
+    }
+    """)
+    fails("""
+    kernel k(X: tensor<f32>[N]) {
+      var t: tile<f32>[32] = 0.0
+      X[0 :+ 32] = flat(t)[0, :]
+    }
+    """, TileShapeError, 3, 16, "flat() takes a 2-D tile")

@@ -929,6 +929,10 @@ class _KernelChecker:
         if isinstance(prior, _MacroArg) and self.call_stack and prior.fn == self.call_stack[-1]:
             self.err(TileNameError, f"'{s.var}' is a parameter of function '{prior.fn}'; choose another loop variable", s.span)
             raise _Abort()
+        if isinstance(prior, _Tune) or (isinstance(prior, ir.Sym) and prior.kind in ("tensor", "dim", "scalar_param")):
+            what = "an @autotune name" if isinstance(prior, _Tune) else "a kernel parameter" if prior.kind != "dim" else "a dimension"
+            self.err(TileNameError, f"'{s.var}' is {what}; choose another loop variable", s.span)
+            raise _Abort()
         var = self.new_sym(s.var, "loop", ir.ScalarT("index"), s.span)
         self.sym_uni[id(var)] = max(u, self.control_level())
         benv = env.child()
@@ -1525,6 +1529,8 @@ class _KernelChecker:
             if flat:
                 if sym.kind == "view":
                     self.fail(TileRuleError, "flat() applies to a declared tile (var or let), not a view", e.base.span)
+                if len(t.shape) != 2:
+                    self.fail(TileShapeError, f"flat() takes a 2-D tile; '{sym.name}' is {_shape_str(t.shape)}, already one row", e.base.span)
                 extents = [1, t.size]
             what = f"tile '{sym.name}'"
         if len(e.subs) != len(extents):
