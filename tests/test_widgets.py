@@ -69,7 +69,7 @@ def test_thread_map_text_flags_uncoalesced_warps_and_views():
 
 def test_ruler_text_gives_footprint_budget_and_live_tiles_per_line():
     text = repr(demo(["lifetimes"])[0])
-    assert text.splitlines()[0] == "shared memory of rms_norm: footprint 9,248 B of 49,152 B budget (18.8%)"
+    assert text.splitlines()[0] == "shared memory of rms_norm: footprint 9,248 B of 49,152 B static budget (18.8%)"
     assert "  line 8: x@0+8192 inv@9216+32 g@8192+1024  (9,248 B)" in text
 
 

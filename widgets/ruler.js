@@ -45,7 +45,8 @@ function draw(model, el, zoom, onZoom) {
 
   const pct = budget ? ` (${(100 * footprint / budget).toFixed(1)}%)` : "";
   root.append(h("h4", { class: "tn-title", text: `Shared memory of ${model.get("kernel")}` },
-    h("span", { class: "tn-sub", text: ` · footprint ${fmtBytes(footprint)} of ${fmtBytes(budget)} budget${pct}` })));
+    h("span", { class: "tn-sub", text: ` · footprint ${fmtBytes(footprint)} of ${fmtBytes(budget)} ` +
+      `${budget === 49152 ? "static budget" : "dynamic shared-memory limit"}${pct}` })));
   if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
   if (footprint > budget) root.append(h("div", { class: "tn-note", text: `Over budget by ${fmtBytes(footprint - budget)}.` }));
 

@@ -123,11 +123,15 @@ def _text_threadmap(s) -> str:
     return "\n".join(out)
 
 
+STATIC_BUDGET = 48 * 1024     # bytes of static shared memory a CTA may have without @dynshared
+
+
 def _text_ruler(s) -> str:
     labels = _labels(s)
     fp, budget = int(s.get("footprint") or 0), int(s.get("budget") or 0)
     pct = f" ({100.0 * fp / budget:.1f}%)" if budget else ""
-    out = [f"shared memory of {s.get('kernel')}: footprint {_bytes(fp)} of {_bytes(budget)} budget{pct}"]
+    kind = "static budget" if budget == STATIC_BUDGET else "dynamic shared-memory limit"
+    out = [f"shared memory of {s.get('kernel')}: footprint {_bytes(fp)} of {_bytes(budget)} {kind}{pct}"]
     if s.get("note"):
         out.append(f"  note: {s['note']}")
     tiles = s.get("tiles") or []
