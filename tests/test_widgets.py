@@ -280,3 +280,12 @@ def test_export_strips_the_live_part_and_state_of_tilenb_views_only():
     strip_live_views(nb2)
     assert "widgets" not in nb2.metadata              # nothing left: no widget manager is loaded at all
     assert "unpkg.com" not in to_html(nb2)
+
+
+def test_thread_map_opens_on_the_copy_furthest_from_ideal():
+    a = rms_norm_analysis()
+    assert build.worst_copy(a["copies"]) == 0                  # all ideal: the first
+    a["copies"][2]["wavefronts"] += 8
+    a["copies"][1]["sectors"] += 4
+    assert build.worst_copy(a["copies"]) == 2
+    assert build.worst_copy([]) == 0

@@ -109,7 +109,8 @@ function draw(model, el, zoom, onZoom) {
     bar.append(tot);
     segs.push(row);
     grid.append(h("div", { class: "tn-rrow", "data-line": entry.line }, h("span", { class: "tn-rline", text: label(entry.line) }),
-      h("code", { class: "tn-rcode", title: text(entry.line).trim(), text: text(entry.line).trim() }), bar));
+      // the statement without its trailing comment (the title keeps the whole line)
+      h("code", { class: "tn-rcode", title: text(entry.line).trim(), text: text(entry.line).replace(/\s*\/\/.*$/, "").trim() }), bar));
   });
   const regs = tiles.filter((t) => t.space === "registers");
   if (regs.length) {

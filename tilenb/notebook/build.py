@@ -87,6 +87,16 @@ def analysis_record(kernel, tune: Optional[dict] = None) -> Tuple[Optional[dict]
         return None, f"internal error while analysing {kernel.name}: {type(e).__name__}: {e}"
 
 
+def worst_copy(copies: Sequence[dict]) -> int:
+    """Index of the copy furthest from its ideal (extra sectors plus extra wavefronts), so the
+    thread map opens on a problem when there is one; 0 when every copy is ideal."""
+    def excess(c):
+        return (max(0, c.get("sectors", 0) - c.get("ideal_sectors", 0))
+                + max(0, c.get("wavefronts", 0) - c.get("ideal_wavefronts", 0)))
+    best = max(range(len(copies)), key=lambda i: (excess(copies[i]), -i), default=0)
+    return best if copies and excess(copies[best]) > 0 else 0
+
+
 def _lines_in(a: dict) -> List[int]:
     out = [t["first_line"] for t in a.get("tiles", [])] + [t["last_line"] for t in a.get("tiles", [])]
     out += [r["line"] for r in a.get("ruler", [])] + [b["line"] for b in a.get("barriers", [])]
@@ -294,8 +304,9 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
         if view not in show:
             continue
         if view == "threads":
+            copies = (a or {}).get("copies", [])
             out.append(W.ThreadMap(kernel=name, lines=lines, note=why, threads=int((a or {}).get("threads", 0)),
-                                   copies=(a or {}).get("copies", []), tiles=(a or {}).get("tiles", [])))
+                                   copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies)))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
                                        budget=int((a or {}).get("budget", 49152)), tiles=(a or {}).get("tiles", []),
