@@ -58,9 +58,10 @@ def test_cell_binds_every_kernel_and_shows_nothing_with_show_none(ip, capsys):
 
 
 def test_module_option_binds_the_module(ip, capsys):
-    result, _, err = run(ip, capsys, SCALE.replace("--show none", "--show none --module mod1"))
+    result, _, err = run(ip, capsys, SCALE.replace("--show none", "--show none --module mod1 --debug"))
     assert err == ""
     assert isinstance(ip.user_ns["mod1"], tilenb.Module)
+    assert ip.user_ns["mod1"].debug is True and ip.user_ns["mod1"].backend == "cpu"
     assert set(ip.user_ns["mod1"].kernels) == {"scale_rows", "fill"}
 
 
@@ -199,3 +200,9 @@ def test_timing_views_follow_later_launches(ip, capsys):
     run(ip, capsys, "x_after_launch = 1")           # any later cell refreshes the view
     assert view.timing["kernel_ms"] == 0.01
     assert "kernel time (CUDA events): 10.0 us" in repr(view)
+
+
+def test_magic_help_names_every_option(ip):
+    doc = ip.find_cell_magic("tilekernel").__doc__
+    for opt in ("--backend", "--tune", "--show", "--debug", "--module"):
+        assert opt in doc

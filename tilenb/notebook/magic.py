@@ -207,6 +207,23 @@ class TileMagics:
 
     # -- the cell magic
     def tilekernel(self, line: str, cell: str):
+        """%%tilekernel [--backend cpu|cuda|auto] [--tune NAME=V,...] [--show VIEWS] [--debug] [--module NAME]
+
+        Compile the cell's tile-language source, bind each kernel by name (launch it as
+        `name[grid](*arrays)`), and show its views.
+
+        --backend   cpu (numpy reference executor), cuda (CuPy + NVRTC) or auto (default:
+                    cuda when a GPU is usable)
+        --tune      @autotune values the views analyse, e.g. TILE=64,D=256 (default: the
+                    first value of each name)
+        --show      any of threads,lifetimes,barriers,timing,cuda; all; or none (default:
+                    threads,lifetimes,barriers, and timing on the CUDA backend)
+        --debug     launches check shared-memory races and out-of-bounds accesses
+        --module    also bind the compiled module under this name
+
+        Functions (fn) defined in earlier %%tilekernel cells can be called here. A static
+        error prints the diagnostics with lines counted in this cell, and binds nothing.
+        """
         from IPython.display import display
         from . import build
         try:
@@ -236,6 +253,11 @@ class TileMagics:
                     raw=True)
             return None
         if not show:
+            return None
+        try:
+            import anywidget  # noqa: F401
+        except ImportError:
+            _error("%%tilekernel: kernels are bound; the views need anywidget: pip install 'tilenb[notebook]'")
             return None
         for name, k in module.kernels.items():
             display(_header(k, tunes[name], show), raw=True)
