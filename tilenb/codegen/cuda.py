@@ -248,6 +248,8 @@ class _Gen:
         self.tiles: Dict[int, TileVar] = {}
         self.views: Dict[int, ViewInfo] = {}
         self.pre: Dict[int, str] = {}          # id(expr) -> C variable holding its value (coop reduce)
+        self.memo: Dict[tuple, tuple] = {}     # (structure, coordinates) -> (C variable, block depth)
+        self.skeys: Dict[int, tuple] = {}
         self.regions: Dict[int, Region] = {}   # id(expr) -> its region within one statement
         self.guards: List[str] = []            # flags that turn per-thread statements into no-ops
         self.loop_ctx: List[dict] = []
@@ -258,6 +260,9 @@ class _Gen:
 
     # ---- output
     def emit(self, line: str):
+        if line.lstrip().startswith("}") and self.memo:
+            # a block closed: values computed inside it are out of scope
+            self.memo = {k: v for k, v in self.memo.items() if v[1] <= self.ind}
         self.out.append("  " * self.ind + line)
 
     def new(self, prefix="t") -> str:
@@ -422,6 +427,7 @@ class _Gen:
         self.src_comment(s)
         self.barriers(s, "before")
         self.regions = {}
+        self.memo = {}
         if is_tile_stmt(s) or (isinstance(s, ir.Let) and s.sym.kind == "view"):
             self.cta_stmt(s)
         elif isinstance(s, (ir.For, ir.While, ir.If)) and contains_cta((s,)):
@@ -785,14 +791,68 @@ class _Gen:
             return C.convert(x, e.x.type.dtype, e.type.dtype)
         if isinstance(e, ir.Math):
             return self.math(e, at)
-        if isinstance(e, ir.Reduce):
-            return self.reduce_serial(e, at)
-        if isinstance(e, ir.Dot):
-            return self.dot_serial(e, at)
+        if isinstance(e, (ir.Reduce, ir.Dot)):
+            # the same reduction or dot at the same coordinates is computed once per scope
+            if isinstance(e, ir.Dot):
+                coords = (str(at.i), str(at.j))
+            elif len(e.x.type.shape) == 1:
+                coords = (None, None)
+            else:
+                coords = (str(at.i), None) if e.axis == 1 else (None, str(at.j))
+            key = (self.skey(e),) + coords
+            hit = self.memo.get(key)
+            if hit is not None:
+                return hit[0]
+            v = self.reduce_serial(e, at) if isinstance(e, ir.Reduce) else self.dot_serial(e, at)
+            self.memo[key] = (v, self.ind)
+            return v
         if isinstance(e, ir.Transpose):
             sub = At(at.j, at.i, None, None, False)
             return self.ev(e.x, sub)
         self.fail(f"expression {type(e).__name__}", e)
+
+    def skey(self, e):
+        """A key equal for structurally equal expressions (spans ignored)."""
+        k = self.skeys.get(id(e))
+        if k is not None:
+            return k
+        if isinstance(e, ir.Sym):
+            return ("sym", id(e))
+        parts = [type(e).__name__]
+        for f in e.__dataclass_fields__:
+            if f == "span":
+                continue
+            v = getattr(e, f)
+            if isinstance(v, tuple):
+                parts.append(tuple(self.skey(x) if hasattr(x, "__dataclass_fields__") or isinstance(x, ir.Sym) else x for x in v))
+            elif hasattr(v, "__dataclass_fields__") or isinstance(v, ir.Sym):
+                parts.append(self.skey(v))
+            else:
+                parts.append(v)
+        k = tuple(parts)
+        self.skeys[id(e)] = k
+        return k
+
+    def hoist_row_reductions(self, value, i):
+        """Evaluate once per chunk the row reductions an elementwise value broadcasts along the
+        row (rowmax(x) in x - rowmax(x)): every element of a chunk shares its row."""
+        if not isinstance(value.type, ir.TileT):
+            return
+        found = []
+
+        def visit(e, rows_same):
+            if isinstance(e, ir.Reduce):
+                if rows_same and e.axis == 1 and len(e.x.type.shape) == 2:
+                    found.append(e)
+                return
+            if isinstance(e, (ir.Dot, ir.Transpose)):
+                return
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT):
+                    visit(c, rows_same and shape2(c.type.shape)[0] == shape2(e.type.shape)[0])
+        visit(value, True)
+        for r in found:
+            self.ev(r, At(i, 0, None, None, False))
 
     def child_at(self, parent, child, at: Optional[At]) -> Optional[At]:
         if at is None or not isinstance(child.type, ir.TileT):
@@ -1205,7 +1265,10 @@ class _Gen:
                 return
             self.emit("{")
             self.ind += 1
-            self.assign_whole(s, tv, s.value)
+            if self.mma_dot_ok(s.value, tv):
+                self.dot_to_shared(s, tv, s.value, accumulate=False)
+            else:
+                self.assign_whole(s, tv, s.value)
             self.ind -= 1
             self.emit("}")
             return
@@ -1217,6 +1280,8 @@ class _Gen:
             if tv is not None:
                 if s.op == "+" and isinstance(tv.layout, MmaLayout) and isinstance(s.value, ir.Dot) and self.mma_ok(s):
                     self.gemm_mma(s, tv)
+                elif s.op in (None, "+") and self.mma_dot_ok(s.value, tv):
+                    self.dot_to_shared(s, tv, s.value, accumulate=s.op == "+")
                 else:
                     self.assign_whole(s, tv, self.compound(s.op, t, s.value))
             else:
@@ -1468,7 +1533,7 @@ class _Gen:
         def body(at):
             v = self.elem_value(value, at)
             write(at, v, vdt)
-        self.sweep(domain, lay, V, body, mask=mask)
+        self.sweep(domain, lay, V, body, mask=mask, hoist=value)
 
     def row_contiguous(self, loc: Loc) -> bool:
         """The window's columns are consecutive elements of its base (vector accesses possible)."""
@@ -1512,6 +1577,7 @@ class _Gen:
             self.emit(f"const int {i} = 0, {j0} = {k} * {V};")
         else:
             self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
+        self.hoist_row_reductions(value, i)
         saved = dict(self.pre)
         seen = {}
         for e, loc in self.vector_leaves(value, domain):
@@ -1598,7 +1664,7 @@ class _Gen:
             if isinstance(c.type, ir.TileT):
                 self.prepare_regions(c)
 
-    def sweep(self, domain, lay, V, body, mask: Optional[Region]):
+    def sweep(self, domain, lay, V, body, mask: Optional[Region], hoist=None):
         """Run body(at) for every element of the domain this thread owns."""
         R, Cc = domain
 
@@ -1662,11 +1728,11 @@ class _Gen:
         self.emit(f"// partition: chunk k of {V} row element(s) -> thread k % {self.T}")
         self.emit(f"for (int {k} = tnb_tid; {k} < {nch}; {k} += {self.T}) {{")
         self.ind += 1
-        self.chunk_body(domain, V, k, lambda at: with_mask(at), slot_base=None, layout=None)
+        self.chunk_body(domain, V, k, lambda at: with_mask(at), slot_base=None, layout=None, hoist=hoist)
         self.ind -= 1
         self.emit("}")
 
-    def chunk_body(self, domain, V, k, body, slot_base, layout):
+    def chunk_body(self, domain, V, k, body, slot_base, layout, hoist=None):
         R, Cc = domain
         per_row = Cc // V
         i, j0 = self.new("i"), self.new("j")
@@ -1676,6 +1742,8 @@ class _Gen:
             self.emit(f"const int {i} = {k}, {j0} = 0;")
         else:
             self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
+        if hoist is not None and V > 1:
+            self.hoist_row_reductions(hoist, i)
         if V == 1:
             body(At(i, j0, f"{slot_base}" if slot_base else None, layout, True))
             return
@@ -1797,7 +1865,62 @@ class _Gen:
     def gemm_mma(self, s: ir.Assign, tv: TileVar):
         """acc += dot(a, b) on mma.sync m16n8k16 (f16/bf16 in, f32 accumulators in registers)."""
         d: ir.Dot = s.value
-        lay: MmaLayout = tv.layout
+        ar, br = self.mma_accumulate(d, tv.cname, tv.layout)
+        # acc = acc + dot(a, b): the region is the intersection
+        n = tv.cname
+        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
+        self.emit(f"{n}_r0 = max({n}_r0, {ar[0]}); {n}_r1 = min({n}_r1, {ar[1]}); "
+                  f"{n}_c0 = max({n}_c0, {bc[0]}); {n}_c1 = min({n}_c1, {bc[1]});")
+
+    def mma_dot_ok(self, d, tv: Optional[TileVar]) -> bool:
+        """A dot that tensor cores can compute into the whole shared tile `tv`."""
+        if not isinstance(d, ir.Dot) or tv is None or tv.space != "shared" or tv.dtype != "f32":
+            return False
+        if self.plan.source != "analysis" or d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
+            return False
+        M, K = d.a.type.shape
+        N = d.b.type.shape[0] if d.trans_b else d.b.type.shape[1]
+        if M % 16 or N % 8 or K % 16 or tv.shape != (M, N):
+            return False
+        return MmaLayout(M, N, self.T // 32).slots <= MAX_STAGED_SLOTS
+
+    def dot_to_shared(self, s, tv: TileVar, d: ir.Dot, accumulate: bool):
+        """t = dot(a, b) / t += dot(a, b) with f16/bf16 operands into a shared f32 tile, on tensor
+        cores: the fragments live in registers, then each thread writes the elements it holds."""
+        M, K = d.a.type.shape
+        N = tv.shape[1]
+        lay = MmaLayout(M, N, self.T // 32)
+        p = self.plan.positions.get(id(s))
+        has_before = any(b.where == "before" for b in self.plan.barriers.get(p, ()))
+        if not has_before:
+            self.emit("__syncthreads();  // codegen-internal: tensor-core fragments are not the partition the barrier "
+                      "analysis assumes for this statement's target")
+        frag = self.new("frag")
+        self.emit(f"float {frag}[{lay.slots}];  // mma.sync accumulator fragments of the result")
+        tr = tv.region
+
+        def init(at):
+            if accumulate:
+                self.emit(f"{frag}[{at.slot}] = {tv.cname}[({at.i}) * {N} + ({at.j})];")
+            else:
+                self.emit(f"{frag}[{at.slot}] = 0.0f;")
+        self.sweep((M, N), lay, 1, init, mask=None)
+        ar, br = self.mma_accumulate(d, frag, lay)
+
+        def put(at):
+            self.emit(f"{tv.cname}[({at.i}) * {N} + ({at.j})] = {frag}[{at.slot}];")
+        self.sweep((M, N), lay, 1, put, mask=None)
+        self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
+        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
+        n = tv.cname
+        if accumulate:
+            self.emit(f"{n}_r0 = max({tr[0]}, {ar[0]}); {n}_r1 = min({tr[1]}, {ar[1]}); "
+                      f"{n}_c0 = max({tr[2]}, {bc[0]}); {n}_c1 = min({tr[3]}, {bc[1]});")
+        else:
+            self.emit(f"{n}_r0 = {ar[0]}; {n}_r1 = {ar[1]}; {n}_c0 = {bc[0]}; {n}_c1 = {bc[1]};")
+
+    def mma_accumulate(self, d: ir.Dot, frag: str, lay: "MmaLayout"):
+        """frag += dot(a, b) over the mma layout; returns the regions of a and b."""
         M, K = d.a.type.shape
         N = lay.N
         nb = N // 8
@@ -1881,18 +2004,14 @@ class _Gen:
         else:
             masked()
         regs = names
-        self.emit(f"tnb_mma_{kind}(&{tv.cname}[{sl} * 4], {', '.join(regs)});")
+        self.emit(f"tnb_mma_{kind}(&{frag}[{sl} * 4], {', '.join(regs)});")
         self.ind -= 1
         self.emit("}")
         self.ind -= 1
         self.emit("}")
         self.ind -= 1
         self.emit("}")
-        # acc = acc + dot(a, b): the region is the intersection
-        n = tv.cname
-        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
-        self.emit(f"{n}_r0 = max({n}_r0, {ar[0]}); {n}_r1 = min({n}_r1, {ar[1]}); "
-                  f"{n}_c0 = max({n}_c0, {bc[0]}); {n}_c1 = min({n}_c1, {bc[1]});")
+        return ar, br
 
 
 def C_val_dt(dt):
