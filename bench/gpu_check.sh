@@ -15,7 +15,7 @@ else
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c "import cupy; print('cupy', cupy.__version__, 'cuda runtime', cupy.cuda.runtime.runtimeGetVersion())"; compute-sanitizer --version | head -2; date -u; } 2>&1 | tee "$OUT/env.txt"
 rc=0
-timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/ -q -rs 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 || rc=1
+timeout ${PYTEST_TIMEOUT:-300} python3 -m pytest -o addopts="" -q -m gpu -p no:cacheprovider tests/ -rs 2>&1 | tee "$OUT/pytest_gpu.txt" | tail -40 || rc=1
 for tool in memcheck racecheck synccheck; do
   echo "== compute-sanitizer --tool $tool"
   extra=""
@@ -26,4 +26,5 @@ for tool in memcheck racecheck synccheck; do
   echo "reports per kernel:"; grep -oE "at [A-Za-z_0-9]+\+0x" "$OUT/sanitizer_$tool.txt" | sort | uniq -c | sort -rn | head -20
   gzip -f "$OUT/sanitizer_$tool.txt"
 done
+echo "== timings"; timeout ${BENCH_TIMEOUT:-120} python3 bench/cuda_bench.py 2>&1 | tee "$OUT/bench.txt" | tail -12
 exit $rc
