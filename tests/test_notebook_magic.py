@@ -206,3 +206,15 @@ def test_magic_help_names_every_option(ip):
     doc = ip.find_cell_magic("tilekernel").__doc__
     for opt in ("--backend", "--tune", "--show", "--debug", "--module"):
         assert opt in doc
+
+
+def test_cell_lines_are_counted_by_newlines_only():
+    """A form feed or a lone carriage return inside a comment is not a line break for the
+    lexer, so it is not one for the labels either."""
+    cc = CellCompiler()
+    module, labels = cc.compile("// a\x0cb\r c\nkernel k(Y: tensor<f32>[N]) {\n  Y[0] = 1.0\n}\n", "In[1]", "cpu", False)
+    assert module.kernels["k"].checked.ast.span.line == 2
+    assert labels(2) == "3"
+    with pytest.raises(tilenb.TileError) as e:
+        cc.compile("// \x0c\nkernel k(Y: tensor<f32>[N]) {\n  Y[0] = q\n}\n", "In[2]", "cpu", False)
+    assert (e.value.filename, e.value.line) == ("In[2]", 4)

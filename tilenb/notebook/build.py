@@ -45,7 +45,7 @@ def default_labels(kernel) -> Labels:
 
 
 def _source_lines(kernel) -> List[str]:
-    return kernel.module.source.splitlines()
+    return kernel.module.source.split("\n")       # lines end at "\n" only, as the lexer counts them
 
 
 def _spans(kernel) -> List[Tuple[int, int]]:
@@ -339,8 +339,8 @@ def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS
     for records saved earlier, and for the tests. Timing and CUDA views are not made here."""
     from . import widgets as W
     labels = labels or str
-    src = source.splitlines()
-    lines = [[n, labels(n), t] for n, t in enumerate(src, 1)]
+    src = source.split("\n")
+    lines = [[n, labels(n), t] for n, t in enumerate(src, 1) if n < len(src) or t]
     name = record.get("kernel", "")
     out = []
     for view in show:

@@ -153,13 +153,16 @@ class CellCompiler:
     def compile(self, body: str, origin: str, backend: str, debug: bool):
         """-> (module, labels). Raises TileError with lines as the user sees them."""
         import tilenb
-        body_lines = body.splitlines()
+        # lines end at "\n" only, as the lexer counts them
+        body_lines = body.split("\n")
+        if body_lines and body_lines[-1] == "":
+            body_lines.pop()
         nbody = len(body_lines)
         text = "\n".join(body_lines)
         blocks: List[Tuple[int, FnDef]] = []     # (first compiled line, function)
         for f in self._needed(body):
             text += "\n"
-            blocks.append((len(text.splitlines()) + 1, f))
+            blocks.append((text.count("\n") + 1, f))
             text += f.text
         text += "\n"
 
@@ -185,7 +188,7 @@ class CellCompiler:
                     if cell is not None:
                         d.filename, d.line = cell, n
             raise
-        src_lines = text.splitlines()
+        src_lines = text.split("\n")
         for f in module.checked.functions.values():
             if f.span.line <= nbody:
                 self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
