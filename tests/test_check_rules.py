@@ -1031,3 +1031,13 @@ def test_flat_takes_a_declared_2d_tile():
       X[0 :+ 32] = flat(t)[0, :]
     }
     """, TileShapeError, 3, 16, "flat() takes a 2-D tile")
+
+
+def test_errors_every_variant_shares_are_not_labelled():
+    e = fails("""
+    @autotune(T in [4, 8])
+    kernel k(X: tensor<f32>[N]) {
+      X[0] = nope
+    }
+    """, TileNameError, 3, 10, "'nope' is not defined")
+    assert "variant" not in e.message and len(e.diagnostics) == 1

@@ -387,8 +387,9 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
     variants: Dict[tuple, ir.KernelIR] = {}
     skipped: Dict[tuple, str] = {}
     first_budget_errors = None
+    failed = []  # (tune, errors) of variants with errors other than the budget
     names = [n for n, _ in tune_space]
-    for i, combo in enumerate(combos):
+    for combo in combos:
         tune = dict(zip(names, combo))
         key = tuple(sorted(tune.items()))
         kir, errs = _KernelChecker(k, fns, recursive, src, tune, seen_attrs).run()
@@ -399,11 +400,18 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
                 first_budget_errors = (tune, errs)
             continue
         if errs:
-            if len(combos) > 1:
-                for e in errs:
-                    e.message += f" (in the variant {_label(tune.items())})"
-            return None, errors + errs
+            failed.append((tune, errs))
+            if len(failed) > 1 and _error_keys(errs) != _error_keys(failed[0][1]):
+                break  # the errors depend on the variant: the first failing one is reported
+            continue
         variants[key] = kir
+    if failed:
+        tune, errs = failed[0]
+        same_everywhere = len(failed) == len(combos) and all(_error_keys(e) == _error_keys(errs) for _, e in failed)
+        if len(combos) > 1 and not same_everywhere:
+            for e in errs:
+                e.message += f" (in the variant {_label(tune.items())})"
+        return None, errors + errs
     if not variants and first_budget_errors is not None:
         tune, errs = first_budget_errors
         if len(combos) > 1:
@@ -413,6 +421,10 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
     if errors:
         return None, errors
     return CheckedKernel(k, tuple(tune_space), variants, skipped), []
+
+
+def _error_keys(errs):
+    return sorted((e.line or 0, e.column or 0, e.message) for e in errs)
 
 
 def _broadcast(a: Tuple[int, ...], b: Tuple[int, ...]) -> Optional[Tuple[int, ...]]:
@@ -1062,6 +1074,8 @@ class _KernelChecker:
                 b = env.lookup(d.id)
                 if isinstance(b, _Poison):
                     raise _Abort()
+                if b is None:
+                    self.fail(TileNameError, f"'{d.id}' is not defined; {what} must be a literal or an @autotune name", d.span)
                 if isinstance(b, ir.Sym) and b.kind == "dim":
                     self.fail(TileShapeError, f"{what} must be a constant, but '{d.id}' is a runtime dimension; bind it with @autotune({d.id} in [...]) or use a literal", d.span)
                 if isinstance(b, _MacroArg):
