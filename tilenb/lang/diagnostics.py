@@ -43,6 +43,11 @@ class TileError(Exception):
     def __str__(self) -> str:
         return "\n".join(d.format_one() for d in self.diagnostics)
 
+    def _render_traceback_(self):
+        """IPython shows a tilenb error as its message alone: the frames inside tilenb's launch
+        checks tell a notebook user nothing that the message does not."""
+        return [f"{type(self).__name__}: {self}"]
+
     def __reduce__(self):  # picklable, for multiprocessing and caching
         return (type(self), (self.message, self.line, self.column, self.filename, self.source_line))
 
