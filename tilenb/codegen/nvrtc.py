@@ -206,9 +206,17 @@ def nvrtc_compile(source: str, arch: str = "sm_80", options: Sequence[str] = DEF
             return data
         except OSError:
             pass
+    data = None
     if m is not None:
-        data, _ = _compile_cupy(m, source, name, opts, want_cubin)
-    else:
+        try:
+            data, _ = _compile_cupy(m, source, name, opts, want_cubin)
+        except CudaCompileError:
+            raise
+        except Exception:  # CuPy imports but its NVRTC does not load: try the wheel's library
+            lib = _load()
+            if lib is None:
+                raise NvrtcUnavailable(_lib_error or "CuPy's NVRTC failed and no libnvrtc could be loaded") from None
+    if data is None:
         data, _ = _compile_ctypes(lib, source, name, opts, want_cubin)
     if use_cache:
         with _lock:
