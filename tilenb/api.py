@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .lang.diagnostics import Source, TileError, TileSyntaxError
 from .lang.parser import parse
-from .runtime.module import Module, choose_backend
+from .runtime.module import Module, backend_note, choose_backend
 from .sema.check import check_program
 
 
@@ -31,4 +31,6 @@ def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", deb
         raise
     except RecursionError:
         raise src.error(TileSyntaxError, "the program nests too deeply", 1, 1) from None
-    return Module(checked, chosen, debug)
+    module = Module(checked, chosen, debug)
+    module.backend_note = backend_note(backend, chosen)
+    return module

@@ -385,8 +385,11 @@ def run_cuda(kernel, prepared, debug: bool = False):
         note += (" debug=True on CUDA: no race or bounds checker runs in the launch; run the program under "
                  "compute-sanitizer (docs/sanitizer.md), or use backend='cpu' for the checking executor.")
     ctas = run.grid[0] * run.grid[1] * run.grid[2]
+    from .traffic import launch_traffic  # noqa: PLC0415
+    nbytes, flops, dims = launch_traffic(run.kir, run.bound, tuple(run.grid))
     extra = {"arch": arch, "smem_bytes": ks.smem_bytes, "kernel_ms": ms, "timings": timings,
-             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0}
+             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0,
+             "bytes": nbytes, "flops": flops, "dims": dims}
     if timings:
         if not hasattr(kernel, "timings") or not isinstance(getattr(kernel, "timings", None), dict):
             kernel.timings = {}

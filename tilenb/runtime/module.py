@@ -89,6 +89,7 @@ class Module:
     def __init__(self, checked: CheckedProgram, backend: str, debug: bool = False):
         self.checked = checked
         self.backend = backend
+        self.backend_note = f"backend {backend}"  # set by tilenb.compile: which backend and why
         self.debug = debug
         self.source = checked.source.text
         self.filename = checked.source.filename
@@ -105,6 +106,18 @@ class Module:
 
     def __repr__(self):
         return f"<tilenb module {self.filename}: {', '.join(self.kernels) or 'no kernels'} on {self.backend}>"
+
+
+def backend_note(requested: str, chosen: str) -> str:
+    """One sentence saying which backend runs a module and why (for displays and logs)."""
+    if requested != "auto":
+        return f"backend {chosen}, as requested"
+    import os
+    if os.environ.get("TILENB_BACKEND", "").strip():
+        return f"backend {chosen}, from TILENB_BACKEND"
+    if chosen == "cuda":
+        return "backend cuda: auto found a usable GPU"
+    return "backend cpu (the numpy reference executor): auto found no usable CUDA GPU"
 
 
 def choose_backend(backend: str) -> str:
