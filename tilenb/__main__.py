@@ -2,7 +2,8 @@
 
 check: prints every diagnostic of each file and exits 1 if any file has an error, else 0.
 list:  checks the files and lists their kernels (parameters, @autotune space, tile footprint).
-main:  the main job: for now checks and lists the kernels of the bundled example file.
+main:  the main job: checks the bundled example file, then executes every tutorial in
+       notebooks/ (tilenb.mainjob), writes HTML pages to out/tutorials/ and prints a table.
 """
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ def main(argv=None) -> int:
     c.add_argument("files", nargs="+")
     li = sub.add_parser("list", help="check files and list their kernels")
     li.add_argument("files", nargs="+")
-    sub.add_parser("main", help="the main job")
+    mj = sub.add_parser("main", help="the main job: run the tutorials, write HTML, print a table")
+    mj.add_argument("--notebooks", default="notebooks", help="folder of tutorials (default: notebooks)")
+    mj.add_argument("--out", default="out/tutorials", help="folder for the HTML pages (default: out/tutorials)")
     a = ap.parse_args(argv)
     if a.cmd in ("check", "list"):
         ok = True
@@ -75,7 +78,9 @@ def main(argv=None) -> int:
         if not good:
             return 1
         _list(mod)
-        return 0
+        print()
+        from .mainjob import main as run_tutorials
+        return run_tutorials(a.notebooks, a.out)
     return 2
 
 
