@@ -13,9 +13,11 @@ Per-thread element accesses count as made by unknown threads: one after a tile s
 access, or a tile statement after one, needs a barrier; two per-thread accesses are the program's
 own business (the language's `barrier()`). A user `barrier()` counts as a barrier.
 
-Placement, greedy and as late as possible (for hazards along one path, that is the fewest
-barriers: each barrier is placed at the first statement that needs it, and clears every hazard
-pending there):
+Placement, greedy and as late as possible (along one path that is the fewest barriers: each
+barrier goes at the first statement that needs it and clears every hazard pending there), then
+pruned: a barrier that the others make unneeded on every path (one placed early that a later
+loop barrier covers) is dropped, and each kept barrier's reason names a hazard only it separates.
+Where:
 - "before" the statement that completes the hazard;
 - "after" the last statement of a loop body when the hazard runs around the loop's back edge
   (its first side is later in the body than its second: one turn's access against the next
@@ -33,8 +35,9 @@ covered.
 
 Guarantees: afterwards, along every path through the kernel, every pair of shared-memory
 accesses to one byte by different threads, at least one a write and at least one from a tile
-statement, has a barrier between them; no barrier is placed that a hazard along some path does
-not need at that point.
+statement, has a barrier between them; taking away any one barrier leaves such a pair on some
+path, as far as the model can tell (it counts a per-thread access as made by unknown threads,
+and a window whose start is known only as a set of values as touched at every such start).
 """
 from __future__ import annotations
 
@@ -86,17 +89,23 @@ class _Hazard(Exception):
 
 
 class _State:
-    __slots__ = ("w", "r", "wsrc", "rsrc")
+    """Per byte since the last barrier: the writer and the readers (a thread, ANY, UNKNOWN or
+    NONE), and up to two effects that made them (for reasons and for telling a hazard carried
+    around a loop from one within a turn)."""
+    __slots__ = ("w", "r", "wsrc", "rsrc", "wsrc2", "rsrc2")
 
     def __init__(self, n: int):
         self.w = np.full(n, NONE, dtype=np.int32)
         self.r = np.full(n, NONE, dtype=np.int32)
         self.wsrc = np.full(n, -1, dtype=np.int32)
         self.rsrc = np.full(n, -1, dtype=np.int32)
+        self.wsrc2 = np.full(n, -1, dtype=np.int32)
+        self.rsrc2 = np.full(n, -1, dtype=np.int32)
 
     def copy(self) -> "_State":
         s = _State.__new__(_State)
-        s.w, s.r, s.wsrc, s.rsrc = self.w.copy(), self.r.copy(), self.wsrc.copy(), self.rsrc.copy()
+        for k in self.__slots__:
+            setattr(s, k, getattr(self, k).copy())
         return s
 
     def same(self, o: "_State") -> bool:
@@ -115,8 +124,14 @@ def _join(states: List[Optional[_State]]) -> Optional[_State]:
     for s in live[1:]:
         out.w = _join_vals(out.w, s.w)
         out.r = _join_vals(out.r, s.r)
-        out.wsrc = np.where(out.wsrc >= 0, out.wsrc, s.wsrc).astype(np.int32)
-        out.rsrc = np.where(out.rsrc >= 0, out.rsrc, s.rsrc).astype(np.int32)
+        for src, src2 in (("wsrc", "wsrc2"), ("rsrc", "rsrc2")):
+            a, b = getattr(out, src), getattr(s, src)
+            a2, b2 = getattr(out, src2), getattr(s, src2)
+            # keep one source of each side: the first side's, and the other side's as the second
+            both = (a >= 0) & (b >= 0) & (a != b)
+            second = np.where(both, b, np.where(a2 >= 0, a2, b2))
+            setattr(out, src2, second.astype(np.int32))
+            setattr(out, src, np.where(a >= 0, a, b).astype(np.int32))
     return out
 
 
@@ -187,11 +202,32 @@ class _Placer:
         for _ in range(500):
             try:
                 self._block(self.kir.body, _State(self.size), [])
-                return
+                break
             except _Hazard as h:
                 if not self._place(h):
                     return
-        self.unplaced.append("the barrier search did not settle")   # pragma: no cover
+        else:   # pragma: no cover - each round adds a barrier, and there are few places
+            self.unplaced.append("the barrier search did not settle")
+            return
+        self._prune()
+
+    def _prune(self):
+        """Drop every barrier the others make unneeded. Greedy placement is optimal along one
+        path, but a barrier placed later (for a hazard around a loop) can cover an earlier one's
+        hazards on every path; each barrier is tried, latest placed first."""
+        for key in list(reversed(list(self.placed))):
+            kept = self.placed.pop(key)
+            h = self._first_hazard()
+            if h is not None:
+                # the first hazard without this barrier is one it separates: say that one
+                self.placed[key] = self._barrier(key, h, kept.carried)
+
+    def _first_hazard(self) -> Optional[_Hazard]:
+        try:
+            self._block(self.kir.body, _State(self.size), [])
+            return None
+        except _Hazard as h:
+            return h
 
     def _has(self, p, where):
         return (p, where) in self.placed
@@ -258,19 +294,21 @@ class _Placer:
         for e in reads:
             c = _conflicts(state.w[e.bytes], e.thread)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, e, c), "read after write", False)
+                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False)
         for e in writes:
             c = _conflicts(state.w[e.bytes], e.thread)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, e, c), "write after write", False)
+                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False)
             c = _conflicts(state.r[e.bytes], e.thread)
             if c.any():
-                raise _Hazard(e, self._src(state.rsrc, e, c), "write after read", False)
+                raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False)
         for i in ids:
             e = self.effects[i]
             if e.rw == "read":
                 x = state.r[e.bytes]
                 state.r[e.bytes] = np.where(x == NONE, e.thread, np.where(x == e.thread, x, ANY))
+                old = state.rsrc[e.bytes]
+                state.rsrc2[e.bytes] = np.where((x != NONE) & (x != e.thread), old, state.rsrc2[e.bytes])
                 state.rsrc[e.bytes] = i
         if self._has(p, "within"):
             state = _State(self.size)
@@ -285,11 +323,23 @@ class _Placer:
             if e.rw == "write":
                 state.w[e.bytes] = e.thread
                 state.wsrc[e.bytes] = i
+                state.wsrc2[e.bytes] = -1
         return state
 
-    def _src(self, src: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
-        k = int(src[e.bytes[np.flatnonzero(c)[0]]])
-        return self.effects[k] if k >= 0 else None
+    def _src(self, src: np.ndarray, src2: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
+        """The recorded effect that clashes with `e` at its first clashing byte."""
+        i = int(np.flatnonzero(c)[0])
+        b, t = e.bytes[i], e.thread[i]
+        first = None
+        for k in (int(src[b]), int(src2[b])):
+            if k < 0:
+                continue
+            cand = self.effects[k]
+            first = first or cand
+            j = np.searchsorted(cand.bytes, b)
+            if j < len(cand.bytes) and cand.bytes[j] == b and _conflicts(np.array([cand.thread[j]]), np.array([t]))[0]:
+                return cand
+        return first
 
     # ---- deciding where a barrier goes
     def _place(self, h: _Hazard) -> bool:
@@ -317,14 +367,19 @@ class _Placer:
                     self.unplaced.append(f"line {h.later.plan.line}: {self._reason(h, False, None)}")
                     return False
                 key = (target, "before")
+        self.placed[key] = self._barrier(key, h, carried)
+        return True
+
+    def _barrier(self, key, h: _Hazard, carried: bool) -> Barrier:
         pos, where = key
+        p = h.later.plan.position
+        q = h.earlier.plan.position if h.earlier is not None else -1
+        carried = carried and q >= p and self._innermost_loop(p, q) is not None
         stmt = self.stmt[pos]
         line = stmt.span.end_line if where == "after" and stmt.span.end_line else stmt.span.line
         loop_line = self.stmt[self._innermost_loop(p, q)].span.line if carried else None
-        self.placed[key] = Barrier(line, pos, where, h.later.access.name,
-                                   self._reason(h, carried, loop_line), h.kind,
-                                   h.earlier.plan.line if h.earlier is not None else 0, h.later.plan.line, carried)
-        return True
+        return Barrier(line, pos, where, h.later.access.name, self._reason(h, carried, loop_line), h.kind,
+                       h.earlier.plan.line if h.earlier is not None else 0, h.later.plan.line, carried)
 
     def _innermost_loop(self, p: int, q: int) -> Optional[int]:
         best = None
