@@ -345,6 +345,14 @@ def test_conditions_are_bool():
 
 
 def test_literals_must_fit():
+    ok("""
+    kernel k(X: tensor<i8>[N], Y: tensor<f16>[N], Z: tensor<i64>[N]) {
+      X[0] = 127
+      X[1] = -128
+      Y[0] = 65504.0
+      Z[0] = 9223372036854775807
+    }
+    """)
     fails("""
     kernel k(X: tensor<i8>[N]) {
       X[0] = 300
@@ -806,6 +814,26 @@ def test_statement_function_assigns_a_tile_passed_by_name():
       scale_in_place(a * 2.0, 0.5)
     }
     """, TileRuleError, 6, 18, "must be passed a name")
+
+
+def test_function_parameter_it_subscripts_must_be_passed_a_name():
+    ok("""
+    fn first(t) = t[0, 0]
+    fn put(dst, v) {
+      dst[0, 0] = v
+    }
+    kernel k(X: tensor<f32>[M, 64]) {
+      var a = X[0 :+ 4, :]
+      put(X, first(a) + first(X))
+    }
+    """)
+    fails("""
+    fn first(t) = t[0, 0]
+    kernel k(X: tensor<f32>[M, 64]) {
+      var a = X[0 :+ 4, :]
+      X[0, 0] = first(a * 2.0)
+    }
+    """, TileRuleError, 4, 19, "indexes or assigns its parameter 't', so it must be passed a name, not 'a * 2.0'")
 
 
 def test_direct_recursion():
