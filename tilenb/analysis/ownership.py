@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import gcd
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..types import DTYPES
@@ -377,8 +377,6 @@ class _Planner:
             for e in ir.stmt_exprs(s):
                 self.reads(e, None, None, (1, 1), "per_thread", acc)
         acc = [a for a in acc if a.space != "global"]
-        if isinstance(s, ir.Let) and s.sym.kind == "view":
-            pass
         kind = "per_thread" if acc else "scalar"
         return StatementPlan(p, line, kind, "the per-thread element access", (1, 1), 1, tuple(acc), s)
 
