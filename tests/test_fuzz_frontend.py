@@ -12,8 +12,11 @@ The example count is kept small for CI; set TILENB_FUZZ_EXAMPLES=3000 to search 
 import os
 import re
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import pytest
+
+pytest.importorskip("hypothesis")  # a test extra (pyproject [test]); the GPU image lacks it
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import tilenb
 from tilenb import TileError
