@@ -1,0 +1,852 @@
+"""The performance suite of issue 8: each workload in tilenb and its peers, in one process.
+
+Usage, from the project root:
+    python bench/suite.py --out DIR            # on a CUDA GPU with CuPy and torch
+    python bench/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
+                                               # the CPU executor at small shapes against numpy,
+                                               # and every @autotune variant through NVRTC
+Options: --only NAME[,NAME] (workload names, see WORKLOADS), --budget SECONDS (the whole run;
+workloads that would start after it are recorded as not run), --no-compile-peers (skip
+torch.compile), --jobs N (parallel NVRTC processes for the warm-up compile).
+
+What it guarantees:
+- Every number is a GPU time from CUDA events (torch.cuda.Event) around one launch, after
+  warm-up runs, the median of repeats (repeats enough for about 0.2 s, 5 to 50), inputs drawn at
+  random on the GPU (normal; never zeros), outputs distinct per implementation. The tilenb rows
+  time the generated kernel's launch alone (the argument checks of the public call are timed
+  separately, in the launch-overhead row).
+- Before a tilenb kernel is timed, its output is poisoned with NaN, it runs once through the
+  public call (`module.kernel[grid](...)`, which also autotunes), and the result is compared with
+  the first peer's (relative error ||tilenb - peer|| / ||peer|| in float64, NaN fails). A
+  mismatch is recorded (`verified: false`) and the row kept.
+- A workload that tilenb cannot express or that fails records its reason in `tilenb_status`;
+  nothing is dropped silently. Peers that fail (a torch.compile error, an SDPA backend missing)
+  record theirs in `peer_status`.
+- Results: DIR/<gpu>.json (`machine`, `copy_bandwidth_GBps`, `rows`: one row per (workload, shape,
+  dtype, peer), written after every workload) and DIR/suite.log. `bench/report.py` turns the JSON
+  into docs/benchmarks.md's table and plot.
+- Ratios: `ratio` = tilenb seconds / peer seconds (above 1: tilenb is slower). `metric` and
+  `target` restate issue 8's target for the row: `frac_copy_bw` (tilenb GB/s over the
+  device-to-device copy bandwidth measured in the same run), `speed_vs_peer` (peer s / tilenb s),
+  `time_ratio` (tilenb s / peer s), or `seconds`; `meets_target` says whether it is met.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import numpy as np  # noqa: E402
+
+import tilenb  # noqa: E402
+import suite_kernels as SK  # noqa: E402
+
+GiB = 1 << 30
+TARGETS = {"memory": ("frac_copy_bw", 0.90), "transpose": ("frac_copy_bw", 0.85),
+           "gemm": ("speed_vs_peer", 0.80), "attention": ("speed_vs_peer", 0.70),
+           "launch": ("time_ratio", 1.3), "compile": ("time_ratio", 1.5), "rerun": ("seconds", 0.005)}
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+def log(msg: str):
+    print(msg, flush=True)
+    if S.logf is not None:
+        S.logf.write(msg + "\n")
+        S.logf.flush()
+
+
+class State:
+    def __init__(self):
+        self.logf = None
+        self.rows = []
+        self.out = None
+        self.json_path = None
+        self.machine = {}
+        self.copy_gbps = None
+        self.t0 = time.perf_counter()
+        self.budget = 1e9
+        self.mod = None
+        self.torch = None
+        self.cp = None
+        self.compile_peers = True
+        self.compile_spent = 0.0
+        self.compile_budget = 60.0
+
+    def left(self) -> float:
+        return self.budget - (time.perf_counter() - self.t0)
+
+
+S = State()
+
+
+def save():
+    if S.json_path is None:
+        return
+    data = {"machine": S.machine, "copy_bandwidth_GBps": S.copy_gbps, "rows": S.rows,
+            "elapsed_s": round(time.perf_counter() - S.t0, 1)}
+    tmp = S.json_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, S.json_path)
+
+
+def row(workload, shape, dtype, kind, *, tilenb_s=None, tilenb_status="ok", peer=None, peer_s=None,
+        peer_status="ok", nbytes=None, flops=None, verified=None, rel_err=None, variant=None, notes="", extra=None):
+    """Record one (workload, shape, dtype, peer) result with its rates and its target."""
+    r = {"workload": workload, "shape": list(shape) if shape is not None else None, "dtype": dtype, "kind": kind,
+         "tilenb_s": tilenb_s, "tilenb_status": tilenb_status, "tilenb_variant": variant,
+         "peer": peer, "peer_s": peer_s, "peer_status": peer_status,
+         "verified": verified, "rel_err": rel_err, "bytes": nbytes, "flops": flops, "notes": notes}
+    ok_t = tilenb_s is not None and tilenb_status == "ok"
+    ok_p = peer_s is not None and peer_status == "ok"
+    r["ratio"] = tilenb_s / peer_s if ok_t and ok_p else None
+    r["speed_vs_peer"] = peer_s / tilenb_s if ok_t and ok_p else None
+    for who, sec in (("tilenb", tilenb_s if ok_t else None), ("peer", peer_s if ok_p else None)):
+        r[f"{who}_GBps"] = nbytes / sec / 1e9 if nbytes and sec else None
+        r[f"{who}_TFLOPs"] = flops / sec / 1e12 if flops and sec else None
+    metric, target = TARGETS[kind]
+    r["metric"], r["target"] = metric, target
+    if metric == "frac_copy_bw":
+        val = r["tilenb_GBps"] / S.copy_gbps if r["tilenb_GBps"] and S.copy_gbps else None
+        r["frac_copy_bw"] = val
+        r["peer_frac_copy_bw"] = r["peer_GBps"] / S.copy_gbps if r["peer_GBps"] and S.copy_gbps else None
+        r["meets_target"] = None if val is None else bool(val >= target)
+    elif metric == "speed_vs_peer":
+        val = r["speed_vs_peer"]
+        r["meets_target"] = None if val is None else bool(val >= target)
+    elif metric == "time_ratio":
+        val = r["ratio"]
+        r["meets_target"] = None if val is None else bool(val <= target)
+    else:
+        val = tilenb_s if ok_t else None
+        r["meets_target"] = None if val is None else bool(val < target)
+    r["metric_value"] = val
+    if extra:
+        r.update(extra)
+    S.rows.append(r)
+    save()
+    t = f"{tilenb_s * 1e3:9.4f} ms" if ok_t else f"tilenb {tilenb_status[:60]}"
+    p = f"{peer_s * 1e3:9.4f} ms" if ok_p else f"{peer_status[:60]}"
+    v = f"{val:.3f}" if isinstance(val, float) else "-"
+    log(f"ROW {workload:16s} {str(tuple(shape) if shape else ''):22s} {dtype:5s} tilenb {t} | {peer}: {p} | "
+        f"{metric} {v} (target {target})")
+    return r
+
+
+# ---- timing ----------------------------------------------------------------------------------
+def time_gpu(fn, warmup=3, min_reps=5, max_reps=50, target_s=0.2):
+    """Median seconds of `fn()` (which only enqueues GPU work) between CUDA events."""
+    torch = S.torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    e.synchronize()
+    est = max(s.elapsed_time(e) / 1e3, 1e-6)
+    reps = int(max(min_reps, min(max_reps, target_s / est)))
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for a, b in evs:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    ts = sorted(a.elapsed_time(b) / 1e3 for a, b in evs)
+    return statistics.median(ts)
+
+
+class GpuArray:
+    """A torch CUDA tensor seen through __cuda_array_interface__ with a numpy dtype that names
+    bf16 too (torch refuses the interface for bf16): how tilenb receives torch memory in place."""
+
+    def __init__(self, t):
+        import ml_dtypes
+        torch = S.torch
+        self.t = t
+        self.shape = tuple(t.shape)
+        self.dtype = {torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16),
+                      torch.bfloat16: np.dtype(ml_dtypes.bfloat16)}[t.dtype]
+        typestr = "<V2" if t.dtype == torch.bfloat16 else self.dtype.str
+        self.__cuda_array_interface__ = {"shape": self.shape, "typestr": typestr,
+                                         "data": (t.data_ptr(), False), "version": 3, "strides": None}
+
+
+def tl_launch(kernel, grid, args, out):
+    """Poison `out` (torch), run the public call once (autotuning on a first signature), and return
+    (a closure that launches the chosen variant's kernel alone, the variant, facts about it)."""
+    import tilenb.runtime.cuda as tc
+    from tilenb.runtime.launch import prepare, written_tensors
+    torch = S.torch
+    if out.dtype.is_floating_point:
+        out.fill_(float("nan"))
+    wrapped = [GpuArray(a) if hasattr(a, "data_ptr") else a for a in args]
+    t0 = time.perf_counter()
+    kernel[grid](*wrapped)
+    torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    run = kernel.last_run
+    prep = prepare(kernel, grid, tuple(wrapped), variant=dict(run.variant))
+    ch = prep.chosen
+    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+    ks = tc.kernel_source(kernel, ch.kir)
+    fn = tc.load_kernel(ks, tc.device_arch())
+    facts = {"first_call_s": round(first_s, 4), "smem_bytes": ks.smem_bytes, "threads": ks.threads,
+             "grid": list(ch.grid), "symbol": ks.symbol,
+             "autotune": [{"variant": t["variant"], "ms": t["ms"], "note": t["note"]} for t in run.extra.get("timings", [])]}
+    for attr in ("num_regs", "local_size_bytes"):
+        try:
+            facts[attr] = int(getattr(fn, attr))
+        except Exception:
+            pass
+    keep = (wrapped, da)
+
+    def go():
+        tc._launch(fn, ks, ch.grid, da)
+    go.keep = keep
+    return go, dict(run.variant), facts
+
+
+def rel_err(got, ref) -> float:
+    torch = S.torch
+    g, r = got.double(), ref.double()
+    den = torch.linalg.vector_norm(r).item()
+    num = torch.linalg.vector_norm(g - r).item()
+    return num / den if den else num
+
+
+def tol_for(dtype: str, kind: str = "") -> float:
+    if dtype in ("bf16", "f16"):
+        return 2e-2
+    return 1e-4 if kind == "reduce" else 1e-6
+
+
+def tdt(name):
+    torch = S.torch
+    return {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[name]
+
+
+def randn(shape, dtype="f32"):
+    torch = S.torch
+    return torch.randn(shape, device="cuda", dtype=torch.float32).to(tdt(dtype))
+
+
+def free():
+    S.torch.cuda.synchronize()
+    S.torch.cuda.empty_cache()
+
+
+def compiled(fn, key):
+    """torch.compile'd `fn`, or the reason why not (within the run's compile budget)."""
+    torch = S.torch
+    if not S.compile_peers:
+        return None, "not run: --no-compile-peers"
+    if S.compile_spent > S.compile_budget:
+        return None, f"not run: torch.compile budget of {S.compile_budget:.0f} s spent"
+    return torch.compile(fn, dynamic=False), None
+
+
+def measure_peer(call, out_ref_fn=None, warm_compile=False):
+    """(seconds, status, output) of a peer; for torch.compile the first call's compile time is
+    added to the run's compile budget."""
+    try:
+        t0 = time.perf_counter()
+        out = call()
+        S.torch.cuda.synchronize()
+        if warm_compile:
+            S.compile_spent += time.perf_counter() - t0
+        sec = time_gpu(call)
+        return sec, "ok", out
+    except Exception as e:  # a peer that cannot run is recorded, not fatal
+        return None, f"failed: {type(e).__name__}: {str(e)[:300]}", None
+
+
+# ---- workloads ---------------------------------------------------------------------------------
+def w_copy():
+    """Device-to-device copy bandwidth (the ceiling of the memory-bound rows), and tilenb's copy."""
+    torch, cp = S.torch, S.cp
+    n = GiB // 4
+    x = randn((n,))
+    y = torch.empty_like(x)
+    nbytes = 2 * x.numel() * 4
+    t_torch = time_gpu(lambda: y.copy_(x))
+    stream = cp.cuda.get_current_stream().ptr
+    t_memcpy = time_gpu(lambda: cp.cuda.runtime.memcpyAsync(y.data_ptr(), x.data_ptr(), x.numel() * 4, 3, stream))
+    S.copy_gbps = max(nbytes / t_torch, nbytes / t_memcpy) / 1e9
+    S.machine["copy_bandwidth_note"] = (f"max of torch copy_ ({nbytes / t_torch / 1e9:.0f} GB/s) and cudaMemcpyAsync "
+                                        f"D2D ({nbytes / t_memcpy / 1e9:.0f} GB/s) on {x.numel() * 4 / GiB:.0f} GiB, "
+                                        f"read + write counted")
+    log(f"copy ceiling: {S.copy_gbps:.0f} GB/s ({S.machine['copy_bandwidth_note']})")
+    y2 = torch.empty_like(x)
+    go, var, facts = tl_launch(S.mod.copy_f32, None, (x, y2), y2)
+    err = rel_err(y2, x)
+    t = time_gpu(go)
+    ok = err == 0.0
+    for peer, ps in (("cudaMemcpyAsync D2D", t_memcpy), ("torch copy_", t_torch)):
+        row("copy", (n,), "f32", "memory", tilenb_s=t, peer=peer, peer_s=ps, nbytes=nbytes, verified=ok,
+            rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, y, y2
+    free()
+
+
+def w_add():
+    torch, cp = S.torch, S.cp
+    n = GiB // 4
+    x, y = randn((n,)), randn((n,))
+    z = torch.empty_like(x)
+    nbytes = 3 * n * 4
+    zt = torch.empty_like(x)
+    tp, st, _ = measure_peer(lambda: torch.add(x, y, out=zt))
+    go, var, facts = tl_launch(S.mod.add_f32, None, (x, y, z), z)
+    err = rel_err(z, zt)
+    t = time_gpu(go)
+    xc, yc, zc = cp.from_dlpack(x), cp.from_dlpack(y), cp.from_dlpack(torch.empty_like(x))
+    tc_, sc, _ = measure_peer(lambda: cp.add(xc, yc, out=zc))
+    for peer, ps, pst in (("torch add", tp, st), ("cupy add", tc_, sc)):
+        row("add", (n,), "f32", "memory", tilenb_s=t, peer=peer, peer_s=ps, peer_status=pst, nbytes=nbytes,
+            verified=err <= tol_for("f32"), rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, y, z, zt, xc, yc, zc
+    free()
+
+
+def w_scale_rows():
+    torch, cp = S.torch, S.cp
+    M, D = 32768, 4096
+    x, s = randn((M, D)), randn((M, 1))
+    y, yt = torch.empty_like(x), torch.empty_like(x)
+    nbytes = 2 * M * D * 4 + M * 4
+    tp, st, _ = measure_peer(lambda: torch.mul(x, s, out=yt))
+    go, var, facts = tl_launch(S.mod.scale_rows_f32, None, (x, s, y), y)
+    err = rel_err(y, yt)
+    t = time_gpu(go)
+    xc, sc_, yc = cp.from_dlpack(x), cp.from_dlpack(s), cp.from_dlpack(torch.empty_like(x))
+    tcp, scp, _ = measure_peer(lambda: cp.multiply(xc, sc_, out=yc))
+    for peer, ps, pst in (("torch mul", tp, st), ("cupy multiply", tcp, scp)):
+        row("scale_rows", (M, D), "f32", "memory", tilenb_s=t, peer=peer, peer_s=ps, peer_status=pst, nbytes=nbytes,
+            verified=err <= tol_for("f32"), rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, s, y, yt, xc, sc_, yc
+    free()
+
+
+def _rows_workload(op: str, M: int, N: int, dt: str):
+    """rms_norm / layer_norm / softmax over [M, N] in dt: tilenb against torch eager and compile."""
+    torch = S.torch
+    F = torch.nn.functional
+    wide = N > 4096
+    kname = f"{op}{'_wide' if wide else ''}_{dt}"
+    kernel = getattr(S.mod, kname)
+    x = randn((M, N), dt)
+    eps = 1e-6 if op == "rms_norm" else 1e-5
+    w, b = randn((1, N), dt), randn((1, N), dt)
+    y = torch.empty_like(x)
+    esz = x.element_size()
+    if op == "rms_norm":
+        args = (x, w, y, eps)
+        fn = lambda: F.rms_norm(x, (N,), w.view(N), eps)  # noqa: E731
+        nbytes = 2 * M * N * esz + N * esz
+    elif op == "layer_norm":
+        args = (x, w, b, y, eps)
+        fn = lambda: F.layer_norm(x, (N,), w.view(N), b.view(N), eps)  # noqa: E731
+        nbytes = 2 * M * N * esz + 2 * N * esz
+    else:
+        args = (x, y)
+        fn = lambda: torch.softmax(x, dim=-1)  # noqa: E731
+        nbytes = 2 * M * N * esz
+    te, se, ref = measure_peer(fn)
+    peers = [("torch eager", te, se)]
+    try:
+        go, var, facts = tl_launch(kernel, None, args, y)
+        err = rel_err(y, ref) if ref is not None else None
+        t = time_gpu(go)
+        status = "ok"
+    except Exception as e:
+        t, var, facts, err, status = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}"
+        log(traceback.format_exc())
+    if not wide or True:
+        cfn, why = compiled(fn, kname)
+        if cfn is None:
+            peers.append(("torch.compile", None, why))
+        else:
+            tcc, scc, _ = measure_peer(cfn, warm_compile=True)
+            peers.append(("torch.compile", tcc, scc))
+    verified = None if err is None else bool(err <= tol_for(dt, "reduce"))
+    for peer, ps, pst in peers:
+        row(op, (M, N), dt, "memory", tilenb_s=t, tilenb_status=status, peer=peer, peer_s=ps, peer_status=pst,
+            nbytes=nbytes, verified=verified, rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, y, w, b, ref
+    free()
+
+
+def w_norms():
+    for op in ("rms_norm", "layer_norm", "softmax"):
+        for dt in ("f32", "bf16"):
+            _guard(f"{op} {dt} (32768, 4096)", lambda: _rows_workload(op, 32768, 4096, dt), op, (32768, 4096), dt, "memory")
+
+
+def w_norms_wide():
+    for op in ("rms_norm", "layer_norm", "softmax"):
+        for dt in ("f32", "bf16"):
+            _guard(f"{op} {dt} (4096, 131072)", lambda: _rows_workload(op, 4096, 131072, dt), op, (4096, 131072), dt,
+                   "memory")
+
+
+def w_transpose():
+    torch, cp = S.torch, S.cp
+    M = N = 8192
+    x = randn((M, N))
+    y = torch.empty((N, M), device="cuda")
+    yt = torch.empty((N, M), device="cuda")
+    nbytes = 2 * M * N * 4
+    xc, yc = cp.from_dlpack(x), cp.from_dlpack(torch.empty((N, M), device="cuda"))
+
+    def cupy_t():
+        yc[...] = xc.T
+    tcp, scp, _ = measure_peer(cupy_t)
+    ttp, stp, _ = measure_peer(lambda: yt.copy_(x.t()))
+    go, var, facts = tl_launch(S.mod.transpose_f32, None, (x, y), y)
+    err = rel_err(y, yt)
+    t = time_gpu(go)
+    for peer, ps, pst in (("cupy (y[...] = x.T)", tcp, scp), ("torch copy_(x.t())", ttp, stp)):
+        row("transpose", (M, N), "f32", "transpose", tilenb_s=t, peer=peer, peer_s=ps, peer_status=pst,
+            nbytes=nbytes, verified=err == 0.0, rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, y, yt, xc, yc
+    free()
+
+
+def w_gemm():
+    torch = S.torch
+    n = 4096
+    for dt in ("f16", "bf16"):
+        def one(dt=dt):
+            a, b = randn((n, n), dt), randn((n, n), dt)
+            c, ct = torch.empty((n, n), device="cuda", dtype=tdt(dt)), torch.empty((n, n), device="cuda", dtype=tdt(dt))
+            tp, st, _ = measure_peer(lambda: torch.matmul(a, b, out=ct))
+            go, var, facts = tl_launch(getattr(S.mod, f"gemm_{dt}"), None, (a, b, c), c)
+            err = rel_err(c, ct)
+            t = time_gpu(go, warmup=1)
+            row("gemm", (n, n, n), dt, "gemm", tilenb_s=t, peer="torch matmul (cuBLAS)", peer_s=tp, peer_status=st,
+                flops=2 * n ** 3, verified=err <= tol_for(dt), rel_err=err, variant=var, extra={"tilenb_facts": facts})
+            del a, b, c, ct
+            free()
+        _guard(f"gemm {dt}", one, "gemm", (n, n, n), dt, "gemm")
+
+
+def w_attention():
+    torch = S.torch
+    F = torch.nn.functional
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    B, H, N = 2, 16, 4096
+    for D in (64, 128):
+        def one(D=D):
+            q, k, v = (randn((B, H, N, D), "bf16") for _ in range(3))
+            o = torch.empty_like(q)
+            scale = 1.0 / math.sqrt(D)
+            flops = 4 * B * H * N * N * D
+            peers, ref = [], None
+            for name, be in (("SDPA flash", SDPBackend.FLASH_ATTENTION), ("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
+                             ("SDPA efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                def call(be=be):
+                    with sdpa_kernel([be]):
+                        return F.scaled_dot_product_attention(q, k, v, scale=scale)
+                ps, pst, out = measure_peer(call)
+                if ref is None and out is not None:
+                    ref = out
+                peers.append((name, ps, pst))
+            ok = [p for p in peers if p[1] is not None]
+            if ok:
+                best = min(ok, key=lambda p: p[1])
+                peers.append((f"SDPA best ({best[0]})", best[1], "ok"))
+            shp = (B * H, N, D)
+            try:
+                go, var, facts = tl_launch(S.mod.attention_bf16, None,
+                                           (q.view(shp), k.view(shp), v.view(shp), o.view(shp), scale), o)
+                err = rel_err(o, ref) if ref is not None else None
+                t = time_gpu(go, warmup=1, min_reps=3)
+                status = "ok"
+            except Exception as e:
+                t, var, facts, err, status = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}"
+                log(traceback.format_exc())
+            for name, ps, pst in peers:
+                row("attention", (B, H, N, D), "bf16", "attention", tilenb_s=t, tilenb_status=status, peer=name,
+                    peer_s=ps, peer_status=pst, flops=flops, verified=None if err is None else err <= tol_for("bf16"),
+                    rel_err=err, variant=var, extra={"tilenb_facts": facts})
+            del q, k, v, o, ref
+            free()
+        _guard(f"attention D={D}", one, "attention", (B, H, N, D), "bf16", "attention")
+
+
+def _clear_tilenb_caches(cache_dir: str):
+    import tilenb.codegen.nvrtc as nv
+    import tilenb.runtime.cuda as tc
+    os.environ["TILENB_CACHE_DIR"] = cache_dir
+    nv._mem_cache.clear()
+    tc._loaded.clear()
+    tc._generated.clear()
+    tc._tuned.clear()
+
+
+COMPILE_CASES = [
+    # kernel, args builder (small tensors: the kernel's run time is negligible), variant, repeats
+    ("add_f32", lambda: (randn((4096,)), randn((4096,)), randn((4096,))), {"TILE": 4096, "NT": 256}, 3),
+    ("rms_norm_f32", lambda: (randn((64, 4096)), randn((1, 4096)), randn((64, 4096)), 1e-6), {"R": 1, "NT": 256}, 3),
+    ("softmax_bf16", lambda: (randn((64, 4096), "bf16"), randn((64, 4096), "bf16")), {"R": 1, "NT": 256}, 3),
+    ("gemm_f16", lambda: (randn((256, 256), "f16"), randn((256, 256), "f16"), randn((256, 256), "f16")),
+     {"TM": 128, "TN": 128, "NT": 256}, 1),
+    ("attention_bf16", lambda: tuple(randn((2, 128, 64), "bf16") for _ in range(4)) + (0.125,),
+     {"BR": 64, "D": 64, "NT": 128}, 1),
+]
+
+
+def w_compile():
+    """Cold compile (parse, check, generate, NVRTC, load, first launch; empty caches) against raw
+    NVRTC + module load + launch of the same CUDA source; then a warm re-run of the cell."""
+    import tilenb.runtime.cuda as tc
+    from tilenb.codegen.nvrtc import nvrtc_compile
+    from tilenb.runtime.launch import prepare, written_tensors
+    torch, cp = S.torch, S.cp
+    arch = tc.device_arch()
+    saved_dir = os.environ.get("TILENB_CACHE_DIR")
+    tmp_root = tempfile.mkdtemp(prefix="tilenb-cold-")
+    for name, mk, variant, reps in COMPILE_CASES:
+        def one(name=name, mk=mk, variant=variant, reps=reps):
+            src = SK.kernel_text(name)
+            args = [GpuArray(a) if hasattr(a, "data_ptr") else a for a in mk()]
+            tl, parts = [], []
+            for i in range(reps):
+                _clear_tilenb_caches(tempfile.mkdtemp(dir=tmp_root))
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                mod = tilenb.compile(src, backend="cuda")
+                t1 = time.perf_counter()
+                k = getattr(mod, name)
+                ks = tc.kernel_source(k, k.ir(**variant))
+                t2 = time.perf_counter()
+                k(*args, variant=variant)
+                torch.cuda.synchronize()
+                t3 = time.perf_counter()
+                tl.append(t3 - t0)
+                parts.append({"front_end_s": t1 - t0, "codegen_s": t2 - t1, "nvrtc_load_launch_s": t3 - t2})
+            # the peer: NVRTC alone on the same source, then load and launch it
+            prep = prepare(k, None, tuple(args), variant=variant)
+            ch = prep.chosen
+            da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+            pt, nv_only = [], []
+            for i in range(reps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                cubin = nvrtc_compile(ks.source, arch, use_cache=False)
+                t1 = time.perf_counter()
+                path = Path(tmp_root) / f"peer_{name}_{i}.cubin"
+                path.write_bytes(cubin)
+                fn = cp.RawModule(path=str(path)).get_function(ks.symbol)
+                tc._launch(fn, ks, ch.grid, da)
+                torch.cuda.synchronize()
+                t2 = time.perf_counter()
+                pt.append(t2 - t0)
+                nv_only.append(t1 - t0)
+            t, p = statistics.median(tl), statistics.median(pt)
+            row("cold_compile", None, name, "compile", tilenb_s=t, peer="NVRTC + load + launch (same CUDA)", peer_s=p,
+                variant=variant, notes=f"median of {reps}",
+                extra={"tilenb_parts": parts, "nvrtc_only_s": statistics.median(nv_only), "cuda_lines": ks.source.count("\n")})
+            if name == "rms_norm_f32":
+                # warm re-run of the cell: compile the same text again and launch (caches warm)
+                k2 = tilenb.compile(src, backend="cuda")
+                getattr(k2, name)(*args)          # autotunes once for this signature
+                torch.cuda.synchronize()
+                ws = []
+                for _ in range(10):
+                    t0 = time.perf_counter()
+                    m2 = tilenb.compile(src, backend="cuda")
+                    getattr(m2, name)(*args)
+                    torch.cuda.synchronize()
+                    ws.append(time.perf_counter() - t0)
+                w = statistics.median(ws)
+                row("warm_rerun", (64, 4096), "f32", "rerun", tilenb_s=w, peer=None, peer_s=None, peer_status="n/a",
+                    notes="tilenb.compile of the cell's text + launch (autotune choice cached), median of 10",
+                    extra={"all_s": ws})
+        _guard(f"compile {name}", one, "cold_compile", None, name, "compile")
+    if saved_dir is None:
+        os.environ.pop("TILENB_CACHE_DIR", None)
+    else:
+        os.environ["TILENB_CACHE_DIR"] = saved_dir
+    _clear_tilenb_caches(os.environ.get("TILENB_CACHE_DIR", saved_dir or ""))
+
+
+def w_launch():
+    """Launch overhead: the public tilenb call (checks + launch + its synchronize) on a tiny
+    tensor, against a CuPy RawKernel of the same generated source (call + synchronize)."""
+    import tilenb.runtime.cuda as tc
+    cp = S.cp
+    n = 4096
+    x, y, z = (cp.random.standard_normal(n, dtype=cp.float32) for _ in range(3))
+    k = S.mod.add_f32
+    k(x, y, z)                              # autotunes for this size
+    var = dict(k.last_run.variant)
+    ks = tc.kernel_source(k, k.ir(**var))
+    raw = cp.RawKernel(ks.source, ks.symbol, options=("-std=c++17",))
+    grid = tuple(k.last_run.grid)
+    rargs = (x, y, z, np.int64(n))
+    raw(grid, (ks.threads, 1, 1), rargs)
+    cp.cuda.Device().synchronize()
+    if not bool(cp.allclose(z, x + y)):
+        log("launch: RawKernel result differs")
+
+    def per_call(f, calls=200, sync_each=True):
+        out = []
+        for _ in range(5):
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+                if sync_each:
+                    cp.cuda.Device().synchronize()
+            cp.cuda.Device().synchronize()
+            out.append((time.perf_counter() - t0) / calls)
+        return statistics.median(out)
+    t_tl = per_call(lambda: k(x, y, z))
+    t_raw_sync = per_call(lambda: raw(grid, (ks.threads, 1, 1), rargs))
+    t_raw_async = per_call(lambda: raw(grid, (ks.threads, 1, 1), rargs), sync_each=False)
+    t_tl_kernel = per_call(tl_fast_cupy(k, (x, y, z)))
+    note = "host wall time per call, median of 5 x 200 calls; tilenb's call synchronizes, so the peer does too"
+    row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl, peer="cupy RawKernel call + synchronize",
+        peer_s=t_raw_sync, variant=var, notes=note)
+    row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl, peer="cupy RawKernel call (async, no sync)",
+        peer_s=t_raw_async, variant=var, notes="peer without a synchronize per call")
+    row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl_kernel, peer="cupy RawKernel call + synchronize",
+        peer_s=t_raw_sync, variant=var, notes="tilenb row: the generated kernel launched from its prepared arguments "
+        "(no checks): the floor of a launch through tilenb's CuPy Function")
+
+
+def tl_fast_cupy(kernel, args):
+    import tilenb.runtime.cuda as tc
+    from tilenb.runtime.launch import prepare, written_tensors
+    prep = prepare(kernel, None, tuple(args), variant=dict(kernel.last_run.variant))
+    ch = prep.chosen
+    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+    ks = tc.kernel_source(kernel, ch.kir)
+    fn = tc.load_kernel(ks, tc.device_arch())
+    return lambda: tc._launch(fn, ks, ch.grid, da)
+
+
+WORKLOADS = {"copy": w_copy, "add": w_add, "scale_rows": w_scale_rows, "norms": w_norms, "transpose": w_transpose,
+             "gemm": w_gemm, "attention": w_attention, "launch": w_launch, "compile": w_compile,
+             "norms_wide": w_norms_wide}
+# rough seconds each needs once the kernels are compiled (to skip what the budget cannot hold)
+NEEDS = {"copy": 3, "add": 3, "scale_rows": 3, "norms": 20, "transpose": 3, "gemm": 8, "attention": 10, "launch": 5,
+         "compile": 25, "norms_wide": 15}
+
+
+def _guard(label, fn, workload, shape, dtype, kind):
+    try:
+        fn()
+    except Exception as e:
+        log(f"FAILED {label}: {type(e).__name__}: {e}\n{traceback.format_exc()}")
+        row(workload, shape, dtype, kind, tilenb_status=f"failed: {type(e).__name__}: {str(e)[:400]}",
+            peer=None, peer_status="n/a")
+        try:
+            free()
+        except Exception:
+            pass
+
+
+# ---- warm-up compile of every variant, in parallel (before CUDA is initialized) ----------------
+def _nvrtc_one(job):
+    from tilenb.codegen.nvrtc import nvrtc_compile
+    src, arch = job
+    t0 = time.perf_counter()
+    try:
+        nvrtc_compile(src, arch)
+        return time.perf_counter() - t0, None
+    except Exception as e:
+        return time.perf_counter() - t0, f"{type(e).__name__}: {str(e)[:2000]}"
+
+
+def precompile(mod, arch: str, jobs: int):
+    """Generate every variant's CUDA and compile them all with NVRTC in `jobs` processes; the
+    cubins land in tilenb's disk cache, where the timed run finds them."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import tilenb.runtime.cuda as tc
+    t0 = time.perf_counter()
+    work, names = [], []
+    for name, k in mod.kernels.items():
+        for key, kir in k.checked.variants.items():
+            work.append((tc.kernel_source(k, kir).source, arch))
+            names.append(f"{name} {dict(key)}")
+    t1 = time.perf_counter()
+    errors, cpu = [], 0.0
+    with cf.ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
+        for nm, (sec, err) in zip(names, ex.map(_nvrtc_one, work)):
+            cpu += sec
+            if err:
+                errors.append(f"{nm}: {err}")
+    log(f"precompile: {len(work)} variants, codegen {t1 - t0:.1f} s, NVRTC {time.perf_counter() - t1:.1f} s wall "
+        f"({cpu:.1f} s in {jobs} processes), {len(errors)} failed")
+    for e in errors:
+        log("  NVRTC FAILED " + e[:3000])
+    return len(work), errors
+
+
+# ---- the CPU check (no GPU): kernels against numpy at small shapes ------------------------------
+def cpu_check(jobs: int):
+    import ml_dtypes
+    mod = tilenb.compile(SK.program(), backend="cpu")
+    rng = np.random.default_rng(0)
+    bad = 0
+
+    def arr(shape, dt="f32"):
+        a = rng.standard_normal(shape).astype(np.float32)
+        return a.astype({"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}[dt])
+
+    def check(label, got, ref, tol):
+        nonlocal bad
+        g, r = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+        err = np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-300)
+        ok = bool(err <= tol) and not np.isnan(g).any()
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {label:44s} rel err {err:.2e} (tol {tol:.0e})", flush=True)
+
+    n = 70004
+    x, y = arr(n), arr(n)
+    z = np.full(n, np.nan, np.float32)
+    mod.copy_f32(x, z)
+    check("copy_f32 N=70004", z, x, 0)
+    mod.add_f32(x, y, z)
+    check("add_f32 N=70004", z, x.astype(np.float64) + y, 1e-7)
+    x, s = arr((7, 4096)), arr((7, 1))
+    z = np.full((7, 4096), np.nan, np.float32)
+    mod.scale_rows_f32(x, s, z, variant={"R": 2})
+    check("scale_rows_f32 (7, 4096) R=2", z, x.astype(np.float64) * s, 1e-7)
+    x = arr((68, 100))
+    z = np.full((100, 68), np.nan, np.float32)
+    mod.transpose_f32(x, z)
+    check("transpose_f32 (68, 100)", z, x.T, 0)
+    for dt in ("f32", "bf16"):
+        tol = 1e-5 if dt == "f32" else 1.5e-2
+        for wide, (M, N) in ((False, (5, 4096)), (True, (3, 10004))):
+            suf = "_wide" if wide else ""
+            v = {"R": 2} if not wide else {"C": 2048}
+            x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
+            yv = np.zeros((M, N), x.dtype)
+            getattr(mod, f"rms_norm{suf}_{dt}")(x, w, yv, 1e-6, variant=v)
+            check(f"rms_norm{suf}_{dt} {(M, N)}", yv, SK.ref_rms_norm(x, w, 1e-6), tol)
+            getattr(mod, f"layer_norm{suf}_{dt}")(x, w, b, yv, 1e-5, variant=v)
+            check(f"layer_norm{suf}_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
+            getattr(mod, f"softmax{suf}_{dt}")(x, yv, variant=v)
+            check(f"softmax{suf}_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
+    for dt in ("f16", "bf16"):
+        a, b = arr((70, 52), dt), arr((52, 36), dt)
+        c = np.zeros((70, 36), a.dtype)
+        getattr(mod, f"gemm_{dt}")(a, b, c)
+        check(f"gemm_{dt} 70x36x52", c, a.astype(np.float64) @ b.astype(np.float64), 1e-2)
+    for D in (64,):
+        q, k, v = (arr((2, 70, D), "bf16") for _ in range(3))
+        o = np.zeros((2, 70, D), q.dtype)
+        mod.attention_bf16(q, k, v, o, 1.0 / math.sqrt(D), variant={"D": D})
+        check(f"attention_bf16 H=2 N=70 D={D}", o, SK.ref_attention(q, k, v, 1.0 / math.sqrt(D)), 2e-2)
+    for name in ("add_f32", "rms_norm_f32", "gemm_f16", "attention_bf16"):
+        tilenb.compile(SK.kernel_text(name), backend="cpu")   # each compile case stands alone
+    # every variant through NVRTC (sm_90)
+    os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-suite-"))
+    cmod = tilenb.compile(SK.program(), backend="cuda")
+    _, errors = precompile(cmod, "sm_90", jobs)
+    bad += len(errors)
+    print(f"cpu check: {bad} failure(s)")
+    return 1 if bad else 0
+
+
+# ---- main ---------------------------------------------------------------------------------------
+def gpu_slug(name: str) -> str:
+    s = name.lower().replace("nvidia", "").strip()
+    return "".join(c if c.isalnum() else "_" for c in s).strip("_") or "gpu"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--skip", default="")
+    ap.add_argument("--budget", type=float, default=1e9)
+    ap.add_argument("--compile-budget", type=float, default=60.0)
+    ap.add_argument("--no-compile-peers", action="store_true")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
+    ap.add_argument("--cpu-check", action="store_true")
+    a = ap.parse_args(argv)
+    if a.cpu_check:
+        return cpu_check(a.jobs)
+    S.budget = a.budget
+    S.compile_budget = a.compile_budget
+    S.compile_peers = not a.no_compile_peers
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    S.out = out
+    S.logf = open(out / "suite.log", "w")
+    os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-suite-"))
+    import tilenb.runtime.cuda as tc
+    tc.PROGRESS = False
+    S.mod = tilenb.compile(SK.program(), backend="cuda")
+    # compile everything before CUDA is initialized in this process (fork-safe)
+    try:
+        arch = "sm_" + subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                                      capture_output=True, text=True, timeout=30).stdout.split()[0].replace(".", "")
+    except Exception:
+        arch = "sm_90"
+    n_var, errs = precompile(S.mod, arch, a.jobs)
+    import cupy as cp
+    import torch
+    S.cp, S.torch = cp, torch
+    if tc.device_arch() != arch:
+        log(f"note: the device is {tc.device_arch()}, precompiled for {arch}")
+    props = torch.cuda.get_device_properties(0)
+    S.machine = {"gpu": props.name, "sms": props.multi_processor_count, "arch": tc.device_arch(),
+                 "memory_GiB": round(props.total_memory / GiB, 1), "torch": torch.__version__, "cupy": cp.__version__,
+                 "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "python": platform.python_version(),
+                 "nvrtc": ".".join(map(str, __import__("tilenb.codegen.nvrtc", fromlist=["x"]).nvrtc_version())),
+                 "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                 "precompiled_variants": n_var, "precompile_failures": errs}
+    try:
+        S.machine["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                             capture_output=True, text=True, timeout=30).stdout.strip()
+        S.machine["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                             cwd=ROOT, timeout=30).stdout.strip()
+    except Exception:
+        pass
+    S.json_path = out / f"{gpu_slug(props.name)}.json"
+    log(f"machine: {json.dumps(S.machine)}")
+    torch.manual_seed(0)
+    only = [w for w in a.only.split(",") if w] or list(WORKLOADS)
+    skip = set(w for w in a.skip.split(",") if w)
+    for name in only:
+        if name in skip:
+            continue
+        if S.left() < NEEDS.get(name, 5):
+            log(f"SKIP {name}: {S.left():.0f} s left of the budget")
+            row(name, None, "-", "memory" if name not in ("gemm", "attention", "launch", "compile") else
+                {"gemm": "gemm", "attention": "attention", "launch": "launch", "compile": "compile"}[name],
+                tilenb_status="not run: the run's time budget was spent", peer=None, peer_status="not run")
+            continue
+        t0 = time.perf_counter()
+        log(f"== {name}")
+        _guard(name, WORKLOADS[name], name, None, "-", "memory" if name not in ("gemm", "attention", "launch", "compile")
+               else {"gemm": "gemm", "attention": "attention", "launch": "launch", "compile": "compile"}[name])
+        log(f"== {name} done in {time.perf_counter() - t0:.1f} s")
+    log(f"total {time.perf_counter() - S.t0:.1f} s; results in {S.json_path}")
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
