@@ -133,6 +133,12 @@ print(f"bf16 rounding of the inputs moved the result by up to "
 show(linear_bf16, "timing")
 
 # %% [markdown]
+# On an NVIDIA H200, one run of this notebook autotuned `linear` to `TM=32, TN=32, TK=16` for the
+# 36-token product (the eight variants took 0.096 to 0.29 ms: with 36 rows, small tiles mean more
+# CTAs to spread over the 132 multiprocessors), and `linear_bf16` to `TM=64, TN=64` for the
+# 4096 x 384 x 1536 product, at about 22 TFLOP/s: a problem this small keeps the tensor cores
+# far from their peak, which needs products of thousands in every dimension.
+#
 # On the CPU backend the bf16 values are computed in f32 exactly as the GPU's tensor cores define
 # them (products of bf16 inputs, f32 sums), so the results agree within f32 rounding; the speed
 # difference only exists on a GPU, where the timing view above reports each variant's time and the
