@@ -207,6 +207,9 @@ def tl_launch(kernel, grid, args, out):
     facts = {"first_call_s": round(first_s, 4), "smem_bytes": ks.smem_bytes, "threads": ks.threads,
              "grid": list(ch.grid), "symbol": ks.symbol,
              "autotune": [{"variant": t["variant"], "ms": t["ms"], "note": t["note"]} for t in run.extra.get("timings", [])]}
+    import hashlib
+    from tilenb.codegen.nvrtc import cache_dir
+    facts["cubin"] = str(cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{tc.device_arch()}.cubin")
     for attr in ("num_regs", "local_size_bytes"):
         try:
             facts[attr] = int(getattr(fn, attr))
@@ -247,9 +250,10 @@ def randn(shape, dtype="f32"):
 def free():
     S.torch.cuda.synchronize()
     S.torch.cuda.empty_cache()
+    S.cp.get_default_memory_pool().free_all_blocks()
 
 
-def compiled(fn, key):
+def compiled(fn):
     """torch.compile'd `fn`, or the reason why not (within the run's compile budget)."""
     torch = S.torch
     if not S.compile_peers:
@@ -375,13 +379,12 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
     except Exception as e:
         t, var, facts, err, status = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}"
         log(traceback.format_exc())
-    if not wide or True:
-        cfn, why = compiled(fn, kname)
-        if cfn is None:
-            peers.append(("torch.compile", None, why))
-        else:
-            tcc, scc, _ = measure_peer(cfn, warm_compile=True)
-            peers.append(("torch.compile", tcc, scc))
+    cfn, why = compiled(fn)
+    if cfn is None:
+        peers.append(("torch.compile", None, why))
+    else:
+        tcc, scc, _ = measure_peer(cfn, warm_compile=True)
+        peers.append(("torch.compile", tcc, scc))
     verified = None if err is None else bool(err <= tol_for(dt, "reduce"))
     for peer, ps, pst in peers:
         row(op, (M, N), dt, "memory", tilenb_s=t, tilenb_status=status, peer=peer, peer_s=ps, peer_status=pst,
@@ -482,7 +485,7 @@ def w_attention():
             for name, ps, pst in peers:
                 row("attention", (B, H, N, D), "bf16", "attention", tilenb_s=t, tilenb_status=status, peer=name,
                     peer_s=ps, peer_status=pst, flops=flops, verified=None if err is None else err <= tol_for("bf16"),
-                    rel_err=err, variant=var, extra={"tilenb_facts": facts})
+                    rel_err=err, variant=var, extra={"tilenb_facts": facts, "headline": name.startswith("SDPA best")})
             del q, k, v, o, ref
             free()
         _guard(f"attention D={D}", one, "attention", (B, H, N, D), "bf16", "attention")
@@ -624,10 +627,10 @@ def w_launch():
     row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl, peer="cupy RawKernel call + synchronize",
         peer_s=t_raw_sync, variant=var, notes=note)
     row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl, peer="cupy RawKernel call (async, no sync)",
-        peer_s=t_raw_async, variant=var, notes="peer without a synchronize per call")
+        peer_s=t_raw_async, variant=var, notes="peer without a synchronize per call", extra={"headline": False})
     row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl_kernel, peer="cupy RawKernel call + synchronize",
         peer_s=t_raw_sync, variant=var, notes="tilenb row: the generated kernel launched from its prepared arguments "
-        "(no checks): the floor of a launch through tilenb's CuPy Function")
+        "(no checks): the floor of a launch through tilenb's CuPy Function", extra={"headline": False})
 
 
 def tl_fast_cupy(kernel, args):
@@ -660,6 +663,46 @@ def _guard(label, fn, workload, shape, dtype, kind):
             free()
         except Exception:
             pass
+
+
+# ---- what the chosen kernels compiled to ---------------------------------------------------------
+SASS_OPS = ("HGMMA", "HMMA", "LDSM", "LDGSTS", "UBLKCP", "UTMALDG", "LDG.E.128", "LDG.E.64", "LDG.E ", "LDG.E.U16",
+            "STG.E.128", "STG.E.64", "STG.E ", "STG.E.U16", "LDS.128", "LDS.64", "LDS ", "LDS.U16", "STS.128", "STS.64",
+            "STS ", "LDL", "STL", "BAR.SYNC", "SHFL", "MUFU")
+
+
+def sass_summary():
+    """Opcode counts (static, in the SASS text) of every chosen tilenb kernel, and the SASS of all
+    of them in OUT/sass.txt.gz (cuobjdump from the CUDA toolkit; skipped when it is missing)."""
+    import gzip
+    import shutil
+    tool = shutil.which("cuobjdump") or next((p for p in ("/usr/local/cuda/bin/cuobjdump",) if os.path.exists(p)), None)
+    if tool is None:
+        log("sass: no cuobjdump")
+        return
+    seen, texts, out = set(), [], {}
+    for r in S.rows:
+        f = r.get("tilenb_facts") or {}
+        cub = f.get("cubin")
+        if not cub or f.get("symbol") in seen or not os.path.exists(cub):
+            continue
+        seen.add(f["symbol"])
+        try:
+            txt = subprocess.run([tool, "--dump-sass", cub], capture_output=True, text=True, timeout=60).stdout
+        except Exception as e:
+            log(f"sass: {f['symbol']}: {e}")
+            continue
+        lines = [ln for ln in txt.splitlines() if "/*" in ln and ";" in ln]
+        counts = {op.strip(): sum(1 for ln in lines if f" {op}" in ln) for op in SASS_OPS}
+        counts["instructions"] = len(lines)
+        out[f["symbol"]] = counts
+        texts.append(f"==== {f['symbol']}\n{txt}")
+    S.machine["sass_counts"] = out
+    with gzip.open(S.out / "sass.txt.gz", "wt") as g:
+        g.write("\n".join(texts))
+    for sym, c in out.items():
+        log(f"sass {sym}: " + ", ".join(f"{k} {v}" for k, v in c.items() if v))
+    save()
 
 
 # ---- warm-up compile of every variant, in parallel (before CUDA is initialized) ----------------
@@ -843,6 +886,10 @@ def main(argv=None):
         _guard(name, WORKLOADS[name], name, None, "-", "memory" if name not in ("gemm", "attention", "launch", "compile")
                else {"gemm": "gemm", "attention": "attention", "launch": "launch", "compile": "compile"}[name])
         log(f"== {name} done in {time.perf_counter() - t0:.1f} s")
+    try:
+        sass_summary()
+    except Exception as e:
+        log(f"sass summary failed: {e}")
     log(f"total {time.perf_counter() - S.t0:.1f} s; results in {S.json_path}")
     save()
     return 0
