@@ -7,19 +7,21 @@ tutorial verifies its kernels against numpy, that errors appear only where a cel
 show one, that the views' saved text is deterministic, and that each lesson shows what it
 promises (the thread map's uncoalesced warps, the planted race, the budget error, ...).
 """
+import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from tilenb.verify import MARK
+
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
-sys.path.insert(0, str(NB_DIR))
-from build import parse  # noqa: E402
-
-from tilenb.verify import MARK  # noqa: E402
+_spec = importlib.util.spec_from_file_location("tilenb_notebooks_build", NB_DIR / "build.py")
+_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_build)
+parse = _build.parse
 
 SOURCES = sorted((NB_DIR / "src").glob("*.py"))
 NAMES = [s.stem for s in SOURCES]
@@ -99,11 +101,13 @@ LESSONS = {
     "01": ["LaunchError", "has dtype float64", "has no @grid", "error: 'betta' is not defined"],
     "02": ["no tile is made", "<- bank conflicts", "fix: pad each tile row"],
     "03": ["does not fit", "static budget", "dynamic shared-memory limit"],
-    "04": ["barrier before line 7", "barrier after line", "RaceError", "with no barrier() between"],
+    "04": ["barrier before line 7", "barrier after line", "RaceError", "with no barrier() between",
+           "length_histogram with atomic_add"],
     "05": ["vector width 1", "<- uncoalesced", "no GPU time", "vector width 4"],
     "06": ["softmax over 30,522 vocabulary logits", "rms_norm on 36 real token vectors"],
-    "07": ["linear {'TM': 64, 'TN': 64, 'TK': 32}", "registers", "linear_bf16"],
-    "08": ["flash_attention, 12 heads", "MiniLM layer-0 attention context"],
+    "07": ["linear {'TM': 64, 'TN': 64, 'TK': 32}", "registers", "linear_bf16", "defines no kernel (functions: gelu)",
+           "linear_gelu: MiniLM layer-0 feed-forward"],
+    "08": ["flash_attention, 12 heads", "MiniLM layer-0 attention context", "acc      f32 [16, 32]  registers"],
     "09": ["i8 weights, exactly", "packed bytes, exactly", "relative (Frobenius)"],
 }
 

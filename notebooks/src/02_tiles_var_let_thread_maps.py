@@ -153,6 +153,10 @@ for c in a.copies:
 # a register), and single-element subscripts read or write one element per thread. `row_max`
 # gives each thread one row and walks it with a loop; no tile is involved, so the thread map has
 # no copy to show and the ruler is empty. Tutorial 4 shows how per-thread code and tiles meet.
+#
+# `for<unroll 4>` runs the same iterations as a plain `for`, but builds the body 4 times per turn
+# of the loop (and finishes the remainder one at a time): fewer loop tests, and 4 independent
+# loads a thread can have in flight at once.
 
 # %%
 %%tilekernel --show none
@@ -161,7 +165,7 @@ kernel row_max(X: tensor<f32>[M, N], Out: tensor<f32>[M]) {
   let row = ctx.block.x * 64 + ctx.thread
   if row < M {
     var best: f32 = -1.0e30
-    for j in range(0, N) {
+    for<unroll 4> j in range(0, N) {
       best = max(best, X[row, j])
     }
     Out[row] = best

@@ -145,6 +145,27 @@ err = tilenb.verify(ends, np.cumsum(lengths), what=f"inclusive_scan of {len(piec
 print(pieces[:6], "->", ends[:6])
 
 # %% [markdown]
+# When many threads must update the *same* global element, no barrier helps (a barrier only
+# orders the threads of one CTA); an **atomic** read-modify-write does. `length_histogram` counts
+# the token lengths above, one thread per token, with `atomic_add` on the count of its length.
+
+# %%
+%%tilekernel --show none
+@launch(128)
+kernel length_histogram(L: tensor<i32>[N], Hist: tensor<i32>[16]) {
+  let i = ctx.block.x * 128 + ctx.thread
+  if i < N {
+    atomic_add(Hist[min(L[i], 15)], 1)        // lengths of 15 and more share the last bin
+  }
+}
+
+# %%
+hist = np.zeros(16, np.int32)
+length_histogram[1](lengths, hist)
+err = tilenb.verify(hist, np.bincount(np.minimum(lengths, 15), minlength=16), what="length_histogram with atomic_add")
+print("tokens of 1..8 characters:", hist[1:9])
+
+# %% [markdown]
 # ## A debug launch catches a forgotten barrier
 #
 # Remove barrier 2 and the kernel has a **race**: a fast thread may overwrite its element while a
@@ -192,3 +213,4 @@ racy_scan[1](lengths, np.zeros_like(lengths))
 # | a reduction, `dot`, `transpose` or broadcast reading elements other threads wrote | yes, placed by the compiler |
 # | a loop whose next turn overwrites tiles this turn still reads | yes, at the end of the body |
 # | per-thread code sharing a tile | yes, `barrier()` written by you; check with `--debug` |
+# | threads of different CTAs updating one global element | no barrier can help: `atomic_add` / `atomic_max` |
