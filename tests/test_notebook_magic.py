@@ -174,9 +174,11 @@ def test_cell_compiler_labels_cell_lines_and_imported_function_lines():
     cc = CellCompiler()
     cc.compile("\n\nfn sq(x) = x * x\n", "In[1]", "cpu", False)
     module, labels = cc.compile("kernel k(Y: tensor<f32>[N]) {\n  Y[0] = sq(2.0)\n}", "In[2]", "cpu", False)
-    assert [labels(n) for n in (1, 2, 3)] == ["2", "3", "4"]
-    assert labels(4) == "In[1]:4"            # sq sits on line 4 of In[1] (after the magic line)
-    assert module.source.splitlines()[3] == "fn sq(x) = x * x"
+    # compiled lines are cell lines: the compiled text starts with an empty line for %%tilekernel
+    assert [labels(n) for n in (2, 3, 4)] == ["2", "3", "4"]
+    assert module.kernels["k"].ir().body[0].span.line == 3   # what kernel.analysis() reports too
+    assert labels(5) == "In[1]:4"            # sq sits on line 4 of In[1] (after the magic line)
+    assert module.source.splitlines()[4] == "fn sq(x) = x * x"
 
 
 def test_option_parsing():
@@ -213,8 +215,8 @@ def test_cell_lines_are_counted_by_newlines_only():
     lexer, so it is not one for the labels either."""
     cc = CellCompiler()
     module, labels = cc.compile("// a\x0cb\r c\nkernel k(Y: tensor<f32>[N]) {\n  Y[0] = 1.0\n}\n", "In[1]", "cpu", False)
-    assert module.kernels["k"].checked.ast.span.line == 2
-    assert labels(2) == "3"
+    assert module.kernels["k"].checked.ast.span.line == 3    # cell line 3 (line 1: %%tilekernel)
+    assert labels(3) == "3"
     with pytest.raises(tilenb.TileError) as e:
         cc.compile("// \x0c\nkernel k(Y: tensor<f32>[N]) {\n  Y[0] = q\n}\n", "In[2]", "cpu", False)
     assert (e.value.filename, e.value.line) == ("In[2]", 4)

@@ -133,7 +133,9 @@ class CellCompiler:
     """Compiles cell bodies, bringing in functions of earlier cells, and remembers the functions
     each successful cell defines. One per IPython shell."""
 
-    HEADER_LINES = 1   # the %%tilekernel line: body line 1 is cell line 2
+    # The %%tilekernel line: the compiled text starts with that many empty lines, so body line 1
+    # is compiled line 2, the same number the cell shows (analyses, errors and CUDA comments agree).
+    HEADER_LINES = 1
 
     def __init__(self):
         self.functions: Dict[str, FnDef] = {}
@@ -150,15 +152,17 @@ class CellCompiler:
             todo.extend(_NAME_CALL.findall(picked[n].text))
         return [f for n, f in self.functions.items() if n in picked]   # in definition order
 
-    def compile(self, body: str, origin: str, backend: str, debug: bool):
-        """-> (module, labels). Raises TileError with lines as the user sees them."""
+    def compile(self, body: str, origin: str, backend: str, debug: bool, remember: bool = True):
+        """-> (module, labels). Raises TileError with lines as the user sees them.
+        remember=False leaves the cell's functions unrecorded until `remember(module)`: the
+        magic records them only once the whole cell (its options too) has succeeded."""
         import tilenb
         # lines end at "\n" only, as the lexer counts them
         body_lines = body.split("\n")
         if body_lines and body_lines[-1] == "":
             body_lines.pop()
         nbody = len(body_lines)
-        text = "\n".join(body_lines)
+        text = "\n" * self.HEADER_LINES + "\n".join(body_lines)
         blocks: List[Tuple[int, FnDef]] = []     # (first compiled line, function)
         for f in self._needed(body):
             text += "\n"
@@ -168,32 +172,39 @@ class CellCompiler:
 
         def where(line: int) -> Tuple[Optional[str], int]:
             """compiled line -> (origin cell or None for this cell, line as seen there)."""
-            if line <= nbody:
-                return None, line + self.HEADER_LINES
+            if line <= nbody + self.HEADER_LINES:
+                return None, line
             for start, f in reversed(blocks):
                 if line >= start:
                     return f.origin, f.line + (line - start)
-            return None, line + self.HEADER_LINES
+            return None, line
 
         def labels(line: int) -> str:
             cell, n = where(line)
             return str(n) if cell is None else f"{cell}:{n}"
         try:
             module = tilenb.compile(text, backend=backend, filename=origin, debug=debug,
-                                    line_offset=self.HEADER_LINES)
+                                    line_offset=0)
         except TileError as e:
             for d in e.diagnostics:
-                if d.line is not None and d.line - self.HEADER_LINES > nbody:
-                    cell, n = where(d.line - self.HEADER_LINES)
+                if d.line is not None and d.line > nbody + self.HEADER_LINES:
+                    cell, n = where(d.line)
                     if cell is not None:
                         d.filename, d.line = cell, n
             raise
-        src_lines = text.split("\n")
-        for f in module.checked.functions.values():
-            if f.span.line <= nbody:
-                self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
-                                               f.span.line + self.HEADER_LINES)
+        module._tilenb_cell = (nbody, origin)
+        if remember:
+            self.remember(module)
         return module, labels
+
+    def remember(self, module) -> None:
+        """Record the functions a cell compiled by `compile` defines, for later cells."""
+        nbody, origin = module._tilenb_cell
+        src_lines = module.source.split("\n")
+        for f in module.checked.functions.values():
+            if f.span.line <= nbody + self.HEADER_LINES:
+                self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
+                                               f.span.line)
 
 
 def _error(message: str) -> None:
@@ -237,19 +248,24 @@ class TileMagics:
             return None
         origin = f"In[{self.shell.execution_count}]"
         try:
-            module, labels = self.cells.compile(cell, origin, opts.backend, opts.debug)
+            module, labels = self.cells.compile(cell, origin, opts.backend, opts.debug, remember=False)
         except TileError as e:
             _error(str(e))
             return None
+        if opts.module and opts.module in module.kernels:
+            _error(f"%%tilekernel: --module {opts.module} would hide the kernel of that name; "
+                   f"choose another name for the module")
+            return None
+        tunes = self._tunes(module, opts.tune)   # a bad --tune fails the cell: nothing is bound
+        if tunes is None:
+            return None
+        self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
             ns[name] = k
         if opts.module:
             ns[opts.module] = module
         show = build.parse_views(opts.show, module.backend)
-        tunes = self._tunes(module, opts.tune)
-        if tunes is None:
-            return None
         if not module.kernels:
             display({"text/plain": "%%tilekernel: this cell defines no kernel"
                      + (f" (functions: {', '.join(sorted(module.checked.functions))})" if module.checked.functions else "")},
