@@ -51,6 +51,10 @@ def _status(r):
     return "ok"
 
 
+def _pct(v):
+    return f"{v * 100:.0f}%" if v >= 0.1 else f"{v * 100:.2g}%"
+
+
 METRIC_TEXT = {"frac_copy_bw": "of copy BW", "speed_vs_peer": "of peer speed", "time_ratio": "× peer time",
                "seconds": "s"}
 
@@ -63,9 +67,9 @@ def table(data) -> str:
         if v is None:
             vs = "-"
         elif m == "frac_copy_bw":
-            vs = f"{v * 100:.0f}% of copy BW"
+            vs = f"{_pct(v)} of copy BW"
         elif m == "speed_vs_peer":
-            vs = f"{v * 100:.0f}% of peer speed"
+            vs = f"{_pct(v)} of peer speed"
         elif m == "time_ratio":
             vs = f"{v:.2f}× peer time"
         else:
