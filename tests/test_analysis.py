@@ -439,3 +439,23 @@ kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 65]) {
     widths = {sp.line: sp.vector_width for sp in a.statements if sp.kind == "tile"}
     assert widths == {4: 1, 5: 4, 6: 1, 7: 1}
     assert [(b.line, b.tile) for b in a.barriers] == [(6, "x")]
+
+
+def test_only_row_length_dims_are_assumed_multiples_of_four():
+    """The launch checks only row lengths (last dims) for multiples of 4; a leading runtime
+    dimension such as M may be odd, so it proves no alignment."""
+    import tilenb
+    from tilenb import ir
+    from tilenb.analysis.divisibility import Divisibility
+    mod = tilenb.compile("""
+kernel k(X: tensor<f32>[M, N], Y: tensor<f32>[M, N]) {
+  let a = M
+  let b = N
+  Y[0, 0] = X[a, b]
+}
+""", backend="cpu")
+    kir = mod.k.ir()
+    div = Divisibility(kir)
+    lets = {s.sym.name: s for s in ir.walk_stmts(kir.body) if isinstance(s, ir.Let)}
+    assert div.of(lets["a"].value) == 1
+    assert div.of(lets["b"].value) == 4

@@ -7,7 +7,8 @@ elements may be moved with 16-byte vector accesses.
 
 Rules (gcd is the greatest common divisor, gcd(0, n) = n):
 - an integer literal c: |c|; a float or bool: 1;
-- a runtime dimension: 4, by the language's rule that runtime extents are multiples of 4
+- a runtime dimension that is some tensor's row length (last dimension): 4, by the launch rule
+  that row lengths are multiples of 4 elements; any other runtime dimension: 1
   elements (the launch checks it); `ctx.threads`: the @launch count; other ctx fields: 1;
 - a + b, a - b, min(a, b), max(a, b): gcd(d(a), d(b)); a * b: d(a) * d(b); -a: d(a);
   a << k (k a literal): d(a) * 2**k; a / c (c a literal dividing d(a)): d(a) / c;
@@ -26,7 +27,7 @@ from typing import Dict
 
 from .. import ir
 
-RUNTIME_DIM_MULTIPLE = 4   # the language's rule: runtime dims are multiples of 4 elements
+RUNTIME_DIM_MULTIPLE = 4   # the launch rule: a runtime row length (last dim) is a multiple of 4 elements
 CAP = 1 << 20              # larger divisors are kept as this power of two (enough for alignment)
 
 
@@ -42,12 +43,19 @@ def _mul(a: int, b: int) -> int:
     return _cap(a * b)
 
 
+def row_length_dims(kir: ir.KernelIR):
+    """Names of the runtime dims that are some tensor's last dimension (multiples of 4)."""
+    return {p.sym.type.dims[-1] for p in kir.params
+            if isinstance(p.sym.type, ir.TensorT) and isinstance(p.sym.type.dims[-1], str)}
+
+
 class Divisibility:
     """Divisibility facts of one kernel variant."""
 
     def __init__(self, kir: ir.KernelIR):
         self.kir = kir
         self.sym_div: Dict[int, int] = {}
+        self.row_length_dims = row_length_dims(kir)
         lets, loops, var_defs = [], [], {}
         for s in ir.walk_stmts(kir.body):
             if isinstance(s, ir.Let) and isinstance(s.sym.type, ir.ScalarT):
@@ -116,7 +124,7 @@ class Divisibility:
         if isinstance(e, ir.Ref):
             s = e.sym
             if s.kind == "dim":
-                return RUNTIME_DIM_MULTIPLE
+                return RUNTIME_DIM_MULTIPLE if s.name in self.row_length_dims else 1
             if id(s) in self.sym_div:
                 return self.sym_div[id(s)]
             return 1

@@ -8,9 +8,9 @@ the loop reads it again); a use in a `while` condition counts as a use inside th
 registers (@registers, and GEMM accumulators: see `gemm_accumulators`) take no shared memory.
 Shared tiles whose ranges overlap never overlap in bytes; each offset is a multiple of `ALIGN`.
 `footprint` is the end of the highest tile; it never exceeds the sum of the tiles, is at least
-the largest live set, and equals it whenever the packer finds such a packing (it searches
-exhaustively for up to `EXACT_LIMIT` tiles; a packing that reaches the largest live set does not
-exist for every set of live ranges).
+the largest live set, and equals it whenever such a packing exists and the exact search finds
+it within `EXACT_BUDGET` tried offsets (greedy orders first, then a complete search; a packing
+that reaches the largest live set does not exist for every set of live ranges).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from .. import ir
 from ..types import DTYPES
 
 ALIGN = 16          # bytes: the widest vector access (16-byte loads and stores)
-EXACT_LIMIT = 9
+EXACT_BUDGET = 200_000   # offsets tried by the exact packer before it gives up
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,8 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
 def _pack(items: List[Tuple[int, int, int, int]]) -> Dict[int, int]:
     """Offsets for (key, start, end, size) items so that items alive together never share bytes.
 
-    Tries several greedy orders and keeps the lowest; where those leave a gap above the largest
-    live set and few items are alive together, searches placements exhaustively."""
+    Tries several greedy orders; where all leave a gap above the largest live set, searches
+    every aligned placement for one that reaches it, keeping the best greedy one otherwise."""
     if not items:
         return {}
     positions = sorted({i[1] for i in items})
@@ -247,11 +247,8 @@ def _pack(items: List[Tuple[int, int, int, int]]) -> Dict[int, int]:
             best = (top, offs)
         if top == target:
             return offs
-    if len(items) <= EXACT_LIMIT:
-        exact = _exhaustive(items, target, best[0])
-        if exact is not None:
-            return exact
-    return best[1]
+    exact = _exhaustive(items, target, best[0])
+    return exact if exact is not None else best[1]
 
 
 def _overlaps(a, b) -> bool:
@@ -279,24 +276,55 @@ def _lowest_gap(it, placed, offs) -> int:
 
 
 def _exhaustive(items, target, bound) -> Optional[Dict[int, int]]:
-    """Depth-first search over placement orders for a packing that reaches `target`."""
-    best = [bound, None]
-    n = len(items)
-    budget = [20000]
+    """A packing of `items` within `target` bytes, by depth-first search over every aligned
+    offset (largest items first), or None if there is none or the search budget runs out.
 
-    def go(placed, offs, remaining, top):
-        budget[0] -= 1
-        if budget[0] < 0 or top >= best[0]:
-            return
-        if not remaining:
-            best[0], best[1] = top, dict(offs)
-            return
-        for i, it in enumerate(remaining):
-            off = _lowest_gap(it, placed, offs)
-            offs[it[0]] = off
-            go(placed + [it], offs, remaining[:i] + remaining[i + 1:], max(top, off + it[3]))
-            del offs[it[0]]
-            if best[0] == target:
-                return
-    go([], {}, list(items), 0)
-    return best[1] if n else {}
+    Complete up to the budget: every offset in [0, target - size] is tried for every item."""
+    del bound
+    # Tiles of different connected groups of live ranges never meet: pack each group alone.
+    groups: List[List[Tuple[int, int, int, int]]] = []
+    reach = None
+    for it in sorted(items, key=lambda i: i[1]):
+        if reach is None or it[1] > reach:
+            groups.append([])
+            reach = it[2]
+        groups[-1].append(it)
+        reach = max(reach, it[2])
+    out: Dict[int, int] = {}
+    for g in groups:
+        offs = _exhaustive_group(g, target)
+        if offs is None:
+            return None
+        out.update(offs)
+    return out
+
+
+def _exhaustive_group(items, target) -> Optional[Dict[int, int]]:
+    order = sorted(items, key=lambda i: (-i[3], i[1], i[2]))
+    offs: Dict[int, int] = {}
+    placed: List[Tuple[int, int, int, int]] = []
+    budget = [EXACT_BUDGET]
+
+    def free(it, off) -> bool:
+        for p in placed:
+            if _overlaps(it, p) and off < offs[p[0]] + p[3] and offs[p[0]] < off + it[3]:
+                return False
+        return True
+
+    def go(i) -> bool:
+        if i == len(order):
+            return True
+        it = order[i]
+        for off in range(0, target - it[3] + 1, ALIGN):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            if free(it, off):
+                offs[it[0]] = off
+                placed.append(it)
+                if go(i + 1):
+                    return True
+                placed.pop()
+                del offs[it[0]]
+        return False
+    return dict(offs) if go(0) else None

@@ -43,7 +43,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..types import DTYPES
-from .divisibility import Divisibility, RUNTIME_DIM_MULTIPLE
+from .divisibility import Divisibility, RUNTIME_DIM_MULTIPLE, row_length_dims
 from .layout import Layout, row_major
 from .lifetimes import Lifetimes
 from .partition import as_2d, vector_width
@@ -142,7 +142,8 @@ class _Planner:
     def tensor_leaf(self, sym: ir.Sym) -> _Leaf:
         dims = sym.type.dims
         rep = [d if isinstance(d, int) else self.extents.get(d, DEFAULT_EXTENT) for d in dims]
-        dd = [d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE for d in dims]
+        rows = row_length_dims(self.kir)
+        dd = [d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE if d in rows else 1 for d in dims]
         stride, sdiv = [], []
         acc, accd = 1, 1
         for k in range(len(dims) - 1, -1, -1):
