@@ -5,10 +5,20 @@ error found in `.diagnostics`). No other exception escapes for any source string
 """
 from __future__ import annotations
 
+import functools
+
 from .lang.diagnostics import Source, TileError, TileSyntaxError
 from .lang.parser import parse
 from .runtime.module import Module, backend_note, choose_backend
 from .sema.check import check_program
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(source: str, filename: str, line_offset: int):
+    """Parse and check once per distinct text: a re-run cell skips straight to its kernels.
+    (A TileError is not cached; it is raised afresh each time.)"""
+    src = Source(source, filename, line_offset)
+    return check_program(parse(source, filename, line_offset), src)
 
 
 def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", debug: bool = False,
@@ -25,8 +35,7 @@ def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", deb
     chosen = choose_backend(backend)
     src = Source(source, filename, line_offset)
     try:
-        prog = parse(source, filename, line_offset)
-        checked = check_program(prog, src)
+        checked = _checked(source, filename, line_offset)
     except TileError:
         raise
     except RecursionError:

@@ -21,6 +21,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -55,20 +56,30 @@ def _cupy():
 
 def device_arch() -> str:
     cp = _cupy()
-    return f"sm_{cp.cuda.Device().compute_capability}"
+    return _arch_of(cp.cuda.Device().id)
+
+
+@functools.lru_cache(maxsize=None)
+def _arch_of(device_id: int) -> str:
+    cp = _cupy()
+    return f"sm_{cp.cuda.Device(device_id).compute_capability}"
 
 
 def kernel_source(kernel, kir: ir.KernelIR):
-    """The generated `KernelSource` of one variant (cached per IR object)."""
+    """The generated `KernelSource` of one variant, cached by what determines it: the source
+    text, its line offset, the kernel and the @autotune values (a re-run cell that compiles
+    the same text again reuses it)."""
     from ..codegen import generate  # noqa: PLC0415
-    with _lock:
-        hit = _generated.get(id(kir))
-    if hit is not None and hit[0] is kir:
-        return hit[1]
     src = kernel.module.checked.source
+    key = (hashlib.sha256(src.text.encode()).hexdigest(), src.line_offset, kir.name,
+           tuple(sorted(kir.tune.items())))
+    with _lock:
+        hit = _generated.get(key)
+    if hit is not None:
+        return hit
     ks = generate(kir, src.text, src.line_offset)
     with _lock:
-        _generated[id(kir)] = (kir, ks)
+        _generated[key] = ks
     return ks
 
 
@@ -212,13 +223,20 @@ def _fits(fn, ks) -> Optional[str]:
     return None
 
 
-def _signature(kernel, launch, arch: str) -> str:
+@functools.lru_cache(maxsize=None)
+def _device_name(device_id: int) -> str:
+    """The device's name (cached: getDeviceProperties costs about a millisecond a call)."""
     cp = _cupy()
     try:
-        name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
-        name = name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:
-        name = "gpu"
+        name = cp.cuda.runtime.getDeviceProperties(device_id)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # a name only labels cache entries; any failure gets a generic one
+        return "gpu"
+
+
+def _signature(kernel, launch, arch: str) -> str:
+    cp = _cupy()
+    name = _device_name(cp.cuda.Device().id)
     b = launch.bound
     dims = ",".join(f"{k}={v}" for k, v in sorted(b.dims.items()))
     src = hashlib.sha256(kernel.module.checked.source.text.encode()).hexdigest()[:16]
