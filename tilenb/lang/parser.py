@@ -275,16 +275,17 @@ def _expected(terms) -> str:
     return "; expected " + (words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1])
 
 
-def _bracket_problem(text: str, upto: int, token: str = ""):
+def _bracket_problem(text: str, upto: int, token: str = "", line_offset: int = 0):
     """A bracket mismatch that explains a parse error at offset `upto`: a closer that matches
     nothing or the wrong opener, a brace while ( or [ is open, an opener never closed, or a
     ( or [ still open at the error when the error is on a later line or is a token that cannot
-    appear inside them (`token`). Returns (message, offset) or None."""
+    appear inside them (`token`). Returns (message, offset) or None. Lines named in the message
+    count `line_offset` in, as the error's own position does."""
     stack = []  # (char, offset)
     i, n = 0, len(text)
 
     def where(offset):
-        line = text.count("\n", 0, offset) + 1
+        line = text.count("\n", 0, offset) + 1 + line_offset
         return f"line {line}, column {offset - (text.rfind(chr(10), 0, offset) + 1) + 1}"
 
     def mismatch(c, i):
@@ -348,7 +349,7 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         line, col = _token_pos(tok, text)
         at_end = tok is None or tok.type == "$END"
         offset = len(text) if at_end or getattr(tok, "start_pos", None) is None else tok.start_pos
-        bracket = _bracket_problem(text, offset, "" if at_end else str(tok))
+        bracket = _bracket_problem(text, offset, "" if at_end else str(tok), line_offset)
         if bracket is not None:
             raise error_at(*bracket) from None
         if tok.type == "ELSE" and _after_close_brace(text, tok):
@@ -367,7 +368,7 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
         raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
     except lark.exceptions.UnexpectedEOF:
-        bracket = _bracket_problem(text, len(text))
+        bracket = _bracket_problem(text, len(text), line_offset=line_offset)
         if bracket is not None:
             raise error_at(*bracket) from None
         lines = text.split("\n")
@@ -376,14 +377,43 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         raise src.error(TileSyntaxError, f"cannot parse: {e.__class__.__name__}", 1, 1) from None
     except RecursionError:
         raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
+    def too_deep():
+        line, col = _too_deep_at(tree)
+        return src.error(TileSyntaxError, "this statement nests too deeply (hundreds of levels of operators, "
+                         "calls or blocks); split it up, binding parts of a long expression with let", line, col)
     try:
         kernels, fns = _ToAst().transform(tree)
+    except RecursionError:
+        raise too_deep() from None
     except lark.exceptions.VisitError as e:
         if isinstance(e.orig_exc, _BadLiteral):
             tok = e.orig_exc.tok
             raise src.error(TileSyntaxError, str(e.orig_exc), tok.line, tok.column) from None
+        if isinstance(e.orig_exc, RecursionError):   # the limit hit inside one of our callbacks
+            raise too_deep() from None
         raise
     return A.Program(kernels, fns, text, filename)
+
+
+_STATEMENTS = {"let_stmt", "var_stmt", "assign", "aug_assign", "for_stmt", "while_stmt", "if_stmt",
+               "expr_stmt", "kernel_def", "expr_fn", "stmt_fn", "attribute"}
+
+
+def _too_deep_at(tree, depth: int = 150):
+    """(line, column) of the statement in which the parse tree first grows `depth` levels deep:
+    walked without recursion, for a tree too deep to transform recursively."""
+    stack = [(tree, 0, None)]
+    while stack:
+        node, d, stmt = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        meta = node.meta
+        if node.data in _STATEMENTS and not getattr(meta, "empty", True):
+            stmt = (meta.line, meta.column)
+        if d >= depth and stmt is not None:
+            return stmt
+        stack.extend((c, d + 1, stmt) for c in reversed(node.children))
+    return 1, 1
 
 
 def _same_line_as_previous(text, tok) -> bool:

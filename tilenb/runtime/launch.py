@@ -162,6 +162,8 @@ def _type_text(sym: ir.Sym, ast_type=None) -> str:
 def _dtype_text(dt) -> str:
     if dt is None:
         return "an unknown dtype"
+    if not dt.isnative:
+        return f"{dt.name} in non-native byte order ({dt.str!r}; convert with .astype({dt.newbyteorder('=').str!r}))"
     name = _BY_NUMPY.get(dt)
     return f"{dt.name} ({name})" if name else dt.name
 
@@ -254,7 +256,13 @@ def _bind_scalar(kname, sym, arg):
         raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
                           f"{type(arg).__name__} {arg!r}"[:200])
     if d.is_float:
-        return d.numpy.type(float(v))
+        try:
+            fv = float(v)
+        except OverflowError:  # an int beyond every float
+            raise LaunchError(f"kernel '{kname}': argument '{pname}', an integer of {len(str(abs(int(v))))} "
+                              f"digits, is too large for {dt}") from None
+        with np.errstate(over="ignore"):   # beyond the type's range is infinite (spec 4.4)
+            return d.numpy.type(fv)
     # integers (and index-like): exact and in range
     if isinstance(v, (float, np.floating)):
         if not float(v).is_integer():
@@ -262,6 +270,8 @@ def _bind_scalar(kname, sym, arg):
         v = int(v)
     info = np.iinfo(d.numpy)
     iv = int(v)
+    if iv != v:   # a Fraction or Decimal with a fractional part: int() would truncate it
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be an integer, not {v!r}")
     if not info.min <= iv <= info.max:
         raise LaunchError(f"kernel '{kname}': argument '{pname}' = {iv} does not fit in {dt} "
                           f"({info.min} to {info.max})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from .. import ir
-from ..lang.diagnostics import TileError
+from ..lang.diagnostics import LaunchError, TileError
 from ..sema.check import CheckedKernel, CheckedProgram
 
 
@@ -66,8 +66,14 @@ class Kernel:
     def __call__(self, *args, **kw):
         return self._launch(None, args, **kw)
 
-    def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None):
+    def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None, **unknown):
         from .launch import launch
+        if unknown:
+            word = next(iter(unknown))
+            params = [p.sym.name for p in self.ir().params]
+            what = (f"arguments are positional, one per parameter ({', '.join(params)}): pass '{word}' by position"
+                    if word in params else f"a launch takes only debug= and variant= by keyword")
+            raise LaunchError(f"kernel '{self.name}': unexpected keyword argument '{word}'; {what}")
         return launch(self, grid, args, debug=self.module.debug if debug is None else debug, variant=variant)
 
     def __repr__(self):

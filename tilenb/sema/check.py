@@ -31,7 +31,7 @@ from .. import ir
 from .. import types as T
 from ..lang import ast as A
 from ..lang.diagnostics import (Source, TileBudgetError, TileError, TileNameError, TileRuleError,
-                                TileShapeError, TileTypeError, combine)
+                                TileShapeError, TileSyntaxError, TileTypeError, combine)
 from . import builtins as B
 
 STATIC_SMEM_BYTES = 48 * 1024
@@ -39,6 +39,10 @@ STATIC_SMEM_BYTES = 48 * 1024
 # Guide, "Compute Capabilities", table "Technical Specifications per Compute Capability".
 DYNAMIC_SMEM_BYTES = 227 * 1024
 MAX_VARIANTS = 256
+# Function bodies inlined into one kernel variant, at most. Arguments are substituted, so calls
+# nested in arguments multiply (fn sq(x) = x * x; sq(sq(sq(...)))): past this the checker stops
+# with an error instead of expanding for minutes.
+MAX_INLINED_CALLS = 10000
 
 
 class _Abort(Exception):
@@ -107,8 +111,11 @@ class CheckedKernel:
         """The IR for one set of @autotune values. Raises TileNameError for names or values
         not in the space, or for a variant that was skipped (saying why)."""
         key = tuple(sorted(tune.items()))
-        if key in self.variants:
-            return self.variants[key]
+        try:
+            if key in self.variants:
+                return self.variants[key]
+        except TypeError:  # an unhashable value (a list, say): refused below, by name
+            pass
         names = [n for n, _ in self.tune_space]
         missing = [n for n in names if n not in tune]
         extra = [n for n in tune if n not in names]
@@ -119,7 +126,7 @@ class CheckedKernel:
             raise TileNameError(f"kernel {self.ast.name}: give a value for @autotune name {missing[0]!r}")
         for n, vals in self.tune_space:
             if tune[n] not in vals:
-                raise TileNameError(f"kernel {self.ast.name}: {n}={tune[n]} is not one of its @autotune values {list(vals)}")
+                raise TileNameError(f"kernel {self.ast.name}: {n}={tune[n]!r} is not one of its @autotune values {list(vals)}")
         if key in self.skipped:
             raise TileNameError(f"kernel {self.ast.name}: the variant {_label(key)} was skipped: {self.skipped[key]}")
         raise TileNameError(f"kernel {self.ast.name}: no variant {tune}")
@@ -145,7 +152,35 @@ def _label(key) -> str:
 # ---- the program -------------------------------------------------------------------------------
 def check_program(prog: A.Program, src: Source) -> CheckedProgram:
     """Check every function and kernel of `prog`. Raises the first TileError by position,
-    carrying all of them in `.diagnostics`."""
+    carrying all of them in `.diagnostics`. A statement nested too deeply for the checker's
+    recursion is a TileSyntaxError at that statement."""
+    try:
+        return _check_program(prog, src)
+    except RecursionError:
+        line, col = _too_deep_at(prog)
+        raise src.error(TileSyntaxError, "this statement nests too deeply (hundreds of levels of operators, "
+                        "calls or blocks); split it up, binding parts of a long expression with let", line, col) from None
+
+
+_STATEMENTS = (A.Let, A.VarDecl, A.Assign, A.For, A.While, A.If, A.ExprStmt, A.Attribute, A.Function)
+
+
+def _too_deep_at(prog: A.Program, depth: int = 150) -> Tuple[int, int]:
+    """(line, column) of the statement of `prog` in which the syntax tree first grows `depth`
+    levels deep, walked without recursion; (1, 1) if none does (deep only through inlining)."""
+    stack = [(prog, 0, None)]
+    while stack:
+        node, d, stmt = stack.pop()
+        if isinstance(node, _STATEMENTS):
+            stmt = node.span
+        if d >= depth and stmt is not None:
+            return stmt.line, stmt.column
+        kids = node if isinstance(node, tuple) else _children(node) if not isinstance(node, str) else ()
+        stack.extend((c, d + 1, stmt) for c in reversed(kids))
+    return 1, 1
+
+
+def _check_program(prog: A.Program, src: Source) -> CheckedProgram:
     errors: List[TileError] = []
     fns: Dict[str, A.Function] = {}
     kernels: Dict[str, CheckedKernel] = {}
@@ -534,6 +569,8 @@ class _KernelChecker:
 
     def check_kernel(self) -> ir.KernelIR:
         k = self.k
+        self.inlined = 0
+        self.kernel_stmt = None
         env = _Env()
         for n, v in self.tune.items():
             env.names[n] = _Tune(v)
@@ -562,10 +599,11 @@ class _KernelChecker:
                     self.err(TileShapeError, f"tensor '{p.name}' has {len(t.dims)} dimensions; tensors have 1 to 4", t.span)
                     continue
                 tdims = []
-                for d, ds in zip(t.dims, t.dim_spans):
+                for axis, (d, ds) in enumerate(zip(t.dims, t.dim_spans)):
                     if isinstance(d, int):
                         if d <= 0 or d >= 2 ** 62:
-                            self.err(TileShapeError, f"dimension {d} of '{p.name}' must be a positive size", ds)
+                            self.err(TileShapeError, f"dimension {axis} of '{p.name}' has the extent {d}; an extent "
+                                     f"must be a positive size below 2**62", ds)
                         tdims.append(d)
                     elif d in self.tune:
                         if self.tune[d] <= 0:
@@ -720,6 +758,8 @@ class _KernelChecker:
         return (self.inline_path, span.line, span.column)
 
     def stmt(self, s, env, scope_names):
+        if not self.call_sites:
+            self.kernel_stmt = s      # the kernel's own statement (not one of an inlined body)
         if isinstance(s, A.Let):
             return self.let_stmt(s, env, scope_names)
         if isinstance(s, A.VarDecl):
@@ -1016,6 +1056,16 @@ class _KernelChecker:
             raise _Abort()  # reported once, at the function's definition
         if f.name in self.call_stack:
             self.fail(TileRuleError, f"function '{f.name}' calls itself; recursion is not allowed", call.span)
+        self.inlined += 1
+        if self.inlined > MAX_INLINED_CALLS:
+            if self.inlined == MAX_INLINED_CALLS + 1:   # reported once, at the kernel's own statement
+                site = self.kernel_stmt.span if self.kernel_stmt is not None else call.span
+                self.errors.append(self.src.error(
+                    TileRuleError, f"with this statement, kernel '{self.k.name}' inlines more than "
+                    f"{MAX_INLINED_CALLS} function bodies: an argument is substituted wherever its parameter "
+                    "appears, so calls nested in arguments multiply; bind such an argument with let first",
+                    site.line, site.column))
+            raise _Abort()
         written = _written_params(f)
         for p, a in zip(f.params, call.args):
             if p in written and not isinstance(a, A.Name):
