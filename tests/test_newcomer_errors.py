@@ -176,3 +176,27 @@ def test_autotune_value_of_the_wrong_type_is_shown_as_given(lmod):
     with pytest.raises(tilenb.TileError) as e:
         lmod.tuned.analysis(TM="64")
     assert "TM='64'" in e.value.message
+
+
+@pytest.mark.parametrize("body,what", [
+    ("  Y[0] = min(X[0], A[0])", "min() mixes f32 and i32"),
+    ("  var a: tile<f32>[8, 64] = 1.0\n  var b: tile<f32>[8, 32] = 1.0\n  var c = max(a, b)", "max(): shapes [8, 64] and [8, 32]"),
+])
+def test_min_max_errors_name_the_call_not_plus(body, what):
+    """min(f32, i32) was reported as "'+' mixes f32 and i32": the checker typed min/max as a '+'."""
+    e = compile_error("kernel k(X: tensor<f32>[N], Y: tensor<f32>[N], A: tensor<i32>[N]) {\n%s\n}\n" % body)
+    assert what in e.message and "'+'" not in e.message
+
+
+def test_launching_on_cuda_without_a_usable_gpu_is_a_tile_error():
+    """With CuPy installed but no device (or an old driver), compile(backend='cuda') works (the
+    CUDA source needs no GPU) but a launch raised CuPy's CUDARuntimeError."""
+    from tilenb.runtime.gpu import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is usable here")
+    mod = tilenb.compile(K % "  Y[0] = X[0]", backend="cuda")
+    assert "__global__" in mod.k.cuda_source()
+    x = np.ones(4, np.float32)
+    with pytest.raises(tilenb.TileError) as e:
+        mod.k[1](x, np.zeros_like(x))
+    assert "backend='cpu'" in e.value.message

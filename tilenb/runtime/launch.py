@@ -447,6 +447,12 @@ def launch(kernel, grid, args, debug=False, variant=None):
         except ImportError as e:
             raise TileError(f"the CUDA backend is unavailable ({e}); compile with backend='cpu' to run on "
                             f"the CPU reference executor") from None
+        from .gpu import gpu_available
+        if not gpu_available():   # CuPy imports, but no device or driver answers
+            err = TileError(f"kernel '{kernel.name}': the CUDA backend has no usable GPU here (CuPy finds no "
+                            f"device, or the driver cannot start); compile with backend='cpu' (or 'auto') to "
+                            f"run on the CPU reference executor", filename=kernel.module.filename)
+            raise err
         return run_cuda(kernel, prepared, debug=debug)
     if backend != "cpu":
         raise TileError(f"unknown backend {backend!r}")

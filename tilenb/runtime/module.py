@@ -73,7 +73,9 @@ class Kernel:
             params = [p.sym.name for p in self.ir().params]
             what = (f"arguments are positional, one per parameter ({', '.join(params)}): pass '{word}' by position"
                     if word in params else f"a launch takes only debug= and variant= by keyword")
-            raise LaunchError(f"kernel '{self.name}': unexpected keyword argument '{word}'; {what}")
+            err = LaunchError(f"kernel '{self.name}': unexpected keyword argument '{word}'; {what}")
+            err.filename = self.module.filename
+            raise err
         return launch(self, grid, args, debug=self.module.debug if debug is None else debug, variant=variant)
 
     def __repr__(self):

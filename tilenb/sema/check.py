@@ -1494,13 +1494,13 @@ class _KernelChecker:
                 if isinstance(o.type, ir.ScalarT) and self.uni(o) > ir.UNIFORM:
                     self.fail(TileRuleError, "a per-thread (varying) value cannot be combined with a tile; tile expressions need values every thread agrees on", span)
 
-    def binary_types(self, op, a, b, span):
-        """(result type, operand type) of `a op b`."""
+    def binary_types(self, op, a, b, span, what=None):
+        """(result type, operand type) of `a op b`; `what` names it in errors (default 'op')."""
+        what = what or f"'{op}'"
         for x in (a, b):
             self.scalar_dtype(x.type, span)
         self.require_uniform_scalars_with_tiles((a, b), span)
-        shape = self.combine_shapes((a.type, b.type), span, f"'{op}'")
-        what = f"'{op}'"
+        shape = self.combine_shapes((a.type, b.type), span, what)
         if op in ("&&", "||"):
             if a.type.dtype != "bool" or b.type.dtype != "bool":
                 self.fail(TileTypeError, f"{what} needs bool operands, not {a.type.dtype} and {b.type.dtype}", span)
@@ -1706,7 +1706,7 @@ class _KernelChecker:
         if f in B.BINARY_MATH:
             nargs(2)
             a, bb = args
-            t, opdt = self.binary_types("+", a, bb, e.span)
+            t, opdt = self.binary_types("+", a, bb, e.span, f"{f}()")
             if isinstance(a, _Lit) and isinstance(bb, _Lit):
                 v = (min if f == "min" else max)(a.value, bb.value)
                 return _Lit(v, _lit_type(v), e.span) if not (isinstance(a.value, float) or isinstance(bb.value, float)) else _Lit(float(v), ir.ScalarT("f32"), e.span)
