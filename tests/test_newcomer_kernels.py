@@ -1,7 +1,8 @@
 """Kernels a newcomer writes from the README and docs/spec.md alone, run on the CPU executor at
 shapes that are not multiples of the tile sizes (70 rows, 1 row, rows shorter than one tile)
 and compared with numpy: row softmax, layernorm, transpose, a 1-D stencil with a halo, a
-histogram with atomic_add, an @autotune GEMM (every variant), and bf16 inputs."""
+histogram with atomic_add, an @autotune GEMM (every variant), and bf16 inputs. The `gpu` cases
+run the same kernels on the CUDA backend, held to the same numpy references."""
 import math
 
 import numpy as np
@@ -104,9 +105,10 @@ kernel bf16_axpb(X: tensor<bf16>[M, N], Y: tensor<bf16>[M, N], s: f32) {
 """
 
 
-@pytest.fixture(scope="module")
-def mod():
-    return tilenb.compile(SRC, backend="cpu")
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def mod(request):
+    """The kernels on the CPU executor, and (with a GPU) the same kernels on the CUDA backend."""
+    return tilenb.compile(SRC, backend=request.param)
 
 
 @pytest.fixture
