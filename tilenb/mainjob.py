@@ -10,6 +10,7 @@ return value of `main` is 0 only when every tutorial ran and verified at least o
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -44,6 +45,14 @@ def _count_outputs(nb):
     return kernels, verified
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _first_line(text: str) -> str:
+    lines = _ANSI.sub("", text).strip().splitlines()
+    return lines[-1] if lines else "a cell failed"
+
+
 def run_one(path: Path, out_dir: Path, backend: str, timeout: int = 900) -> Row:
     import nbformat
     from nbclient import NotebookClient
@@ -58,15 +67,18 @@ def run_one(path: Path, out_dir: Path, backend: str, timeout: int = 900) -> Row:
     try:
         client.execute()
     except CellExecutionError as e:
-        error = str(e).strip().splitlines()[-1] if str(e).strip() else "a cell failed"
+        error = _first_line(str(e))
     except Exception as e:  # the kernel died or timed out: report it in the table
         error = f"{type(e).__name__}: {e}".splitlines()[0]
     seconds = time.perf_counter() - t0
     from .notebook.export import strip_live_views
     strip_live_views(nb)   # tilenb views then export as their own inlined HTML, not CDN-loaded widgets
-    html, _ = HTMLExporter().from_notebook_node(nb)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / (path.stem + ".html")).write_text(html, encoding="utf-8")
+    try:
+        html, _ = HTMLExporter().from_notebook_node(nb)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / (path.stem + ".html")).write_text(html, encoding="utf-8")
+    except Exception as e:  # nbconvert missing its templates, an unwritable folder: say so in the table
+        error = error or f"no HTML page: {type(e).__name__}: {e}".splitlines()[0]
     kernels, verified = _count_outputs(nb)
     return Row(path.stem, kernels, backend, verified, seconds, error)
 
