@@ -25,3 +25,12 @@ def test_check_command_exit_codes(tmp_path: Path):
     assert r.returncode == 1
     assert f"{bad}:2:10: error: 'y' is not defined" in r.stderr
     assert "^" in r.stderr
+
+
+def test_compile_arguments_of_the_wrong_type_are_tile_errors():
+    import pytest
+    for kw in ({"line_offset": "1"}, {"line_offset": -1}, {"filename": 3}, {"backend": "tpu"}):
+        with pytest.raises(tilenb.TileError):
+            tilenb.compile("kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n", **kw)
+    with pytest.raises(tilenb.TileError, match="source must be a str"):
+        tilenb.compile(b"kernel")

@@ -32,6 +32,10 @@ def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", deb
     """
     if not isinstance(source, str):
         raise TileError(f"source must be a str, not {type(source).__name__}")
+    if not isinstance(filename, str):
+        raise TileError(f"filename must be a str, not {type(filename).__name__}")
+    if not isinstance(line_offset, int) or isinstance(line_offset, bool) or line_offset < 0:
+        raise TileError(f"line_offset must be a non-negative int, not {line_offset!r}")
     chosen = choose_backend(backend)
     src = Source(source, filename, line_offset)
     try:
