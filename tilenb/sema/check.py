@@ -71,6 +71,13 @@ class _Poison:
 _POISON = _Poison()
 
 
+@dataclass
+class _Unavailable:
+    """A name that exists but may not be used here (a tensor inside @grid): using it is a
+    TileRuleError with `message`."""
+    message: str
+
+
 class _Env:
     def __init__(self, parent: Optional["_Env"] = None):
         self.parent = parent
@@ -652,6 +659,10 @@ class _KernelChecker:
             for p in params:
                 if p.sym.kind == "scalar_param":
                     genv.names[p.sym.name] = p.sym
+                elif p.sym.kind == "tensor":
+                    genv.names[p.sym.name] = _Unavailable(
+                        f"@grid takes expressions over runtime dimensions, @autotune names and scalar "
+                        f"parameters; '{p.sym.name}' is a tensor (use one of its dimensions instead)")
             gl = []
             for a in self.attrs["grid"].args:
                 try:
@@ -1245,6 +1256,8 @@ class _KernelChecker:
         b = env.lookup(e.id)
         if isinstance(b, _Poison):
             raise _Abort()
+        if isinstance(b, _Unavailable):
+            self.fail(TileRuleError, b.message, e.span)
         if isinstance(b, _MacroArg):
             with self.at_call_site(b):
                 return self.expr(b.expr, b.env, allow_ctx)
@@ -1572,6 +1585,8 @@ class _KernelChecker:
         b = env.lookup(base_ast.id)
         if isinstance(b, _Poison):
             raise _Abort()
+        if isinstance(b, _Unavailable):
+            self.fail(TileRuleError, b.message, base_ast.span)
         if b is None:
             self.fail(TileNameError, f"'{base_ast.id}' is not defined", base_ast.span)
         if isinstance(b, _Tune):
