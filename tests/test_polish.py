@@ -38,3 +38,26 @@ def test_grid_over_dimensions_and_scalars_still_launches():
     mod.k(x, 2)
     assert mod.k.last_run.grid == (6, 1, 1)
     np.testing.assert_array_equal(x, np.r_[np.ones(6), np.zeros(94)].astype(np.float32))
+
+
+# ---- 2. @autotune values are ints, in analysis() and at a launch alike ---------------------
+TUNED = "@autotune(TM in [32, 64])\n@grid(1)\nkernel k(X: tensor<f32>[N]) {\n  X[0] = f32(TM)\n}\n"
+
+
+@pytest.mark.parametrize("value", [64.0, True, "64"])
+def test_a_non_int_autotune_value_is_refused_by_analysis_and_launch_alike(value):
+    """kernel.analysis(TM=64.0) ran (64.0 hashes as 64) while variant={'TM': 64.0} was refused."""
+    mod = tilenb.compile(TUNED, backend="cpu")
+    for call in (lambda: mod.k.analysis(TM=value), lambda: mod.k.ir(TM=value),
+                 lambda: mod.k(np.zeros(4, np.float32), variant={"TM": value})):
+        with pytest.raises(tilenb.TileError) as e:
+            call()
+        assert f"TM={value!r} is not one of its @autotune values [32, 64]" in e.value.message
+
+
+def test_int_autotune_values_work_in_analysis_and_launch():
+    mod = tilenb.compile(TUNED, backend="cpu")
+    assert mod.k.ir(TM=np.int64(64)).tune == {"TM": 64}
+    x = np.zeros(4, np.float32)
+    mod.k(x, variant={"TM": np.int64(64)})
+    assert x[0] == 64.0

@@ -353,7 +353,8 @@ def _variant_tune(kernel, variant) -> Dict[str, int]:
                               f"this kernel (it has: {', '.join(names) or 'none'})")
         vals = dict(space)[k]
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)) or int(v) not in vals:
-            raise LaunchError(f"kernel '{kernel.name}': variant {k}={v!r} is not one of its @autotune values {list(vals)}")
+            raise LaunchError(f"kernel '{kernel.name}': variant {k}={v!r} is not one of its @autotune values {list(vals)}"
+                              + ("; @autotune values are ints" if not isinstance(v, (numbers.Integral, np.integer)) else ""))
         tune[k] = int(v)
     return tune
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import numbers
 from dataclasses import dataclass, field, fields, replace
 from typing import Dict, List, Optional, Tuple
 
@@ -116,7 +117,14 @@ class CheckedKernel:
 
     def variant(self, **tune) -> ir.KernelIR:
         """The IR for one set of @autotune values. Raises TileNameError for names or values
-        not in the space, or for a variant that was skipped (saying why)."""
+        not in the space, or for a variant that was skipped (saying why). Values are ints (a
+        Python or numpy integer, not a bool); anything else, 64.0 included, is refused by name,
+        as a launch's `variant=` refuses it."""
+        space = dict(self.tune_space)
+        for n, v in tune.items():
+            if n in space and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+                raise TileNameError(f"kernel {self.ast.name}: {n}={v!r} is not one of its @autotune values "
+                                    f"{list(space[n])}; @autotune values are ints")
         key = tuple(sorted(tune.items()))
         try:
             if key in self.variants:
