@@ -61,3 +61,49 @@ def test_int_autotune_values_work_in_analysis_and_launch():
     x = np.zeros(4, np.float32)
     mod.k(x, variant={"TM": np.int64(64)})
     assert x[0] == 64.0
+
+
+# ---- 3. the magic says which Python name a kernel replaced ---------------------------------
+CELL = "%%tilekernel --backend cpu --show none\nkernel {name}(X: tensor<f32>[N]) {{\n  X[0] = 2.0\n}}\n"
+
+
+@pytest.fixture
+def ip():
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from tilenb.notebook.magic import CellCompiler
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "tilenb")
+    shell._tilenb_magics.cells = CellCompiler()
+    before = dict(shell.user_ns)
+    yield shell
+    for name in set(shell.user_ns) - set(before):
+        shell.user_ns.pop(name, None)
+    shell.user_ns.update(before)
+
+
+def run(ip, capsys, cell):
+    ip.run_cell(cell)
+    return capsys.readouterr().err
+
+
+def test_the_magic_says_when_a_kernel_replaces_a_python_name(ip, capsys):
+    ip.user_ns["np"] = np
+    err = run(ip, capsys, CELL.format(name="np"))
+    assert err.splitlines() == ["%%tilekernel: kernel 'np' replaces the existing name 'np' (module) "
+                                "in the notebook's namespace"]
+    assert isinstance(ip.user_ns["np"], tilenb.Kernel)       # still bound
+
+
+def test_the_magic_says_when_a_kernel_hides_a_builtin(ip, capsys):
+    err = run(ip, capsys, CELL.format(name="sum"))
+    assert err.splitlines() == ["%%tilekernel: kernel 'sum' replaces the built-in 'sum' "
+                                "(builtin_function_or_method) in the notebook's namespace"]
+    assert isinstance(ip.user_ns["sum"], tilenb.Kernel)
+
+
+def test_rebinding_a_kernel_of_an_earlier_cell_is_silent(ip, capsys):
+    assert run(ip, capsys, CELL.format(name="polish_k")) == ""
+    first = ip.user_ns["polish_k"]
+    assert run(ip, capsys, CELL.format(name="polish_k")) == ""
+    assert ip.user_ns["polish_k"] is not first

@@ -5,7 +5,9 @@
 
 Guarantees:
 - On success every kernel of the cell is bound by name in the user namespace (a `tilenb.Kernel`;
-  launch it as `name[grid](*arrays)`), `--module NAME` also binds the `tilenb.Module`, and the
+  launch it as `name[grid](*arrays)`), `--module NAME` also binds the `tilenb.Module`; binding
+  over a Python name that holds something other than a tilenb kernel or module (an import such
+  as `np`, a variable, a built-in such as `sum`) prints one line to stderr naming it, and the
   requested views are displayed (default: threads, lifetimes, barriers, and timing on the CUDA
   backend; `--show none` shows none; `--show all` all five).
 - Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
@@ -211,6 +213,24 @@ def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _note_replaced(ns: dict, name: str, what: str) -> None:
+    """One line on stderr when binding `name` replaces a Python name of the notebook (a variable,
+    an import, or a built-in such as sum) that is not a tilenb kernel or module; silent otherwise."""
+    import builtins
+    from ..runtime.module import Kernel, Module
+    if name in ns:
+        old = ns[name]
+    elif hasattr(builtins, name):
+        old = getattr(builtins, name)
+    else:
+        return
+    if isinstance(old, (Kernel, Module)):
+        return
+    kind = "the built-in" if name not in ns else "the existing name"
+    _error(f"%%tilekernel: {what} '{name}' replaces {kind} '{name}' ({type(old).__name__}) in the "
+           f"notebook's namespace")
+
+
 class TileMagics:
     """Holds the shell's state: the cell compiler and the timing views to refresh."""
 
@@ -262,8 +282,10 @@ class TileMagics:
         self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
+            _note_replaced(ns, name, "kernel")
             ns[name] = k
         if opts.module:
+            _note_replaced(ns, opts.module, "--module")
             ns[opts.module] = module
         show = build.parse_views(opts.show, module.backend)
         if not module.kernels:
