@@ -147,9 +147,12 @@ def test_barriers_are_exactly_the_analysis(name):
             assert user == sum(isinstance(s, ir.Barrier) for s in ir.walk_stmts(kir.body))
             # beyond the analysis, only around tensor-core results written to shared memory
             # (their fragments are not the partition the analysis assumes)
+            # and the one a CTA-wide row reduction needs between its per-warp partials in a shared
+            # scratch and the outputs' owners (plus one before it inside a loop), marked as such
             mma_into_shared = "mma.sync accumulator fragments of the result" in code
+            scratch = len(re.findall(r"__syncthreads\(\);  // codegen-internal: [^\n]*scratch", code))
             if not mma_into_shared:
-                assert internal == 0, f"{k.name}: barriers beyond the analysis"
+                assert internal == scratch, f"{k.name}: barriers beyond the analysis"
 
 
 def test_f16_and_bf16_gemm_loops_use_tensor_cores():
@@ -227,3 +230,17 @@ def test_nvrtc_compile_gives_cubin_or_ptx_and_caches(tmp_path, monkeypatch):
     with pytest.raises(CudaCompileError) as e:
         nvrtc_compile("extern \"C\" __global__ void k() { undefined_thing(); }", "sm_80", use_cache=False)
     assert "undefined_thing" in e.value.log
+
+
+def test_row_reductions_are_cta_wide_and_bf16_copies_convert_nothing():
+    """rowsum / rowmax over a whole row: every thread reduces the chunks the partition gives it
+    (16-byte vectors), warp shuffles, one combine through a shared scratch; a bf16 tile copied
+    from a bf16 tensor moves its bits without converting them."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import suite_kernels as sk
+    mod = _mod(sk.program())
+    code = mod.softmax_bf16.cuda_source(R=2, D=4096, NT=256)
+    assert "__shfl_xor_sync" in code and "codegen-internal scratch: one partial per (row, warp)" in code
+    assert "tnb_f2b(tnb_b2f(" not in code
+    assert "cvt.rn.bf16.f32" in code

@@ -117,8 +117,27 @@ def convert(v: str, src: str, dst: str) -> str:
     return f"{_I2I[dst]}({v})"
 
 
+def _unwrap_call(v: str, fn: str):
+    """The argument text if `v` is exactly one call `fn(...)`, else None."""
+    if not (v.startswith(fn + "(") and v.endswith(")")):
+        return None
+    depth = 0
+    for n, ch in enumerate(v[len(fn):]):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and n != len(v) - len(fn) - 1:
+            return None     # the first call closes before the end: f(a) + g(b)
+    return v[len(fn) + 1:-1]
+
+
 def store_bits(v: str, src: str, dst: str) -> str:
-    """The value `v` (IR type src) as the storage of IR type dst (rounds to nearest even)."""
+    """The value `v` (IR type src) as the storage of IR type dst (rounds to nearest even).
+    A value that is an element of dst's own 16-bit storage, just widened, is stored as those
+    bits unchanged (a same-type copy converts nothing)."""
+    if dst in ("f16", "bf16") and src == dst:
+        inner = _unwrap_call(v, "tnb_h2f" if dst == "f16" else "tnb_b2f")
+        if inner is not None:
+            return inner
     if dst == "f16":
         if src == "f64":
             return f"tnb_d2h({v})"

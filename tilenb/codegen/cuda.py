@@ -317,6 +317,7 @@ class _Gen:
             params_meta.append(("dim", dname, "index"))
         fp = self.plan.footprint
         dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT
+        self.smem_dynamic, self.extra_static_smem = dynamic, 0
         self.smem_bytes = fp
         body_start = len(self.out)
         self.ind = 1
@@ -1527,7 +1528,11 @@ class _Gen:
             return
         coop = self.coop_reduces(value, domain, V, lay)
         if coop:
-            self.coop_sweep(domain, value, coop, write, mask)
+            widths = self.block_reduce_widths(domain, coop)
+            if widths is not None:
+                self.block_sweep(s, domain, value, coop, widths, write, mask)
+            else:
+                self.coop_sweep(domain, value, coop, write, mask)
             return
 
         def body(at):
@@ -1779,6 +1784,224 @@ class _Gen:
                     visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
         visit(value, True)
         return found
+
+    # ---- CTA-wide row reductions: every thread reduces the chunks it owns, then shuffles, then
+    # one combine across warps through a small shared scratch
+    def reduce_vector_leaves(self, x, xshape, V):
+        """The leaves of a reduction's operand read as V-element vectors at the chunk's own
+        coordinates: shared tiles whose chunk of V elements is contiguous and V-aligned."""
+        out = []
+        for e, loc in self.vector_leaves(x, xshape):
+            if loc.kind != "shared" or not isinstance(e, ir.Ref):
+                continue
+            tv = self.tile_of(e.sym)
+            if tv is None or tv.space != "shared":
+                continue
+            last = loc.entries[-1]
+            ext = loc.extents[-1]
+            if not (_is_int(last[1]) and last[1] % V == 0 and _is_int(ext) and ext % V == 0):
+                continue
+            if C.itemsize(loc.dtype) * V not in (4, 8, 16):
+                continue
+            out.append((e, loc))
+        return out
+
+    def block_reduce_widths(self, domain, reds) -> Optional[List[int]]:
+        """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply:
+        row reductions (axis 1) whose row of Cx elements cuts into Cx / V chunks, a multiple of the
+        CTA's threads, so that (by the partition rule, chunk k -> thread k % T) every thread owns
+        the same number of chunks of every row and each warp works on one row at a time."""
+        R, Cc = domain
+        if Cc != 1 or self.T % 32 or any(r.axis != 1 or len(r.x.type.shape) != 2 for r in reds):
+            return None
+        out = []
+        for red in reds:
+            xr, xc = shape2(red.x.type.shape)
+            if xr != R:
+                return None
+            V = None
+            for cand in (8, 4, 2, 1):
+                if xc % cand or (xc // cand) % self.T:
+                    continue
+                leaves = self.reduce_vector_leaves(red.x, (xr, xc), cand)
+                if cand > 1 and not leaves:
+                    continue
+                if cand > 1 and any(C.itemsize(l.dtype) * cand > 16 for _, l in leaves):
+                    continue
+                V = cand
+                break
+            if V is None:
+                return None
+            out.append(V)
+        scratch = sum(R * (self.T // 32) * 8 for _ in reds)
+        if (not getattr(self, "smem_dynamic", True)
+                and self.plan.footprint + self.extra_static_smem + scratch > STATIC_SMEM_LIMIT):
+            return None      # the scratch would push static shared memory past 48 KB
+        self.extra_static_smem += scratch
+        return out
+
+    def in_loop(self, s) -> bool:
+        ids = getattr(self, "_loop_ids", None)
+        if ids is None:
+            ids = set()
+            for st in ir.walk_stmts(self.kir.body):
+                if isinstance(st, (ir.For, ir.While)):
+                    ids.update(id(x) for x in ir.walk_stmts(st.body))
+            self._loop_ids = ids
+        return id(s) in ids
+
+    def has_reduce_or_dot(self, e) -> bool:
+        if isinstance(e, (ir.Reduce, ir.Dot)):
+            return True
+        return any(self.has_reduce_or_dot(c) for c in ir.sub_exprs(e))
+
+    def reduce_chunk(self, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked: bool):
+        """acc <- acc combined with the chunk's V elements of x's row `row` from column j0
+        (`checked`: skip elements outside x's valid columns)."""
+        vv = self.new("v")
+        if V > 1:
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {vv} = 0; {vv} < {V}; ++{vv}) {{")
+            self.ind += 1
+            j = self.new("j")
+            self.emit(f"const int {j} = {j0} + {vv};")
+        else:
+            j = j0
+        saved = dict(self.pre)
+        for e, loc, buf, b in bufs:
+            val = C.load_value(f"{buf}[{vv}]", loc.dtype)
+            cond = self.in_region(b, row, j, shape2(loc.shape))
+            if cond is False:
+                val = C.zero(C_val_dt(loc.dtype))
+            elif cond is not True:
+                val = f"(({cond}) ? {val} : {C.zero(C_val_dt(loc.dtype))})"
+            self.pre[id(e)] = val
+        cond = self.in_region((0, 1, xr[2], xr[3]), 0, j, (1, xshape[1])) if checked else True
+        if cond is not False:
+            if cond is not True:
+                self.emit(f"if ({cond}) {{")
+                self.ind += 1
+            v = self.ev(x, At(row, j, None, None, True))
+            self.emit(f"{acc} = {self.reduce_combine(red.op, dt, acc, C.convert(v, x.type.dtype, dt))};")
+            if cond is not True:
+                self.ind -= 1
+                self.emit("}")
+        self.pre = saved
+        if V > 1:
+            self.ind -= 1
+            self.emit("}")
+
+    def block_sweep(self, s, domain, value, reds, widths, write, mask):
+        R, _ = domain
+        NW = self.T // 32
+        vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
+        p = self.plan.positions.get(id(s))
+        before = any(b.where == "before" for b in self.plan.barriers.get(p, ()))
+        if self.in_loop(s) and not before:   # (an analysis barrier right before the statement does the same)
+            self.emit("__syncthreads();  // codegen-internal: the previous turn's owners have read this reduction's "
+                      "scratch before the warps write it again")
+        saved = dict(self.pre)
+        accs = []
+        for red, V in zip(reds, widths):
+            x = red.x
+            xr = self.region(x)
+            dt = red.type.dtype
+            vc = C.VALUE_C[dt]
+            xshape = shape2(x.type.shape)
+            per_row = xshape[1] // V
+            steps = per_row // self.T
+            sc = self.new("rsc")
+            self.emit(f"__shared__ {vc} {sc}[{R * NW}];  // codegen-internal scratch: one partial per (row, warp)")
+            self.emit(f"// {red.op} over each row: chunk k of {V} row elements -> thread k % {self.T} (the partition), "
+                      f"{steps} chunk(s) a row per thread, reduced in registers,")
+            self.emit("// then across the warp with shuffles; lane 0 leaves the warp's partial in the scratch")
+            row = self.new("row")
+            self.emit(f"for (int {row} = 0; {row} < {R}; ++{row}) {{")
+            self.ind += 1
+            acc = self.new("red")
+            self.emit(f"{vc} {acc} = {self.reduce_ident(red.op, dt)};")
+            rowok = self.in_region((xr[0], xr[1], 0, 1), row, 0, (R, 1))
+            if rowok is not False:
+                if rowok is not True:
+                    self.emit(f"if ({rowok}) {{")
+                    self.ind += 1
+                st = self.new("s")
+                self.emit("#pragma unroll")
+                self.emit(f"for (int {st} = 0; {st} < {steps}; ++{st}) {{")
+                self.ind += 1
+                j0 = self.new("j")
+                self.emit(f"const int {j0} = (tnb_tid + {st} * {self.T}) * {V};")
+                inner = dict(self.pre)
+                bufs = []
+                if V > 1:
+                    seen = {}
+                    for e, loc in self.reduce_vector_leaves(x, xshape, V):
+                        if loc.key in seen:
+                            bufs.append((e,) + seen[loc.key][1:])
+                            continue
+                        buf = self.new("vin")
+                        nb = C.itemsize(loc.dtype) * V
+                        self.emit(f"__align__(16) {C.STORE_C[loc.dtype]} {buf}[{V}];")
+                        self.emit(f"*({vtypes[nb]}*){buf} = *(const {vtypes[nb]}*)({loc.ptr} + {loc.index(row, j0)});")
+                        b = self.loc_bounds(loc, False)
+                        bufs.append((e, loc, buf, b))
+                        seen[loc.key] = bufs[-1]
+                whole = self.chunk_inside((0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
+                nested = self.has_reduce_or_dot(x)
+                if whole is not True and not nested:
+                    self.emit(f"if ({whole}) {{  // the whole chunk lies in the valid region")
+                    self.ind += 1
+                    self.reduce_chunk(red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=False)
+                    self.ind -= 1
+                    self.emit("} else {")
+                    self.ind += 1
+                    self.reduce_chunk(red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=True)
+                    self.ind -= 1
+                    self.emit("}")
+                else:
+                    self.reduce_chunk(red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=whole is not True)
+                self.pre = inner
+                self.ind -= 1
+                self.emit("}")
+                if rowok is not True:
+                    self.ind -= 1
+                    self.emit("}")
+            off = self.new("off")
+            comb = self.reduce_combine(red.op, dt, acc, f"__shfl_xor_sync(0xffffffffu, {acc}, {off})")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {off} = 16; {off} > 0; {off} >>= 1) {acc} = {comb};")
+            self.emit(f"if (tnb_lane == 0) {sc}[{row} * {NW} + tnb_warp] = {acc};")
+            self.ind -= 1
+            self.emit("}")
+            accs.append((red, sc, dt))
+        self.emit("__syncthreads();  // codegen-internal: the warps' partials in the reduction scratch are read by the "
+                  "owner of each output")
+        o = self.new("o")
+        self.emit(f"// output k -> thread k % {self.T} (the partition of the [{R}, 1] result): combine the {NW} warps' "
+                  "partials in warp order")
+        self.emit(f"for (int {o} = tnb_tid; {o} < {R}; {o} += {self.T}) {{")
+        self.ind += 1
+        for red, sc, dt in accs:
+            acc = self.new("red")
+            w = self.new("w")
+            self.emit(f"{C.VALUE_C[dt]} {acc} = {sc}[{o} * {NW}];")
+            comb = self.reduce_combine(red.op, dt, acc, f"{sc}[{o} * {NW} + {w}]")
+            self.emit(f"for (int {w} = 1; {w} < {NW}; ++{w}) {acc} = {comb};")
+            self.pre[id(red)] = acc
+        at = At(o, 0, None, None, True)
+        cond = self.in_region(mask, o, 0, domain) if mask is not None else True
+        if cond is not False:
+            if cond is not True:
+                self.emit(f"if ({cond}) {{")
+                self.ind += 1
+            v = self.elem_value(value, at)
+            write(at, v, value.type.dtype)
+            if cond is not True:
+                self.ind -= 1
+                self.emit("}")
+        self.pre = saved
+        self.ind -= 1
+        self.emit("}")
 
     def coop_sweep(self, domain, value, reds, write, mask):
         R, Cc = domain

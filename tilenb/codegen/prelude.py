@@ -3,7 +3,9 @@
 Guarantees: the prelude needs no header at all (NVRTC's built-in device functions only), so the
 generated code compiles with nothing but libnvrtc: no cuda_fp16.h / cuda_bf16.h on the include
 path (the `nvidia-cuda-nvrtc-cu12` wheel ships none). f16 and bf16 are stored as their 16-bit
-patterns (`tnb_f16`, `tnb_bf16`); values compute in f32 and round to nearest even on store.
+patterns (`tnb_f16`, `tnb_bf16`); values compute in f32 and round to nearest even on store,
+through the hardware conversions (`cvt.rn.f16.f32`, `cvt.rn.bf16.f32` and the packed x2 forms on
+sm_80+; a bit-exact software rounding only below sm_80); widening bf16 -> f32 is a shift.
 Its helpers implement the language's arithmetic rules exactly:
 
 - integer + - * wrap (done in unsigned arithmetic, so no C undefined behaviour);
@@ -25,10 +27,14 @@ __device__ __forceinline__ float tnb_h2f(tnb_f16 h) { float f; asm("cvt.f32.f16 
 __device__ __forceinline__ tnb_f16 tnb_f2h(float f) { tnb_f16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float tnb_b2f(tnb_bf16 b) { return __uint_as_float(((unsigned)b) << 16); }
 __device__ __forceinline__ tnb_bf16 tnb_f2b(float f) {  // round to nearest even; NaN stays NaN
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  tnb_bf16 b; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f)); return b;   // one instruction on sm_80+
+#else
   unsigned u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (tnb_bf16)((u >> 16) | 0x40u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (tnb_bf16)(u >> 16);
+#endif
 }
 // f64 -> f32 rounded to odd: rounding that again to 16 bits equals one direct rounding
 __device__ __forceinline__ float tnb_d2f_odd(double d) {
@@ -133,8 +139,13 @@ __device__ __forceinline__ void tnb_atomic_add16(unsigned short* p, float v, boo
 }
 
 // tensor cores: D = A * B + D, m16n8k16, f32 accumulators (sm_80+)
-__device__ __forceinline__ unsigned tnb_pack_h2(float lo, float hi) { return (unsigned)tnb_f2h(lo) | ((unsigned)tnb_f2h(hi) << 16); }
+// two values rounded and packed in one instruction (cvt.rn.{f16,bf16}x2.f32 puts its first operand in the high half)
+__device__ __forceinline__ unsigned tnb_pack_h2(float lo, float hi) { unsigned r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ unsigned tnb_pack_b2(float lo, float hi) { unsigned r; asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+#else
 __device__ __forceinline__ unsigned tnb_pack_b2(float lo, float hi) { return (unsigned)tnb_f2b(lo) | ((unsigned)tnb_f2b(hi) << 16); }
+#endif
 __device__ __forceinline__ void tnb_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
