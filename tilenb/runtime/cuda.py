@@ -17,6 +17,13 @@ Guarantees:
   with a note. The choice is kept in memory and on disk; the per-variant timings are data in
   `kernel.timings[signature]` and `kernel.last_run.extra["timings"]`. A text progress line is
   printed per variant (`PROGRESS = False` silences it).
+- Repeat launches: after a launch whose tensors are all GPU arrays (16-byte aligned, used in
+  place) and whose other arguments are plain numbers, what the launch needed (the chosen
+  variant's function, grid and packed arguments) is kept per kernel under a key of everything
+  the launch checks depend on: the grid and variant asked for, each argument's type, shape,
+  strides, dtype and read-only flag, each scalar's type and value, and the device. A later call
+  with an equal key (`repeat_key`, `run_repeat`) only swaps in the new data pointers and
+  launches; any other call takes the full path, every check included.
 - Errors reach the user as `TileError` subclasses (LaunchError, UnsupportedError).
 """
 from __future__ import annotations
@@ -323,8 +330,110 @@ def _restore(saved):
         cp.cuda.runtime.memcpy(ptr, buf.data.ptr, nbytes, 3)
 
 
-def run_cuda(kernel, prepared, debug: bool = False):
-    """Run a checked launch on the GPU (see the module docstring). Returns None."""
+# ---- repeat launches: the minimum Python work for a call that repeats an earlier one -----------
+REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
+_SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
+
+
+@dataclass
+class _Repeat:
+    fn: object
+    ks: object
+    grid: Tuple[int, int, int]
+    template: list                  # packed arguments; tensor slots are overwritten per call
+    tensor_slots: Tuple[int, ...]
+    tune: Dict[str, int]
+    note: str
+    extra: dict
+
+
+def repeat_key(kernel, grid, args, debug, variant):
+    """(key, data pointers) for a launch that may repeat an earlier one, or None when the call
+    must take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
+    The key holds every input of the launch checks; the pointers are the tensors' in order."""
+    if debug or kernel.module.backend != "cuda":
+        return None
+    parts, ptrs = [], []
+    try:
+        for a in args:
+            if isinstance(a, _SCALAR_TYPES):
+                parts.append((type(a), a))
+                continue
+            if isinstance(a, np.ndarray):
+                return None
+            cai = getattr(a, "__cuda_array_interface__", None)
+            if cai is None:
+                return None
+            ptr, ro = cai["data"]
+            if ptr % 16:
+                return None
+            ts = cai["typestr"]
+            parts.append((type(a), tuple(cai["shape"]), cai.get("strides"), ts, ro,
+                          str(getattr(a, "dtype", "")) if "V" in ts else None))
+            ptrs.append(ptr)
+        g = tuple(grid) if isinstance(grid, list) else grid
+        v = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
+        key = (g, v, _cupy().cuda.runtime.getDevice(), tuple(parts))
+        hash(key)
+    except Exception:  # anything odd (unhashable, a property that raises): the full path decides
+        return None
+    return key, ptrs
+
+
+def run_repeat(kernel, rk) -> bool:
+    """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not."""
+    from .launch import RunReport  # noqa: PLC0415
+    cache = getattr(kernel, "_tilenb_repeat", None)
+    if not cache:
+        return False
+    key, ptrs = rk
+    r = cache.get(key)
+    if r is None:
+        return False
+    cp = _cupy()
+    args = list(r.template)
+    for slot, ptr in zip(r.tensor_slots, ptrs):
+        args[slot] = np.uint64(ptr)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    try:
+        r.fn(r.grid, (r.ks.threads, 1, 1), tuple(args), shared_mem=r.ks.smem_bytes if r.ks.dynamic_smem else 0)
+    except cp.cuda.driver.CUDADriverError as e:
+        raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
+    end.record()
+    try:
+        end.synchronize()
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
+    ms = cp.cuda.get_elapsed_time(start, end)
+    extra = dict(r.extra)
+    extra["kernel_ms"] = ms
+    kernel.last_run = RunReport("cuda", kernel.name, dict(r.tune), r.note, r.grid, r.ks.threads,
+                                r.grid[0] * r.grid[1] * r.grid[2], ms / 1e3, False, extra)
+    return True
+
+
+def _remember(kernel, rk, fn, ks, run, da, note, extra):
+    if rk is None or da.copy_back:
+        return
+    key, ptrs = rk
+    slots = tuple(i for i, p in enumerate(run.kir.params) if isinstance(p.sym.type, ir.TensorT))
+    if len(slots) != len(ptrs):
+        return
+    cache = getattr(kernel, "_tilenb_repeat", None)
+    if cache is None or len(cache) >= REPEAT_CACHE_SIZE:
+        cache = {}
+        try:
+            kernel._tilenb_repeat = cache
+        except AttributeError:
+            return
+    cache[key] = _Repeat(fn, ks, tuple(run.grid), list(da.args), slots, dict(run.tune),
+                         note + " (a repeat of an earlier call: launched from the cache)", extra)
+
+
+def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
+    """Run a checked launch on the GPU (see the module docstring). Returns None.
+    repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None)."""
     from .launch import RunReport, written_tensors  # noqa: PLC0415
     cp = _cupy()
     arch = device_arch()
@@ -414,4 +523,6 @@ def run_cuda(kernel, prepared, debug: bool = False):
         kernel.timings[_signature(kernel, chosen, arch)] = timings
     kernel.last_run = RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
                                 ms / 1e3, debug, extra)
+    if not debug:
+        _remember(kernel, repeat, fn, ks, run, da, note, extra)
     return None

@@ -437,6 +437,12 @@ def launch(kernel, grid, args, debug=False, variant=None):
     order; debug: detect races and out-of-bounds element accesses (CPU backend); variant: a
     dict of @autotune values. Raises LaunchError before anything runs if a check fails."""
     try:
+        repeat = None
+        if kernel.module.backend == "cuda":   # a repeat of an earlier call skips the checks it passed
+            from .cuda import repeat_key, run_repeat
+            repeat = repeat_key(kernel, grid, args, debug, variant)
+            if repeat is not None and run_repeat(kernel, repeat):
+                return None
         prepared = prepare(kernel, grid, tuple(args), variant)
     except LaunchError as e:
         e.filename = kernel.module.filename     # "file.tile: error: kernel 'k': ..."
@@ -454,7 +460,7 @@ def launch(kernel, grid, args, debug=False, variant=None):
                             f"device, or the driver cannot start); compile with backend='cpu' (or 'auto') to "
                             f"run on the CPU reference executor", filename=kernel.module.filename)
             raise err
-        return run_cuda(kernel, prepared, debug=debug)
+        return run_cuda(kernel, prepared, debug=debug, repeat=repeat)
     if backend != "cpu":
         raise TileError(f"unknown backend {backend!r}")
     return _run_on_cpu(kernel, prepared, debug)
