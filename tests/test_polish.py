@@ -107,3 +107,31 @@ def test_rebinding_a_kernel_of_an_earlier_cell_is_silent(ip, capsys):
     first = ip.user_ns["polish_k"]
     assert run(ip, capsys, CELL.format(name="polish_k")) == ""
     assert ip.user_ns["polish_k"] is not first
+
+
+# ---- 4. a constant element index outside a tile --------------------------------------------
+@pytest.mark.parametrize("shape, use, column, index, dim, extent", [
+    ("[32]", "let v = t[99999999999999]", 13, 99999999999999, 0, 32),
+    ("[32, 32]", "let v = t[40, 0]", 13, 40, 0, 32),
+    ("[32, 32]", "let v = t[0, -1]", 16, -1, 1, 32),
+    ("[32, 32]", "t[0, 32] = 1.0", 8, 32, 1, 32),
+    ("[4, 8]", "let v = flat(t)[0, 32]", 22, 32, 1, 32),
+])
+def test_a_constant_element_index_outside_a_tile_is_a_shape_error_there(shape, use, column, index, dim, extent):
+    e = compile_error(f"kernel k(X: tensor<f32>[N]) {{\n  var t: tile<f32>{shape} = 0.0\n  {use}\n"
+                      f"  X[0] = t[0{', 0' if ',' in shape else ''}]\n}}\n")
+    assert isinstance(e, tilenb.TileShapeError)
+    assert (e.line, e.column) == (3, column)
+    assert (f"the index {index} is outside tile 't': dimension {dim} has the extent {extent}, "
+            f"so its indices run from 0 to {extent - 1}") in e.message
+
+
+def test_element_indices_inside_a_tile_and_past_a_tensor_are_accepted():
+    """The last element of a tile is fine; a tensor is runtime-sized, so its constant indices
+    stay unchecked until a launch (and past its end they are masked)."""
+    mod = tilenb.compile("kernel k(X: tensor<f32>[N], Y: tensor<f32>[N]) {\n"
+                         "  var t: tile<f32>[3, 5] = 0.0\n  t[2, 4] = 7.0\n"
+                         "  Y[0] = t[2, 4] + X[1000000]\n}\n", backend="cpu")
+    y = np.zeros(8, np.float32)
+    mod.k[1](np.ones(8, np.float32), y)
+    assert y[0] == 7.0

@@ -1641,6 +1641,12 @@ class _KernelChecker:
                 shape.append(n)
         if not shape:
             indices = tuple(x.index for x in subs)
+            if sym.kind != "tensor":
+                # a constant element index must lie inside the tile (tensors are runtime-sized)
+                for i, (s, idx, ext) in enumerate(zip(e.subs, indices, extents)):
+                    if isinstance(idx, ir.Const) and not 0 <= idx.value < ext:
+                        self.fail(TileShapeError, f"the index {idx.value} is outside {what}: dimension {i} "
+                                  f"has the extent {ext}, so its indices run from 0 to {ext - 1}", s.span)
             if sym.name in [n for n, _ in self.register_names] and sym.kind != "tensor":
                 self.fail(TileRuleError, f"'{sym.name}' is kept in registers (@registers): it cannot be indexed, since each thread holds only its own elements", e.span)
             return ir.Element(sym, indices, flat, ir.ScalarT(t.dtype), e.span)
