@@ -135,3 +135,31 @@ def test_element_indices_inside_a_tile_and_past_a_tensor_are_accepted():
     y = np.zeros(8, np.float32)
     mod.k[1](np.ones(8, np.float32), y)
     assert y[0] == 7.0
+
+
+# ---- 6. the CPU backend refuses a launch that would run for hours -------------------------
+ONE = "kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n"
+
+
+def test_a_huge_grid_on_the_cpu_is_refused_naming_the_grid():
+    mod = tilenb.compile(ONE, backend="cpu")
+    x = np.zeros(4, np.float32)
+    with pytest.raises(tilenb.LaunchError) as e:
+        mod.k[2 ** 31 - 1](x)
+    m = e.value.message
+    assert "the grid (2147483647, 1, 1) is 2,147,483,647 CTAs x 256 threads" in m
+    assert "use a GPU (backend='cuda') or a smaller problem" in m and "cpu_limit=None" in m
+    assert x[0] == 0.0                                        # nothing ran
+
+
+def test_the_cpu_limit_is_2_to_the_26_thread_instances_and_can_be_lifted():
+    mod = tilenb.compile(ONE, backend="cpu")
+    x = np.zeros(4, np.float32)
+    with pytest.raises(tilenb.LaunchError):
+        mod.k[2 ** 18 + 1](x)                                 # 256 threads per CTA
+    mod.k[2, 3](x, cpu_limit=None)
+    assert x[0] == 1.0 and mod.k.last_run.ctas == 6
+    with pytest.raises(tilenb.LaunchError, match="more than the CPU backend runs in one launch \\(1,024\\)"):
+        mod.k[5](x, cpu_limit=1024)
+    with pytest.raises(tilenb.LaunchError, match="cpu_limit must be a positive int"):
+        mod.k[1](x, cpu_limit="lots")

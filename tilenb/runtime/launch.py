@@ -18,6 +18,10 @@ argument has been written. The checks, in order:
 5. The grid: an int or a tuple of 1 to 3 positive ints, or the kernel's @grid evaluated over
    the bound dimensions; within CUDA's limits (x < 2**31, y and z <= 65535).
 
+On the CPU backend a launch of more than `CPU_LIMIT` thread-instances (CTAs x threads per CTA)
+is refused with a LaunchError naming the grid, since the numpy executor would run it for
+minutes or hours; `cpu_limit=None` (or a larger int) at the launch lifts that limit.
+
 Then the module's backend runs it: "cpu" -> `tilenb.runtime.cpu.run_cpu` on host arrays in
 place (it records a `RunReport` in `kernel.last_run`, naming the variant it ran); "cuda" ->
 `tilenb.runtime.cuda.run_cuda(kernel, prepared, debug=...)` with the `Prepared` launch made here
@@ -40,6 +44,7 @@ from ..types import DTYPES, ELEMENT_DTYPES
 _BY_NUMPY = {DTYPES[n].numpy: n for n in ELEMENT_DTYPES}
 _CUDA_GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 _AXES = "xyz"
+CPU_LIMIT = 2 ** 26    # thread-instances (CTAs x threads) one CPU-backend launch runs by default
 
 
 # ---- array arguments ----------------------------------------------------------------------
@@ -430,13 +435,20 @@ def written_tensors(kir: ir.KernelIR):
     return out
 
 
-def launch(kernel, grid, args, debug=False, variant=None):
+def launch(kernel, grid, args, debug=False, variant=None, cpu_limit=CPU_LIMIT):
     """Check and run one launch of `kernel` (a tilenb Kernel) on its module's backend.
 
     grid: None (use @grid), an int, or a tuple of 1 to 3 ints; args: the kernel's arguments in
     order; debug: detect races and out-of-bounds element accesses (CPU backend); variant: a
-    dict of @autotune values. Raises LaunchError before anything runs if a check fails."""
+    dict of @autotune values; cpu_limit: the most thread-instances (CTAs x threads) the CPU
+    backend runs in this launch (None: no limit; ignored by the CUDA backend). Raises
+    LaunchError before anything runs if a check fails."""
     try:
+        if cpu_limit is not None and (isinstance(cpu_limit, (bool, np.bool_))
+                                      or not isinstance(cpu_limit, (numbers.Integral, np.integer))
+                                      or cpu_limit < 1):
+            raise LaunchError(f"kernel '{kernel.name}': cpu_limit must be a positive int (thread-instances "
+                              f"per launch) or None for no limit, not {cpu_limit!r}")
         repeat = None
         if kernel.module.backend == "cuda":   # a repeat of an earlier call skips the checks it passed
             from .cuda import repeat_key, run_repeat
@@ -463,13 +475,21 @@ def launch(kernel, grid, args, debug=False, variant=None):
         return run_cuda(kernel, prepared, debug=debug, repeat=repeat)
     if backend != "cpu":
         raise TileError(f"unknown backend {backend!r}")
-    return _run_on_cpu(kernel, prepared, debug)
+    return _run_on_cpu(kernel, prepared, debug, cpu_limit)
 
 
-def _run_on_cpu(kernel, prepared: Prepared, debug: bool):
+def _run_on_cpu(kernel, prepared: Prepared, debug: bool, cpu_limit=CPU_LIMIT):
     from .cpu import run_cpu
     ch = prepared.chosen
     kir, bound = ch.kir, ch.bound
+    ctas = ch.grid[0] * ch.grid[1] * ch.grid[2]
+    if cpu_limit is not None and ctas * kir.threads > cpu_limit:
+        err = LaunchError(f"kernel '{kir.name}': the grid {ch.grid} is {ctas:,} CTAs x {kir.threads} threads = "
+                          f"{ctas * kir.threads:,} thread-instances, more than the CPU backend runs in one "
+                          f"launch ({int(cpu_limit):,}): the numpy executor would take very long; use a GPU "
+                          f"(backend='cuda') or a smaller problem, or pass cpu_limit=None to run it anyway")
+        err.filename = kernel.module.filename
+        raise err
     written = written_tensors(kir)
     host = {}
     for pname, a in bound.tensors.items():

@@ -13,14 +13,18 @@ from .. import ir
 from ..lang.diagnostics import LaunchError, TileError
 from ..sema.check import CheckedKernel, CheckedProgram
 
+_UNSET = object()   # cpu_limit not given: the launch uses tilenb.runtime.launch.CPU_LIMIT
+
 
 class Kernel:
     """One kernel of a compiled module.
 
-    `kernel[grid](*args, debug=False, variant=None)` launches it; `grid` is an int or a tuple of
-    up to 3 ints (CTAs along x, y, z). Without `[grid]`, `kernel(*args)` uses the kernel's
+    `kernel[grid](*args, debug=False, variant=None, cpu_limit=...)` launches it; `grid` is an
+    int or a tuple of up to 3 ints (CTAs along x, y, z). Without `[grid]`, `kernel(*args)` uses the kernel's
     @grid attribute. `variant` picks the @autotune values (a dict); by default the backend
-    chooses (the CPU backend takes the first value of each name).
+    chooses (the CPU backend takes the first value of each name). On the CPU backend a launch
+    of more than `tilenb.runtime.launch.CPU_LIMIT` (2**26) thread-instances (CTAs x threads) is a
+    LaunchError unless `cpu_limit` allows it (an int, or None for no limit).
     """
 
     def __init__(self, module: "Module", checked: CheckedKernel):
@@ -66,17 +70,19 @@ class Kernel:
     def __call__(self, *args, **kw):
         return self._launch(None, args, **kw)
 
-    def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None, **unknown):
-        from .launch import launch
+    def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None,
+                cpu_limit=_UNSET, **unknown):
+        from .launch import CPU_LIMIT, launch
         if unknown:
             word = next(iter(unknown))
             params = [p.sym.name for p in self.ir().params]
             what = (f"arguments are positional, one per parameter ({', '.join(params)}): pass '{word}' by position"
-                    if word in params else f"a launch takes only debug= and variant= by keyword")
+                    if word in params else f"a launch takes only debug=, variant= and cpu_limit= by keyword")
             err = LaunchError(f"kernel '{self.name}': unexpected keyword argument '{word}'; {what}")
             err.filename = self.module.filename
             raise err
-        return launch(self, grid, args, debug=self.module.debug if debug is None else debug, variant=variant)
+        return launch(self, grid, args, debug=self.module.debug if debug is None else debug, variant=variant,
+                      cpu_limit=CPU_LIMIT if cpu_limit is _UNSET else cpu_limit)
 
     def __repr__(self):
         ps = ", ".join(f"{n}: {_type_text(t)}" for n, t in self.params)
