@@ -52,9 +52,16 @@ _loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, arch) -> cupy Ra
 _tuned: Dict[str, dict] = {}
 
 
+_CP = None
+
+
 def _cupy():
+    global _CP
+    if _CP is not None:
+        return _CP
     try:
         import cupy  # noqa: PLC0415
+        _CP = cupy
         return cupy
     except ImportError as e:
         raise TileError(f"the CUDA backend needs CuPy ({e}); install cupy-cuda12x or cupy-cuda13x, or compile "
@@ -345,6 +352,7 @@ class _Repeat:
     tune: Dict[str, int]
     note: str
     extra: dict
+    events: tuple                   # (start, end) CUDA events, reused by every repeat
 
 
 def repeat_key(kernel, grid, args, debug, variant):
@@ -355,7 +363,15 @@ def repeat_key(kernel, grid, args, debug, variant):
         return None
     parts, ptrs = [], []
     try:
+        nd = _cupy().ndarray
         for a in args:
+            if type(a) is nd:     # CuPy arrays: their own attributes (the interface dict costs more)
+                ptr = a.data.ptr
+                if ptr % 16:
+                    return None
+                parts.append((nd, a.shape, a.strides, a.dtype.str))
+                ptrs.append(ptr)
+                continue
             if isinstance(a, _SCALAR_TYPES):
                 parts.append((type(a), a))
                 continue
@@ -380,9 +396,14 @@ def repeat_key(kernel, grid, args, debug, variant):
     return key, ptrs
 
 
+@functools.lru_cache(maxsize=None)
+def _run_report():
+    from .launch import RunReport  # noqa: PLC0415
+    return RunReport
+
+
 def run_repeat(kernel, rk) -> bool:
     """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not."""
-    from .launch import RunReport  # noqa: PLC0415
     cache = getattr(kernel, "_tilenb_repeat", None)
     if not cache:
         return False
@@ -394,7 +415,7 @@ def run_repeat(kernel, rk) -> bool:
     args = list(r.template)
     for slot, ptr in zip(r.tensor_slots, ptrs):
         args[slot] = np.uint64(ptr)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start, end = r.events
     start.record()
     try:
         r.fn(r.grid, (r.ks.threads, 1, 1), tuple(args), shared_mem=r.ks.smem_bytes if r.ks.dynamic_smem else 0)
@@ -408,7 +429,7 @@ def run_repeat(kernel, rk) -> bool:
     ms = cp.cuda.get_elapsed_time(start, end)
     extra = dict(r.extra)
     extra["kernel_ms"] = ms
-    kernel.last_run = RunReport("cuda", kernel.name, dict(r.tune), r.note, r.grid, r.ks.threads,
+    kernel.last_run = _run_report()("cuda", kernel.name, dict(r.tune), r.note, r.grid, r.ks.threads,
                                 r.grid[0] * r.grid[1] * r.grid[2], ms / 1e3, False, extra)
     return True
 
@@ -428,7 +449,8 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
         except AttributeError:
             return
     cache[key] = _Repeat(fn, ks, tuple(run.grid), list(da.args), slots, dict(run.tune),
-                         note + " (a repeat of an earlier call: launched from the cache)", extra)
+                         note + " (a repeat of an earlier call: launched from the cache)", extra,
+                         (_cupy().cuda.Event(), _cupy().cuda.Event()))
 
 
 def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
