@@ -137,6 +137,32 @@ def test_element_indices_inside_a_tile_and_past_a_tensor_are_accepted():
     assert y[0] == 7.0
 
 
+# ---- 5. the thread map names both dtypes of a converting copy ------------------------------
+def test_thread_map_label_names_the_tile_and_tensor_dtypes_where_they_differ():
+    from tilenb.notebook import render
+    mod = tilenb.compile("kernel q(X: tensor<f32>[M, 384], Q: tensor<i8>[M, 384]) {\n"
+                         "  let r = ctx.block.x * 8\n  var x = X[r :+ 8, :]\n"
+                         "  Q[r :+ 8, :] = i8(round(x))\n}\n", backend="cpu")
+    a = mod.q.analysis().to_json()
+    assert [c["tensor_dtype"] for c in a["copies"]] == ["f32", "i8"]
+    text = render.text("threadmap", dict(a, lines=[]))
+    assert "line 3: load X -> x, [8, 384] f32, vector width" in text
+    assert "line 4: store x (f32) -> Q (i8), [8, 384], vector width" in text
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the widget's code")
+def test_thread_map_widget_label_names_both_dtypes():
+    from tilenb.notebook.assets import asset
+    js = asset("threadmap.js")
+    code = "\n".join(m.group(0) for m in re.finditer(r"^function (copyTitle|tileDtypeOf)\(.*?^}", js, re.M | re.S))
+    copies = [{"direction": "store", "tile": "x", "tensor": "Q", "tensor_dtype": "i8"},
+              {"direction": "load", "tile": "x", "tensor": "X", "tensor_dtype": "f32"}]
+    prog = (code + "\nconst model = {get: () => [{name: 'x', dtype: 'f32'}]};\n"
+            f"for (const c of {json.dumps(copies)}) console.log(copyTitle(c, tileDtypeOf(model, c)));\n")
+    out = subprocess.run(["node", "-e", prog], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["store x (f32) → Q (i8)", "load X → x"]
+
+
 # ---- 6. the CPU backend refuses a launch that would run for hours -------------------------
 ONE = "kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n"
 

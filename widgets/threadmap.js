@@ -50,10 +50,19 @@ function textOf(model, line) {
   return "";
 }
 
-function copyTitle(c) {
+// tileDtype: the copy's tile's dtype; where it differs from the tensor's, both are named
+function copyTitle(c, tileDtype) {
   if (c.is_view) return `let ${c.tile || "view"} views ${c.tensor}: no tile is made`;
-  if (c.direction === "store") return `store ${c.tile || "an expression"} → ${c.tensor}`;
-  return `load ${c.tensor} → ${c.tile || "registers"}`;
+  const both = !!(tileDtype && c.tensor_dtype && tileDtype !== c.tensor_dtype);
+  const tensor = both ? `${c.tensor} (${c.tensor_dtype})` : c.tensor;
+  const tile = both && c.tile ? `${c.tile} (${tileDtype})` : c.tile;
+  if (c.direction === "store") return `store ${tile || "an expression"} → ${tensor}`;
+  return `load ${tensor} → ${tile || "registers"}`;
+}
+
+function tileDtypeOf(model, c) {
+  const t = (model.get("tiles") || []).find((x) => x.name === c.tile);
+  return t ? t.dtype : "";
 }
 
 /** The layout the analysis proposes against bank conflicts, in words. */
@@ -202,7 +211,7 @@ function draw(model, el) {
   const chips = h("div", { class: "tn-chips", role: "group", "aria-label": "copy statements" });
   copies.forEach((c, i) => {
     const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": i === sel ? "true" : "false",
-      text: `line ${labelOf(model, c.line)}: ${copyTitle(c)}` });
+      text: `line ${labelOf(model, c.line)}: ${copyTitle(c, tileDtypeOf(model, c))}` });
     b.addEventListener("click", () => { model.set("selected", i); model.save_changes(); });
     chips.append(b);
   });
@@ -218,7 +227,9 @@ function draw(model, el) {
 
   root.append(h("div", { class: "tn-srcline" }, h("span", { class: "tn-sub", text: `line ${labelOf(model, copy.line)}  ` }),
     h("code", { text: textOf(model, copy.line) })));
-  const facts = `${copyTitle(copy)} · ${shapeText}${dtype ? " " + dtype : ""} · vector width ${copy.vector_width}` +
+  const differ = !!(tile && copy.tensor_dtype && tile.dtype !== copy.tensor_dtype);
+  const facts = `${copyTitle(copy, tile ? tile.dtype : "")} · ${shapeText}${dtype && !differ ? " " + dtype : ""}` +
+    ` · vector width ${copy.vector_width}` +
     `${itemsize ? ` (${copy.vector_width * itemsize} B)` : ""} · ${plural(g.runs.length, "run")} by ` +
     `${plural(new Set(g.runs.map((r) => r[0])).size, "thread")}`;
   root.append(h("div", { class: "tn-facts", text: facts }));
@@ -235,7 +246,7 @@ function draw(model, el) {
   root.append(sides);
   const info = h("div", { class: "tn-info", "data-thread": "" , text: "Hover or focus a run to see the thread that moves it." });
   const drawn = [];
-  const tensorCap = `tensor ${copy.tensor} · global memory · slice ${shapeText}`;
+  const tensorCap = `tensor ${copy.tensor} · global memory · slice ${shapeText}${differ ? " " + copy.tensor_dtype : ""}`;
   const t1 = drawSide(g, copy, "tensor", itemsize, tensorCap);
   drawn.push(t1);
   sides.append(h("figure", { class: "tn-side" }, h("figcaption", { text: tensorCap }), t1.root));

@@ -97,6 +97,7 @@ class CopyPlan:
     is_view: bool
     fix: Optional[LayoutFix] = None
     worst_start_byte: int = 0      # the slice start's position in a sector the figures are for
+    tensor_dtype: str = ""         # the element type of `tensor` (a tile's may differ: stores convert)
 
     def to_json(self) -> dict:
         return {
@@ -107,7 +108,7 @@ class CopyPlan:
             "wavefronts": self.wavefronts, "ideal_wavefronts": self.ideal_wavefronts,
             "warps": [{"warp": w.warp, "sectors": w.sectors, "ideal_sectors": w.ideal_sectors,
                        "wavefronts": w.wavefronts, "ideal_wavefronts": w.ideal_wavefronts} for w in self.warps],
-            "is_view": self.is_view,
+            "is_view": self.is_view, "tensor_dtype": self.tensor_dtype,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
 
@@ -235,5 +236,5 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                           for w in range(nwarps) if busy[w])
             out.append(CopyPlan(plan.line, plan.position, direction, g.storage.name, tile, plan.shape, plan.vector_width,
                                 runs, int(worst.sum()), int(ideal_s.sum()), int(wf.sum()), int(ideal_w.sum()),
-                                warps, is_view, fix, worst_res))
+                                warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", "")))
     return tuple(out)

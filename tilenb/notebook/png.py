@@ -80,7 +80,8 @@ def _threadmap(s) -> bytes:
     ax.tick_params(labelsize=7)
     labels = _labels(s)
     line = labels.get(int(c["line"]), str(c["line"]))
-    fig.text(0.01, 0.95, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c)} "
+    tile_dt = next((t.get("dtype") or "" for t in s.get("tiles") or [] if t.get("name") == c.get("tile")), "")
+    fig.text(0.01, 0.95, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c, tile_dt)} "
              f"[{', '.join(str(x) for x in shape)}], vector width {c.get('vector_width')}",
              fontsize=10, weight="bold")
     fig.text(0.01, 0.87, f"coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "

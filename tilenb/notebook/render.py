@@ -58,14 +58,21 @@ def _ranges(items: List[int]) -> str:
     return ", ".join(out)
 
 
-def copy_title(c: dict) -> str:
-    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'."""
+def copy_title(c: dict, tile_dtype: str = "") -> str:
+    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'; where the tile's
+    dtype (`tile_dtype`) and the tensor's (c["tensor_dtype"]) differ, both are named, as in
+    'store x (f32) -> Q (i8)'."""
     tile = c.get("tile")
     if c.get("is_view"):
         return f"let {tile or 'view'} views {c.get('tensor')} (no tile is made; read into registers)"
+    tdt = c.get("tensor_dtype") or ""
+    both = bool(tile_dtype and tdt and tile_dtype != tdt)
+    tensor = f"{c.get('tensor')} ({tdt})" if both else f"{c.get('tensor')}"
     if c.get("direction") == "store":
-        return f"store {tile or 'an expression'} -> {c.get('tensor')}"
-    return f"load {c.get('tensor')} -> {tile or 'registers'}"
+        src = f"{tile} ({tile_dtype})" if both and tile else (tile or "an expression")
+        return f"store {src} -> {tensor}"
+    dst = f"{tile} ({tile_dtype})" if both and tile else (tile or "registers")
+    return f"load {tensor} -> {dst}"
 
 
 def fix_text(fix: dict) -> str:
@@ -92,7 +99,10 @@ def _text_threadmap(s) -> str:
     for c in copies:
         runs = c.get("runs") or []
         dt = dtypes.get(c.get("tile") or "", "")
-        out.append(f"line {_label(labels, c['line'])}: {copy_title(c)}, {_shape(c.get('shape', []))}"
+        title = copy_title(c, dt)
+        if dt and dt != (c.get("tensor_dtype") or dt):
+            dt = ""     # the title names both dtypes
+        out.append(f"line {_label(labels, c['line'])}: {title}, {_shape(c.get('shape', []))}"
                    f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
                    f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
         if c.get("is_view"):
