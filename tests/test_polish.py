@@ -189,3 +189,15 @@ def test_the_cpu_limit_is_2_to_the_26_thread_instances_and_can_be_lifted():
         mod.k[5](x, cpu_limit=1024)
     with pytest.raises(tilenb.LaunchError, match="cpu_limit must be a positive int"):
         mod.k[1](x, cpu_limit="lots")
+
+
+# ---- 7. the ruler writes kilobytes one way --------------------------------------------------
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the widget's code")
+def test_ruler_kilobytes_have_one_format():
+    """18,440 B was '18.0 KB' beside 18,432 B as '18 KB'."""
+    from tilenb.notebook.assets import asset
+    line = next(l for l in asset("ruler.js").splitlines() if l.startswith("const kb = "))
+    sizes = [18432, 18440, 18944, 49152, 1000, 232448]
+    out = subprocess.run(["node", "-e", line + f"\nfor (const n of {sizes}) console.log(kb(n));"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["18 KB", "18 KB", "18.5 KB", "48 KB", "1000 B", "227 KB"]

@@ -28,7 +28,8 @@ function s(tag, attrs) {
 }
 
 const fmtBytes = (n) => `${Number(n).toLocaleString("en-US")} B`;
-const kb = (n) => (n >= 1024 ? `${(n / 1024).toFixed(n % 1024 ? 1 : 0)} KB` : `${n} B`);
+// one format: KB with one decimal, the ".0" dropped (18 KB, 18.5 KB; never "18.0 KB" beside "18 KB")
+const kb = (n) => (n >= 1024 ? `${Number((n / 1024).toFixed(1))} KB` : `${n} B`);
 
 function draw(model, el, zoom, onZoom) {
   el.textContent = "";
