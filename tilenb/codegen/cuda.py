@@ -466,16 +466,7 @@ class _Gen:
         elif isinstance(s, ir.While):
             self.while_stmt(s, cta=False)
         elif isinstance(s, ir.If):
-            self.emit(f"if ({self.scalar(s.cond)}) {{")
-            self.ind += 1
-            self.block(s.then)
-            self.ind -= 1
-            if s.orelse:
-                self.emit("} else {")
-                self.ind += 1
-                self.block(s.orelse)
-                self.ind -= 1
-            self.emit("}")
+            self.if_stmt(s)
         elif isinstance(s, ir.Break):
             self.jump(s, "break")
         elif isinstance(s, ir.Continue):
@@ -489,6 +480,19 @@ class _Gen:
             self.atomic(s)
         else:
             self.fail(f"statement {type(s).__name__}", s)
+
+    def if_stmt(self, s):
+        """An if whose condition every thread that reaches it evaluates (both kinds of body)."""
+        self.emit(f"if ({self.scalar(s.cond)}) {{")
+        self.ind += 1
+        self.block(s.then)
+        self.ind -= 1
+        if s.orelse:
+            self.emit("} else {")
+            self.ind += 1
+            self.block(s.orelse)
+            self.ind -= 1
+        self.emit("}")
 
     def jump(self, s, word):
         if not self.loop_ctx:
@@ -509,16 +513,7 @@ class _Gen:
     def control(self, s):
         """A loop or if whose body holds tile statements (its condition is uniform)."""
         if isinstance(s, ir.If):
-            self.emit(f"if ({self.scalar(s.cond)}) {{")
-            self.ind += 1
-            self.block(s.then)
-            self.ind -= 1
-            if s.orelse:
-                self.emit("} else {")
-                self.ind += 1
-                self.block(s.orelse)
-                self.ind -= 1
-            self.emit("}")
+            self.if_stmt(s)
         elif isinstance(s, ir.For):
             self.for_stmt(s, cta=True)
         else:
