@@ -1664,21 +1664,26 @@ class _Gen:
             if isinstance(c.type, ir.TileT):
                 self.prepare_regions(c)
 
+    def masked(self, mask: Optional[Region], at, domain, body):
+        """Emit body(at) for one element, inside an `if` on the mask's valid region unless the
+        region is known to hold it (nothing at all when it is known not to)."""
+        cond = self.in_region(mask, at.i, at.j, domain) if mask is not None else True
+        if cond is False:
+            return
+        if cond is not True:
+            self.emit(f"if ({cond}) {{")
+            self.ind += 1
+        body(at)
+        if cond is not True:
+            self.ind -= 1
+            self.emit("}")
+
     def sweep(self, domain, lay, V, body, mask: Optional[Region], hoist=None):
         """Run body(at) for every element of the domain this thread owns."""
         R, Cc = domain
 
         def with_mask(at):
-            cond = self.in_region(mask, at.i, at.j, domain) if mask is not None else True
-            if cond is False:
-                return
-            if cond is not True:
-                self.emit(f"if ({cond}) {{")
-                self.ind += 1
-            body(at)
-            if cond is not True:
-                self.ind -= 1
-                self.emit("}")
+            self.masked(mask, at, domain, body)
 
         if isinstance(lay, MmaLayout):
             nb = lay.N // 8
@@ -1983,17 +1988,8 @@ class _Gen:
             comb = self.reduce_combine(red.op, dt, acc, f"{sc}[{o} * {NW} + {w}]")
             self.emit(f"for (int {w} = 1; {w} < {NW}; ++{w}) {acc} = {comb};")
             self.pre[id(red)] = acc
-        at = At(o, 0, None, None, True)
-        cond = self.in_region(mask, o, 0, domain) if mask is not None else True
-        if cond is not False:
-            if cond is not True:
-                self.emit(f"if ({cond}) {{")
-                self.ind += 1
-            v = self.elem_value(value, at)
-            write(at, v, value.type.dtype)
-            if cond is not True:
-                self.ind -= 1
-                self.emit("}")
+        self.masked(mask, At(o, 0, None, None, True), domain,
+                    lambda at: write(at, self.elem_value(value, at), value.type.dtype))
         self.pre = saved
         self.ind -= 1
         self.emit("}")
@@ -2039,17 +2035,8 @@ class _Gen:
         self.emit("if (tnb_lane < " + nw + ") {")
         self.ind += 1
         i, j = (o, 0) if Cc == 1 else (0, o)
-        at = At(i, j, None, None, True)
-        cond = self.in_region(mask, i, j, domain) if mask is not None else True
-        if cond is not False:
-            if cond is not True:
-                self.emit(f"if ({cond}) {{")
-                self.ind += 1
-            v = self.elem_value(value, at)
-            write(at, v, value.type.dtype)
-            if cond is not True:
-                self.ind -= 1
-                self.emit("}")
+        self.masked(mask, At(i, j, None, None, True), domain,
+                    lambda at: write(at, self.elem_value(value, at), value.type.dtype))
         self.pre = saved
         self.ind -= 1
         self.emit("}")
