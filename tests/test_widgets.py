@@ -18,7 +18,8 @@ VIEWS = {"threadmap": widgets.ThreadMap, "ruler": widgets.LifetimeRuler, "barrie
 
 def test_every_view_has_its_es_module_and_css_in_the_package():
     for name in assets.WIDGETS:
-        js = assets.asset(f"{name}.js")
+        js = assets.esm(name)
+        assert js.startswith(assets.asset("common.js"))   # the shared DOM helpers come first
         assert "export function render" in js and "export default { render }" in js
         assert "http://" not in js.replace("http://www.w3.org/2000/svg", "") and "https://" not in js
         assert assets.css(name).startswith(assets.asset("common.css"))
@@ -100,7 +101,7 @@ def test_offline_html_carries_module_css_and_traits_and_no_network():
     assert len(scripts) == 2 and all("</script" not in s for s in scripts)
     data = json.loads(re.search(r'<script type="application/json" class="tilenb-data">(.*?)</script>', page, re.S).group(1))
     assert data["state"] == json.loads(json.dumps(w.state()))
-    assert data["esm"] == assets.asset("threadmap.js")
+    assert data["esm"] == assets.esm("threadmap")
     assert "thread map of rms_norm" in page            # the text summary until the script runs
 
 

@@ -5,16 +5,6 @@
 //
 // Model traits read: kernel, barriers, lines, note.
 
-function h(tag, attrs, ...kids) {
-  const n = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
-  return n;
-}
-
 function draw(model, el) {
   el.textContent = "";
   const root = h("div", { class: "tn-root tn-barriers" });

@@ -6,16 +6,6 @@
 //
 // Model traits read: kernel, cuda, origin, lines, note.
 
-function h(tag, attrs, ...kids) {
-  const n = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
-  return n;
-}
-
 function roving(items, onEnter) {
   let cur = items[0];
   if (cur) cur.setAttribute("tabindex", "0");

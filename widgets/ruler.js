@@ -5,27 +5,10 @@
 //
 // Model traits read: kernel, footprint, budget, tiles, ruler, lines, note.
 
-const SVGNS = "http://www.w3.org/2000/svg";
 const BAR_PX = 380;
 const ROW_PX = 18;
 const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
   "#ff9da7", "#9c755f", "#8cd17d", "#499894", "#d37295"];
-
-function h(tag, attrs, ...kids) {
-  const n = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
-  return n;
-}
-
-function s(tag, attrs) {
-  const n = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
-  return n;
-}
 
 const fmtBytes = (n) => `${Number(n).toLocaleString("en-US")} B`;
 // one format: KB with one decimal, the ".0" dropped (18 KB, 18.5 KB; never "18.0 KB" beside "18 KB")

@@ -8,27 +8,10 @@
 //
 // Model traits read: kernel, threads, copies, tiles, lines, note, selected (written back).
 
-const SVGNS = "http://www.w3.org/2000/svg";
 const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
 const SIDE_PX = 400;      // width given to each side's grid
 const ITEMSIZE = { f64: 8, i64: 8, u64: 8, f32: 4, i32: 4, u32: 4, tf32: 4, f16: 2, bf16: 2,
   i16: 2, u16: 2, i8: 1, u8: 1, bool: 1, fp8: 1, e4m3: 1, e5m2: 1 };
-
-function h(tag, attrs, ...kids) {
-  const n = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
-  return n;
-}
-
-function s(tag, attrs) {
-  const n = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
-  return n;
-}
 
 /** The colour of a thread: warps get well-separated hues, lanes shade from dark to light. */
 export function threadColor(thread) {

@@ -5,25 +5,6 @@
 //
 // Model traits read: kernel, timing, note.
 
-const SVGNS = "http://www.w3.org/2000/svg";
-
-function h(tag, attrs, ...kids) {
-  const n = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const k of kids) if (k !== null && k !== undefined) n.append(k);
-  return n;
-}
-
-function s(tag, attrs, text) {
-  const n = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) n.setAttribute(k, String(v));
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
-
 export function fmtTime(ms) {
   if (ms === null || ms === undefined) return "n/a";
   return ms >= 1 ? `${ms.toFixed(3)} ms` : `${(ms * 1000).toFixed(1)} µs`;

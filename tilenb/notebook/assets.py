@@ -33,6 +33,11 @@ def asset(name: str) -> str:
     return path(name).read_text(encoding="utf-8")
 
 
+def esm(widget: str) -> str:
+    """The ES module a view runs: the shared DOM helpers (common.js), then its own module."""
+    return asset("common.js") + "\n" + asset(f"{widget}.js")
+
+
 def css(widget: str) -> str:
     """The CSS a widget needs: the shared rules, then its own."""
     return asset("common.css") + "\n" + asset(f"{widget}.css")

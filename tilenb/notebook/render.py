@@ -318,7 +318,7 @@ def _script_json(obj) -> str:
 
 def html(name: str, state: dict) -> str:
     """A page fragment that draws the view with no kernel and no network."""
-    esm = assets.asset(f"{name}.js")
+    esm = assets.esm(name)
     digest = hashlib.sha256(esm.encode()).hexdigest()[:16]
     payload = _script_json({"view": name, "hash": digest, "esm": esm, "state": state})
     fallback = _html.escape(text(name, state))

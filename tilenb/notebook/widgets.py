@@ -59,7 +59,7 @@ class ThreadMap(TileView):
     against the ideal) and bank conflicts (shared-memory wavefronts against the ideal)."""
 
     _name = "threadmap"
-    _esm = assets.asset("threadmap.js")
+    _esm = assets.esm("threadmap")
     _css = assets.css("threadmap")
     threads = t.Int(0).tag(sync=True)          # threads per CTA
     copies = t.List().tag(sync=True)           # analysis "copies" records
@@ -72,7 +72,7 @@ class LifetimeRuler(TileView):
     footprint against the budget (bytes)."""
 
     _name = "ruler"
-    _esm = assets.asset("ruler.js")
+    _esm = assets.esm("ruler")
     _css = assets.css("ruler")
     footprint = t.Int(0).tag(sync=True)
     budget = t.Int(49152).tag(sync=True)
@@ -84,7 +84,7 @@ class BarrierView(TileView):
     """The kernel's source with a mark where the compiler puts each CTA barrier, and why."""
 
     _name = "barriers"
-    _esm = assets.asset("barriers.js")
+    _esm = assets.esm("barriers")
     _css = assets.css("barriers")
     barriers = t.List().tag(sync=True)
 
@@ -95,7 +95,7 @@ class TimingView(TileView):
     variant's time. `timing` is the record made by `tilenb.notebook.build.timing_record`."""
 
     _name = "timing"
-    _esm = assets.asset("timing.js")
+    _esm = assets.esm("timing")
     _css = assets.css("timing")
     timing = t.Dict().tag(sync=True)
 
@@ -106,7 +106,7 @@ class CudaView(TileView):
     `origin` the compiled-source line of each generated line (0: none)."""
 
     _name = "cuda"
-    _esm = assets.asset("cuda.js")
+    _esm = assets.esm("cuda")
     _css = assets.css("cuda")
     cuda = t.List().tag(sync=True)
     origin = t.List().tag(sync=True)
