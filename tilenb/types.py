@@ -85,3 +85,17 @@ def promote(a: str, b: str) -> Optional[str]:
             return "i64"
         return "i32"
     return None
+
+
+def operand_dtype(ta: str, tb: str, a_const: bool, b_const: bool) -> str:
+    """The type two operands of types ta and tb are combined in, as the checker types them: a
+    literal (a_const/b_const) adapts to the other side; bool stays bool. Both backends use it."""
+    if ta == "bool" or tb == "bool":
+        return "bool"
+    if a_const and not b_const:
+        return compute_type(tb)
+    if b_const and not a_const:
+        return compute_type(ta)
+    if a_const and b_const:
+        return "f32" if "f32" in (ta, tb) else compute_type(ta)
+    return promote(ta, tb) or compute_type(ta)

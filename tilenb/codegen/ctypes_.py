@@ -167,17 +167,3 @@ def load_value(x: str, dt: str) -> str:
     if dt in ("u8", "u16"):
         return f"(unsigned)({x})"
     return x
-
-
-def operand_dtype(ta: str, tb: str, a_const: bool, b_const: bool) -> str:
-    """The type two operands combine in (the checker's rule: a literal adapts to the other side)."""
-    from ..types import compute_type, promote
-    if ta == "bool" or tb == "bool":
-        return "bool"
-    if a_const and not b_const:
-        return compute_type(tb)
-    if b_const and not a_const:
-        return compute_type(ta)
-    if a_const and b_const:
-        return "f32" if "f32" in (ta, tb) else compute_type(ta)
-    return promote(ta, tb) or compute_type(ta)

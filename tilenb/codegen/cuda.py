@@ -25,12 +25,12 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..lang.diagnostics import UnsupportedError
-from ..types import DTYPES
+from ..types import operand_dtype
 from . import ctypes_ as C
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import PRELUDE
@@ -659,7 +659,7 @@ class _Gen:
         if op is None:
             return value
         ta, tb = target.type.dtype, value.type.dtype
-        dt = C.operand_dtype(ta, tb, isinstance(target, ir.Const), isinstance(value, ir.Const))
+        dt = operand_dtype(ta, tb, isinstance(target, ir.Const), isinstance(value, ir.Const))
         typ = ir.TileT(dt, target.type.shape) if isinstance(target.type, ir.TileT) else ir.ScalarT(dt)
         if isinstance(value.type, ir.TileT) and not isinstance(typ, ir.TileT):
             typ = ir.TileT(dt, value.type.shape)
@@ -868,7 +868,7 @@ class _Gen:
             return f"({a} {op} {b})"
         ta, tb = e.a.type.dtype, e.b.type.dtype
         if op in ("==", "!=", "<", "<=", ">", ">="):
-            ct = C.operand_dtype(ta, tb, isinstance(e.a, ir.Const), isinstance(e.b, ir.Const))
+            ct = operand_dtype(ta, tb, isinstance(e.a, ir.Const), isinstance(e.b, ir.Const))
             return f"({C.convert(a, ta, ct)} {op} {C.convert(b, tb, ct)})"
         ct = e.type.dtype
         av, bv = C.convert(a, ta, ct), C.convert(b, tb, ct)

@@ -38,13 +38,13 @@ import numpy as np
 
 from .. import ir
 from ..lang.diagnostics import TileError
-from ..types import DTYPES
+from ..types import DTYPES, operand_dtype
 from . import cpu_debug as D
 from .cpu_memory import (TensorRef, TileStore, Window, element_address, lanes_of, linear,
                          read_element, read_window, sub_window, whole_window, write_element,
                          write_window, base_extents, base_array)
 from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
-                         const_value, convert, dot_tiles, full_region, math1, math2, npdt, operand_dtype,
+                         const_value, convert, dot_tiles, full_region, math1, math2, npdt,
                          reduce_tile, store_cast, tile_data, transpose_tile)
 
 # CTAs per batch: enough to amortize the per-statement cost, few enough to bound memory.

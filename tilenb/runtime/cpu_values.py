@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..types import DTYPES, compute_type, promote
+from ..types import DTYPES
 
 Region = Optional[Tuple[np.ndarray, np.ndarray]]   # (lo, hi), each (B or 1, rank) int64
 
@@ -150,19 +150,6 @@ def compare(op: str, a, b):
     if op == ">=":
         return a >= b
     raise KeyError(op)
-
-
-def operand_dtype(ta: str, tb: str, a_const: bool, b_const: bool) -> str:
-    """The type two operands are combined in (the checker's rule: a literal adapts)."""
-    if ta == "bool" or tb == "bool":
-        return "bool"
-    if a_const and not b_const:
-        return compute_type(tb)
-    if b_const and not a_const:
-        return compute_type(ta)
-    if a_const and b_const:
-        return "f32" if "f32" in (ta, tb) else compute_type(ta)
-    return promote(ta, tb) or compute_type(ta)
 
 
 _ERF = []
