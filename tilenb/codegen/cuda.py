@@ -494,6 +494,16 @@ class _Gen:
             self.ind -= 1
         self.emit("}")
 
+    def flag_body(self, s, brk, cnt):
+        """A loop turn where threads may break or continue alone: each keeps a break and a continue
+        flag, and the body's statements run under both (the turn goes on as a no-op)."""
+        self.emit(f"bool {cnt} = false;")
+        self.loop_ctx.append({"mode": "flag", "brk": brk, "cnt": cnt, "wrapped": False})
+        self.guards.extend([brk, cnt])
+        self.block(s.body)
+        self.guards.pop()
+        self.guards.pop()
+
     def jump(self, s, word):
         if not self.loop_ctx:
             self.fail(f"'{word}' outside a loop", s)
@@ -554,12 +564,7 @@ class _Gen:
             self.emit(f"bool {brk} = false;  // some threads may break alone: they run no-op turns")
             self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
             self.ind += 1
-            self.emit(f"bool {cnt} = false;")
-            self.loop_ctx.append({"mode": "flag", "brk": brk, "cnt": cnt, "wrapped": False})
-            self.guards.extend([brk, cnt])
-            self.block(s.body)
-            self.guards.pop()
-            self.guards.pop()
+            self.flag_body(s, brk, cnt)
             self.loop_ctx.pop()
             self.ind -= 1
             self.emit("}")
@@ -623,12 +628,7 @@ class _Gen:
         self.ind += 1
         self.emit(f"if (!({self.scalar(s.cond)})) break;")
         if mode == "flag":
-            self.emit(f"bool {cnt} = false;")
-            self.loop_ctx.append({"mode": "flag", "brk": brk, "cnt": cnt, "wrapped": False})
-            self.guards.extend([brk, cnt])
-            self.block(s.body)
-            self.guards.pop()
-            self.guards.pop()
+            self.flag_body(s, brk, cnt)
         else:
             self.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
             self.block(s.body)
