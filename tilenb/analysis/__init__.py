@@ -21,7 +21,8 @@ The pipeline, one stage per module:
 alignment facts vector widths come from.)
 
 Guarantees: `analyze` is a pure function of the IR (and the representative runtime extents),
-cached per KernelIR object; it never raises for a checked kernel.
+cached per KernelIR object; it never raises for a checked kernel. The copy plans are computed
+on first use of `a.copies` (the code generator does not need them), with the same result.
 """
 from __future__ import annotations
 
@@ -89,11 +90,20 @@ class Analysis:
     tiles: Tuple[TileInfo, ...]
     ruler: Tuple[RulerLine, ...]
     barriers: Tuple[Barrier, ...]
-    copies: Tuple[CopyPlan, ...]
     statements: Tuple[StatementPlan, ...]
     lifetimes: Lifetimes
     extents: Tuple[Tuple[str, int], ...]   # the runtime dims' representative extents used
     notes: Tuple[str, ...] = ()            # hazards no barrier could separate (none when checked)
+
+    @property
+    def copies(self) -> Tuple[CopyPlan, ...]:
+        """The copy plans (`tilenb.analysis.copies`), computed from `statements` on first use
+        and kept: the views need them, the code generator does not."""
+        hit = self.__dict__.get("_copies")
+        if hit is None:
+            hit = copy_plans(self.statements, self.threads)
+            self.__dict__["_copies"] = hit
+        return hit
 
     def tile(self, name: str) -> TileInfo:
         """The first tile of that name; KeyError names the tiles there are."""
@@ -158,12 +168,12 @@ def _analyze(kir: ir.KernelIR, ext: Dict[str, int]) -> Analysis:
     lt = tile_lifetimes(kir)                                   # live ranges and byte offsets
     plans = statement_plans(kir, lt, ext)                      # who touches what, per statement
     barriers, notes = place_barriers(kir, lt, plans, varying_control(kir))   # hazards -> barriers
-    copies = copy_plans(plans, kir.threads)                    # global <-> shared moves
+    # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)
     ruler = _ruler(lt)
     budget = DYNAMIC_BUDGET if kir.dynshared else STATIC_BUDGET
-    return Analysis(kir.name, kir.threads, lt.footprint, budget, tiles, ruler, barriers, copies, plans, lt,
+    return Analysis(kir.name, kir.threads, lt.footprint, budget, tiles, ruler, barriers, plans, lt,
                     tuple(sorted(ext.items())), notes)
 
 

@@ -79,8 +79,8 @@ class _Effect:
     plan: StatementPlan
     access: Access
     rw: str
-    bytes: np.ndarray       # distinct byte addresses, sorted
-    thread: np.ndarray      # per byte: a thread id, ANY or UNKNOWN
+    cells: np.ndarray       # the cells (see `_cells`) the access touches, sorted and distinct
+    thread: np.ndarray      # per cell: a thread id, ANY or UNKNOWN
 
 
 class _Hazard(Exception):
@@ -140,29 +140,71 @@ def _conflicts(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     return (x != NONE) & ~((x == t) & (t >= 0)) & ~((x == UNKNOWN) & (t == UNKNOWN))
 
 
-def _effects(plan: StatementPlan, threads: int) -> List[_Effect]:
-    out = []
-    for a in plan.accesses:
-        if a.space != "shared":
-            continue
-        eb = a.elem_bytes
-        if a.mode == "partition":
-            own = owners(plan.shape, plan.vector_width, threads).ravel()
-            offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
-            thr = np.tile(own, len(a.layouts))
-        else:
-            offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
-            thr = np.full(len(offs), ANY if a.mode == "any" else UNKNOWN, dtype=np.int64)
-        b = (a.base_byte + offs[:, None] * eb + np.arange(eb)[None, :]).ravel()
-        t = np.repeat(thr, eb)
-        order = np.argsort(b, kind="stable")
-        b, t = b[order], t[order]
-        starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+def _elements(plan: StatementPlan, a: Access, threads: int):
+    """(first byte of each element the access touches, sorted and distinct; the thread that
+    touches it: one thread id, or ANY when several do, or the mode's ANY / UNKNOWN). Every byte
+    of an element has the element's thread, since one access's elements never overlap in part."""
+    offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
+    if a.mode == "partition":
+        own = owners(plan.shape, plan.vector_width, threads).ravel()
+        thr = np.tile(own, len(a.layouts))
+        order = np.argsort(offs, kind="stable")
+        o, t = offs[order], thr[order]
+        starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
         tmin = np.minimum.reduceat(t, starts)
         tmax = np.maximum.reduceat(t, starts)
         thread = np.where(tmin == tmax, tmin, ANY).astype(np.int32)
-        out.append(_Effect(plan, a, a.rw, b[starts], thread))
-    return out
+        o = o[starts]
+    else:
+        o = np.unique(offs)
+        thread = np.full(len(o), ANY if a.mode == "any" else UNKNOWN, dtype=np.int32)
+    return a.base_byte + o * a.elem_bytes, thread
+
+
+def _cells(elements, size: int) -> np.ndarray:
+    """The cut points that split shared memory's bytes into cells: runs of consecutive bytes
+    that every access touches alike (all of the run or none of it, by one thread). Every byte of
+    a cell goes through the same states in the walk, so the walk keeps one value per cell; cells
+    are in byte order, so the first cell that clashes holds the first byte that clashes."""
+    cuts = [np.array([0, size], dtype=np.int64)]
+    for starts, eb, thread in elements:
+        if not len(starts):
+            continue
+        ends = starts + eb
+        joined = (ends[:-1] == starts[1:]) & (thread[:-1] == thread[1:])   # element k runs into k + 1
+        cuts.append(starts[np.r_[True, ~joined]])
+        cuts.append(ends[np.r_[~joined, True]])
+    return np.unique(np.concatenate(cuts))
+
+
+def _to_cells(cuts: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarray):
+    """The cells (indices into `cuts`, sorted, distinct) an access's elements cover, with each
+    cell's thread (a cell may hold several elements, or an element several cells)."""
+    first = np.searchsorted(cuts, starts, side="right") - 1
+    last = np.searchsorted(cuts, starts + eb, side="left")      # one past the element's last cell
+    n = last - first
+    if not (n == 1).all():
+        rep = np.repeat(np.arange(len(first)), n)
+        first = first[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n))
+        thread = thread[rep]
+    keep = np.r_[True, first[1:] != first[:-1]] if len(first) else np.zeros(0, dtype=bool)
+    return first[keep], thread[keep]
+
+
+def _effects(plans: Tuple[StatementPlan, ...], threads: int, size: int):
+    """Every shared-memory access of every plan as an effect on cells, and the number of cells."""
+    found = []
+    for plan in plans:
+        for a in plan.accesses:
+            if a.space == "shared":
+                starts, thread = _elements(plan, a, threads)
+                found.append((plan, a, starts, thread))
+    cuts = _cells([(st, a.elem_bytes, th) for _, a, st, th in found], size)
+    out = []
+    for plan, a, starts, thread in found:
+        cells, thr = _to_cells(cuts, starts, a.elem_bytes, thread)
+        out.append(_Effect(plan, a, a.rw, cells, thr))
+    return out, max(len(cuts) - 1, 0)
 
 
 class _Placer:
@@ -176,14 +218,12 @@ class _Placer:
         self.parent: Dict[int, Optional[int]] = {}
         self.loops: Dict[int, Tuple[int, int]] = {}
         self.varying = varying
-        self.effects: List[_Effect] = []
+        self.effects, self.ncells = _effects(plans, kir.threads, self.size) if self.size > 0 else ([], 0)
         self.by_pos: Dict[int, List[int]] = {}
-        for plan in plans:
-            ids = []
-            for e in _effects(plan, kir.threads):
-                ids.append(len(self.effects))
-                self.effects.append(e)
-            self.by_pos[plan.position] = ids
+        for i, e in enumerate(self.effects):
+            self.by_pos.setdefault(e.plan.position, []).append(i)
+        # per position: (reads, writes, the hazard within the statement or None), computed once
+        self.at: Dict[int, tuple] = {p: self._at(ids) for p, ids in self.by_pos.items()}
         self._index(kir.body, None)
         self.placed: Dict[Tuple[int, str], Barrier] = {}
         self.unplaced: List[str] = []
@@ -201,7 +241,7 @@ class _Placer:
     def run(self):
         for _ in range(500):
             try:
-                self._block(self.kir.body, _State(self.size), [])
+                self._block(self.kir.body, _State(self.ncells), [])
                 break
             except _Hazard as h:
                 if not self._place(h):
@@ -224,7 +264,7 @@ class _Placer:
 
     def _first_hazard(self) -> Optional[_Hazard]:
         try:
-            self._block(self.kir.body, _State(self.size), [])
+            self._block(self.kir.body, _State(self.ncells), [])
             return None
         except _Hazard as h:
             return h
@@ -238,7 +278,7 @@ class _Placer:
                 return None
             p = self.pos[id(s)]
             if self._has(p, "before"):
-                state = _State(self.size)
+                state = _State(self.ncells)
             if isinstance(s, ir.For):
                 state = self._apply(p, state)
                 state = self._loop(s, p, state, loops)
@@ -260,11 +300,11 @@ class _Placer:
             elif isinstance(s, ir.Return):
                 state = None
             elif isinstance(s, ir.Barrier):
-                state = _State(self.size)
+                state = _State(self.ncells)
             else:
                 state = self._apply(p, state)
             if state is not None and self._has(p, "after"):
-                state = _State(self.size)
+                state = _State(self.ncells)
         return state
 
     def _loop(self, s, p, entry: _State, loops) -> Optional[_State]:
@@ -285,59 +325,64 @@ class _Placer:
             exit_state = self._apply(p, head.copy()) if is_while else head
         return _join([exit_state] + frame["breaks"])
 
+    def _at(self, ids):
+        reads = [(i, self.effects[i]) for i in ids if self.effects[i].rw == "read"]
+        writes = [(i, self.effects[i]) for i in ids if self.effects[i].rw == "write"]
+        within = None
+        for _, w in writes:
+            for _, r in reads:
+                common, iw, ir_ = np.intersect1d(w.cells, r.cells, assume_unique=True, return_indices=True)
+                if len(common) and _conflicts(r.thread[ir_], w.thread[iw]).any():
+                    within = _Hazard(w, r, "write after read", True)
+                    break
+            if within is not None:
+                break
+        return reads, writes, within
+
     def _apply(self, p: int, state: _State) -> _State:
-        ids = self.by_pos.get(p, ())
-        if not ids:
+        at = self.at.get(p)
+        if at is None:
             return state
-        reads = [self.effects[i] for i in ids if self.effects[i].rw == "read"]
-        writes = [self.effects[i] for i in ids if self.effects[i].rw == "write"]
-        for e in reads:
-            c = _conflicts(state.w[e.bytes], e.thread)
+        reads, writes, within = at
+        for _, e in reads:
+            c = _conflicts(state.w[e.cells], e.thread)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False)
-        for e in writes:
-            c = _conflicts(state.w[e.bytes], e.thread)
+        for _, e in writes:
+            c = _conflicts(state.w[e.cells], e.thread)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False)
-            c = _conflicts(state.r[e.bytes], e.thread)
+            c = _conflicts(state.r[e.cells], e.thread)
             if c.any():
                 raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False)
-        for i in ids:
-            e = self.effects[i]
-            if e.rw == "read":
-                x = state.r[e.bytes]
-                state.r[e.bytes] = np.where(x == NONE, e.thread, np.where(x == e.thread, x, ANY))
-                old = state.rsrc[e.bytes]
-                state.rsrc2[e.bytes] = np.where((x != NONE) & (x != e.thread), old, state.rsrc2[e.bytes])
-                state.rsrc[e.bytes] = i
+        for i, e in reads:
+            x = state.r[e.cells]
+            state.r[e.cells] = np.where(x == NONE, e.thread, np.where(x == e.thread, x, ANY))
+            old = state.rsrc[e.cells]
+            state.rsrc2[e.cells] = np.where((x != NONE) & (x != e.thread), old, state.rsrc2[e.cells])
+            state.rsrc[e.cells] = i
         if self._has(p, "within"):
-            state = _State(self.size)
-        else:
-            for w in writes:
-                for r in reads:
-                    common, iw, ir_ = np.intersect1d(w.bytes, r.bytes, assume_unique=True, return_indices=True)
-                    if len(common) and _conflicts(r.thread[ir_], w.thread[iw]).any():
-                        raise _Hazard(w, r, "write after read", True)
-        for i in ids:
-            e = self.effects[i]
-            if e.rw == "write":
-                state.w[e.bytes] = e.thread
-                state.wsrc[e.bytes] = i
-                state.wsrc2[e.bytes] = -1
+            state = _State(self.ncells)
+        elif within is not None:
+            raise _Hazard(within.later, within.earlier, within.kind, True)
+        for i, e in writes:
+            state.w[e.cells] = e.thread
+            state.wsrc[e.cells] = i
+            state.wsrc2[e.cells] = -1
         return state
 
     def _src(self, src: np.ndarray, src2: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
-        """The recorded effect that clashes with `e` at its first clashing byte."""
+        """The recorded effect that clashes with `e` at its first clashing cell."""
         i = int(np.flatnonzero(c)[0])
-        b, t = e.bytes[i], e.thread[i]
+        b, t = e.cells[i], e.thread[i]
         first = None
         for k in (int(src[b]), int(src2[b])):
             if k < 0:
                 continue
             cand = self.effects[k]
             first = first or cand
-            j = np.searchsorted(cand.bytes, b)
-            if j < len(cand.bytes) and cand.bytes[j] == b and _conflicts(np.array([cand.thread[j]]), np.array([t]))[0]:
+            j = np.searchsorted(cand.cells, b)
+            if j < len(cand.cells) and cand.cells[j] == b and _conflicts(np.array([cand.thread[j]]), np.array([t]))[0]:
                 return cand
         return first
 
