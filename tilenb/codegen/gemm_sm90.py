@@ -1,0 +1,721 @@
+"""GEMM loops on Hopper tensor cores (sm_90a): TMA copies into swizzled shared stages, wgmma.
+
+A *GEMM loop* is a CTA loop of this form (the order of its three statements is free, the
+lets may be `var` tiles copied from the tensors, or be written inline in the dot)::
+
+    for kt in range(lo, hi, TK) {
+      let a = A[..., r0 :+ TM, kt :+ TK]          // f16 or bf16 tensor, last two dims sliced
+      let b = B[..., kt :+ TK, c0 :+ TN]          // or, with dot_t(a, b): B[..., c0 :+ TN, kt :+ TK]
+      acc += dot(a, b)                            // acc: a [TM, TN] f32 register tile
+    }
+
+where r0, c0 and the fixed leading indices do not change inside the loop. On sm_90 the code
+generator hands such a loop to this module, which emits a software pipeline instead of the
+statement-by-statement code: thread 0 issues bulk tensor copies (TMA, `cp.async.bulk.tensor`)
+of the next tiles of A and B, up to STAGES - 1 ahead, into a ring of shared-memory stages laid
+out in the swizzled form the tensor cores read, each stage completing on an mbarrier; every
+warpgroup of the CTA multiplies the stage in hand with `wgmma.mma_async` (m64nNk16, f32
+accumulators in registers) while the copies of the next stages are in flight, and releases the
+stage on an "empty" mbarrier once its wgmma group has retired.
+
+Guarantees:
+- The result is the language's: acc += sum over the loop of dot(a, b) in f32, with the elements
+  of a and b outside their valid regions (outside the tensor) read as 0 (TMA fills them with
+  zeros), and acc's valid region narrowed to a's rows and b's columns when the loop runs at
+  least once, exactly as the statement-by-statement code does.
+- acc lives in `WgmmaLayout`, the wgmma accumulator layout; every other statement that touches
+  acc sweeps that layout (`emit_sweep`), so the rest of the kernel is unchanged.
+- A launch whose tensors cannot be described by a tensor map (row stride not a multiple of 16
+  bytes, say) takes a second path of the same kernel (kernel parameter `tnb_tma` = 0): all
+  threads copy each stage with bounds checks into the same swizzled layout, then wgmma; slower,
+  equally exact.
+- The pipeline's shared memory (stages and mbarriers) lies after every tile of the analysis'
+  plan except the loop's own staged views, which this lowering does not use; the kernel's
+  dynamic shared memory grows by that much (`KernelSource.smem_bytes` says the total).
+- Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
+
+Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
+and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
+shared-memory matrix descriptors (start address, leading and stride byte offsets >> 4, swizzle
+mode in bits 62-63: 1 = 128-byte, 2 = 64-byte, 3 = 32-byte); TMA boxes of at most 256 elements
+a side whose innermost extent in bytes is at most the swizzle span; swizzling XORs byte-address
+bits [4, 4 + log2(span / 16)) with the bits 3 above them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+
+SMEM_LIMIT = 227 * 1024      # bytes a CTA may use on sm_90 (H100/H200: 227 KB opt-in)
+MAX_STAGES = 4
+MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
+
+
+# ---- the accumulator layout ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class WgmmaLayout:
+    """Registers: the f32 accumulators of wgmma m64nWNk16. The CTA's [M, N] tile is split among
+    warpgroups, GM along rows and GN along columns (warpgroup g -> row part g / GN, column part
+    g % GN); each warpgroup's [WM, WN] part is WM / 64 products of m64. Warp w holds, in each
+    m64 part, the 16 rows 16 (w % 4) ..; lane l holds rows l / 4 and l / 4 + 8 and columns
+    2 (l % 4), 2 (l % 4) + 1 of every 8-column block, slot (m * WN / 8 + block) * 4 + e."""
+    M: int
+    N: int
+    W: int        # warps of the CTA
+    GM: int
+    GN: int
+
+    @property
+    def R(self):
+        return self.M
+
+    @property
+    def C(self):
+        return self.N
+
+    @property
+    def WM(self):
+        return self.M // self.GM
+
+    @property
+    def WN(self):
+        return self.N // self.GN
+
+    @property
+    def mi(self):
+        return self.WM // 64
+
+    @property
+    def slots(self):
+        return self.mi * self.WN // 2
+
+    what = "wgmma accumulator fragments"
+
+
+def split_warpgroups(M: int, N: int, G: int, n_chunk: int) -> Optional[Tuple[int, int]]:
+    """(GM, GN) for G warpgroups over an [M, N] tile: rows first, each part a multiple of 64
+    rows and of `n_chunk` columns, at most 256 columns a wgmma."""
+    for gm in range(G, 0, -1):
+        if G % gm:
+            continue
+        gn = G // gm
+        if M % (64 * gm) or N % gn:
+            continue
+        wn = N // gn
+        if wn % 8 or wn > 256 or (gn > 1 and wn % n_chunk):
+            continue
+        return gm, gn
+    return None
+
+
+def emit_sweep(g, lay: WgmmaLayout, body):
+    """Run body(At) for each accumulator element this thread holds (see WgmmaLayout)."""
+    from .cuda import At  # noqa: PLC0415
+    m, nb, e = g.new("m"), g.new("nb"), g.new("e")
+    i, j = g.new("i"), g.new("j")
+    nbs = lay.WN // 8
+    g.emit("// elements of the wgmma accumulator layout this thread holds")
+    g.emit(f"const int {i}w = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16 + (tnb_lane >> 2);")
+    g.emit(f"const int {j}w = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN} + (tnb_lane & 3) * 2;")
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
+    g.ind += 1
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {nb} = 0; {nb} < {nbs}; ++{nb}) {{")
+    g.ind += 1
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {e} = 0; {e} < 4; ++{e}) {{")
+    g.ind += 1
+    g.emit(f"const int {i} = {i}w + {m} * 64 + ({e} >> 1) * 8;")
+    g.emit(f"const int {j} = {j}w + {nb} * 8 + ({e} & 1);")
+    body(At(i, j, f"({m} * {nbs} + {nb}) * 4 + {e}", lay, True))
+    for _ in range(3):
+        g.ind -= 1
+        g.emit("}")
+
+
+# ---- recognising a GEMM loop ---------------------------------------------------------------------
+@dataclass
+class Operand:
+    tensor: ir.Sym
+    fixed: List[ir.Expr]          # indices of the leading dims
+    outer: ir.Expr                # start of the second-to-last dim's range
+    inner: ir.Expr                # start of the last dim's range
+    box: Tuple[int, int]          # (rows, cols) of the tile: second-to-last, last
+    k_inner: bool                 # K runs along the last (contiguous) dim
+
+
+@dataclass
+class GemmLoop:
+    loop: ir.For
+    acc: ir.Sym
+    assign: ir.Assign
+    dtype: str
+    TM: int
+    TN: int
+    TK: int
+    a: Operand
+    b: Operand
+    views: Tuple[ir.Sym, ...]
+
+
+def _uses(e, syms: set) -> bool:
+    return any(isinstance(x, ir.Ref) and id(x.sym) in syms for x in ir.walk_expr(e))
+
+
+def _operand(e, lets: Dict[int, ir.Let]) -> Optional[ir.Slice]:
+    if isinstance(e, ir.Ref) and id(e.sym) in lets:
+        e = lets[id(e.sym)].value
+    if isinstance(e, ir.Slice) and not e.flat and e.base.kind == "tensor":
+        return e
+    return None
+
+
+def _split(sl: ir.Slice) -> Optional[Tuple[List[ir.Expr], ir.SubRange, ir.SubRange]]:
+    subs = sl.subs
+    if len(subs) < 2 or len(subs) > 5:
+        return None
+    if not all(isinstance(x, ir.SubIndex) for x in subs[:-2]):
+        return None
+    r, c = subs[-2], subs[-1]
+    if not (isinstance(r, ir.SubRange) and isinstance(c, ir.SubRange)):
+        return None
+    return [x.index for x in subs[:-2]], r, c
+
+
+def _is_var(e, sym) -> bool:
+    return isinstance(e, ir.Ref) and e.sym is sym
+
+
+def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
+    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (module docstring)."""
+    if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
+        return None
+    lets: Dict[int, ir.Let] = {}
+    assign = None
+    for t in s.body:
+        if isinstance(t, ir.Let) and t.sym.kind == "view":
+            lets[id(t.sym)] = t
+        elif (isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.value, ir.Slice)
+              and isinstance(t.sym.type, ir.TileT) and t.value.base.kind == "tensor"):
+            lets[id(t.sym)] = t      # a tile copied from a tensor and read by the dot alone
+        elif isinstance(t, ir.Assign) and assign is None:
+            assign = t
+        else:
+            return None
+    if assign is None or assign.op != "+" or not isinstance(assign.target, ir.Ref):
+        return None
+    d = assign.value
+    if not isinstance(d, ir.Dot):
+        return None
+    acc = assign.target.sym
+    if not acc_ok(acc) or acc.type.dtype != "f32" or len(acc.type.shape) != 2:
+        return None
+    sa, sb = _operand(d.a, lets), _operand(d.b, lets)
+    if sa is None or sb is None:
+        return None
+    dt = sa.base.type.dtype
+    if dt not in ("f16", "bf16") or sb.base.type.dtype != dt:
+        return None
+    pa, pb = _split(sa), _split(sb)
+    if pa is None or pb is None:
+        return None
+    kv = s.var
+    TM, TN = acc.type.shape
+    fa, ra, ca = pa
+    fb, rb, cb = pb
+    if not _is_var(ca.start, kv) or ca.length != s.step or ra.length != TM:
+        return None
+    TK = s.step
+    if d.trans_b:
+        if not _is_var(cb.start, kv) or cb.length != TK or rb.length != TN:
+            return None
+        b = Operand(sb.base, fb, rb.start, cb.start, (TN, TK), True)
+    else:
+        if not _is_var(rb.start, kv) or rb.length != TK or cb.length != TN:
+            return None
+        b = Operand(sb.base, fb, rb.start, cb.start, (TK, TN), False)
+    a = Operand(sa.base, fa, ra.start, ca.start, (TM, TK), True)
+    inv = {id(kv)} | set(lets)
+    for e in list(fa) + list(fb) + [ra.start, rb.start if d.trans_b else cb.start]:
+        if _uses(e, inv):
+            return None
+    # every let or tile of the body is an operand of the dot (nothing else reads or writes them)
+    used = {id(x.sym) for x in (d.a, d.b) if isinstance(x, ir.Ref)}
+    if set(lets) - used:
+        return None
+    return GemmLoop(s, acc, assign, dt, TM, TN, TK, a, b, tuple(lets[k].sym for k in lets))
+
+
+@dataclass
+class Shape:
+    """How one matched loop is laid out: swizzle spans, stages, warpgroup split."""
+    sw_a: int            # bytes of one swizzled row of A's stage (= TK * 2)
+    sw_b: int            # bytes of one swizzled row of B's stage
+    chunk_b: int         # B not transposed: columns per swizzled chunk; else TN
+    a_bytes: int
+    b_bytes: int
+    stage_bytes: int
+    stages: int
+    GM: int
+    GN: int
+
+
+def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
+    if threads % 128:
+        return None
+    G = threads // 128
+    TM, TN, TK = m.TM, m.TN, m.TK
+    if TM % 64 or TN % 8 or TM > 256 or TN > 256 or TK * 2 not in (32, 64, 128):
+        return None
+    sw_a = TK * 2
+    if m.b.k_inner:
+        sw_b, chunk = TK * 2, 8
+    else:
+        if TN * 2 in (32, 64, 128):
+            sw_b, chunk = TN * 2, TN
+        elif TN % 64 == 0:
+            sw_b, chunk = 128, 64
+        else:
+            return None
+    split = split_warpgroups(TM, TN, G, chunk)
+    if split is None:
+        return None
+    if TM * TN // threads > MAX_ACC_REGS:
+        return None
+    a_bytes = TM * TK * 2
+    b_bytes = TK * TN * 2
+    a_pad = -(-a_bytes // 1024) * 1024
+    b_pad = -(-b_bytes // 1024) * 1024
+    stage = a_pad + b_pad
+    room = SMEM_LIMIT - ring_base - 1024 - 16 * MAX_STAGES
+    stages = min(MAX_STAGES, room // stage)
+    if stages < 2:
+        return None
+    return Shape(sw_a, sw_b, chunk, a_bytes, b_bytes, stage, stages, split[0], split[1])
+
+
+def _swz_code(span: int) -> int:
+    return {128: 1, 64: 2, 32: 3}[span]
+
+
+# ---- the emitted pipeline ----------------------------------------------------------------------
+PRELUDE_SM90 = r"""
+// ---- Hopper tensor cores: TMA, mbarriers and wgmma (sm_90a only) ----
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TNB_SM90A 1
+#endif
+struct __align__(64) tnb_tmap { unsigned long long v[16]; };   // a CUtensorMap, opaque
+__device__ __forceinline__ unsigned tnb_smem_u32(const void* p) {
+  unsigned r; asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p)); return r;
+}
+#ifdef TNB_SM90A
+__device__ __forceinline__ void tnb_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tnb_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tnb_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tnb_mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{\n .reg .pred p;\n tnb_wait_%=:\n"
+               " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               " @!p bra tnb_wait_%=;\n}" :: "r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tnb_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void tnb_tma_2d(unsigned dst, const tnb_tmap* map, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tnb_tma_3d(unsigned dst, const tnb_tmap* map, int c0, int c1, int c2, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tnb_tma_4d(unsigned dst, const tnb_tmap* map, int c0, int c1, int c2, int c3, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tnb_tma_5d(unsigned dst, const tnb_tmap* map, int c0, int c1, int c2, int c3, int c4, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];"
+               :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar) : "memory");
+}
+// a shared-memory matrix descriptor: start, leading and stride byte offsets, swizzle mode
+__device__ __forceinline__ unsigned long long tnb_gdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned swz) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
+       | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((unsigned long long)swz << 62);
+}
+__device__ __forceinline__ void tnb_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void tnb_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tnb_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+#endif
+"""
+
+_ISSUED_SHAPES: set = set()
+
+
+def wgmma_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
+    """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32
+    accumulators d[0 .. n/2), A and B from shared memory by descriptor."""
+    name = f"tnb_wgmma_{kind}_n{n}_t{trans_b}"
+    nregs = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nregs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nregs))
+    text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db) {{\n"
+            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 2}, 0;\\n"\n'
+            f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, %{nregs}, %{nregs + 1}, p, 1, 1, 0, {trans_b};\\n}}\\n"\n'
+            f"    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}}\n#endif\n")
+    return name, text
+
+
+def tensor_dims(g, sym: ir.Sym) -> List[str]:
+    """C expressions of a tensor's extents, outermost first."""
+    return [str(g.dim_c(d)) for d in sym.type.dims]
+
+
+def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str):
+    """Write the pipelined loop (see the module docstring) in place of `m.loop`."""
+    s = m.loop
+    acc_tv = g.tiles[id(m.acc)]
+    accn = acc_tv.cname
+    lay: WgmmaLayout = acc_tv.layout
+    S = shp.stages
+    kv = g.cname(s.var)
+    lo = g.scalar_as(s.lo, "index")
+    hi = g.scalar_as(s.hi, "index")
+    TM, TN, TK = m.TM, m.TN, m.TK
+    a, b = m.a, m.b
+    W = g.T // 32
+    nw = W  # arrivals on an empty barrier: one per warp
+    g.emit("{")
+    g.ind += 1
+    g.emit(f"// GEMM loop on Hopper tensor cores: TMA copies of A [{TM}, {TK}] and B "
+           f"{'[%d, %d]' % (TN, TK) if b.k_inner else '[%d, %d]' % (TK, TN)} into {S} swizzled shared stages, "
+           f"wgmma m64n{lay.WN}k16 by {g.T // 128} warpgroup(s)")
+    lov, hv, nk = g.new("lo"), g.new("hi"), g.new("nk")
+    g.emit(f"const long long {lov} = {lo}, {hv} = {hi};")
+    g.emit(f"const long long {nk} = {hv} > {lov} ? ({hv} - {lov} + {TK - 1}) / {TK} : 0;  // turns of the loop")
+    a_fixed = [g.scalar_as(e, "index") for e in a.fixed]
+    b_fixed = [g.scalar_as(e, "index") for e in b.fixed]
+    a_row = g.new("ar")
+    g.emit(f"const long long {a_row} = {g.scalar_as(a.outer, 'index')};  // first row of a")
+    b_n = g.new("bn")
+    nstart = b.outer if b.k_inner else b.inner
+    g.emit(f"const long long {b_n} = {g.scalar_as(nstart, 'index')};  // first column of b (its N)")
+    # valid region of acc after the loop: a's rows, b's columns (and nothing if a fixed index is out)
+    adims, bdims = tensor_dims(g, a.tensor), tensor_dims(g, b.tensor)
+    ok_a = " && ".join(f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(a_fixed, adims)) or "true"
+    ok_b = " && ".join(f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(b_fixed, bdims)) or "true"
+    nb_ext = bdims[-2] if b.k_inner else bdims[-1]
+    base = g.new("ring")
+    g.emit(f"unsigned char* const {base} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring_off}) + 1023) & ~1023ull);"
+           f"  // {S} stages of {shp.stage_bytes} bytes, 1024-aligned (the 128-byte swizzle repeats every 1024)")
+    bars = g.new("bar")
+    g.emit(f"const unsigned {bars} = tnb_smem_u32({base} + {S * shp.stage_bytes});  // full[s] at 8 s, empty[s] at 8 ({S} + s)")
+    ring = g.new("ringu")
+    g.emit(f"const unsigned {ring} = tnb_smem_u32({base});")
+    g.emit("#ifdef TNB_SM90A")
+    # --- descriptors: the per-thread constant parts
+    wg = g.new("wg")
+    g.emit(f"const int {wg} = tnb_warp >> 2;  // this thread's warpgroup")
+    arow0, bcol0 = g.new("arow"), g.new("bcol")
+    g.emit(f"const int {arow0} = ({wg} / {lay.GN}) * {lay.WM};  // its first row of the tile")
+    g.emit(f"const int {bcol0} = ({wg} % {lay.GN}) * {lay.WN};  // its first column")
+    swa, swb = shp.sw_a, shp.sw_b
+    kind = m.dtype
+    # k16 step offsets (bytes) and the descriptors' offsets
+    if b.k_inner:
+        b_start = f"{bcol0} * {swb}"
+        b_kstep, b_lbo, b_sbo = 32, 16, 8 * swb
+    else:
+        b_start = f"({bcol0} / {shp.chunk_b}) * {TK * swb}"
+        b_kstep, b_lbo, b_sbo = 16 * swb, TK * swb, 8 * swb
+    a_pad = -(-shp.a_bytes // 1024) * 1024
+
+    def mma_stage(stage_addr: str):
+        """Issue the wgmmas of one stage (all K steps, all m64 parts) and commit them."""
+        g.emit("tnb_wgmma_fence();")
+        ks = g.new("ks")
+        g.emit("#pragma unroll")
+        g.emit(f"for (int {ks} = 0; {ks} < {TK // 16}; ++{ks}) {{")
+        g.ind += 1
+        db = g.new("db")
+        g.emit(f"const unsigned long long {db} = tnb_gdesc({stage_addr} + {a_pad} + {b_start} + {ks} * {b_kstep}, "
+               f"{b_lbo}, {b_sbo}, {_swz_code(swb)});")
+        for mm in range(lay.mi):
+            da = g.new("da")
+            g.emit(f"const unsigned long long {da} = tnb_gdesc({stage_addr} + ({arow0} + {mm * 64}) * {swa} + {ks} * 32, "
+                   f"16, {8 * swa}, {_swz_code(swa)});")
+            g.emit(f"{fn_name}(&{accn}[{mm * (lay.WN // 2)}], {da}, {db});")
+        g.ind -= 1
+        g.emit("}")
+        g.emit("tnb_wgmma_commit();")
+
+    def tma_issue(turn: str):
+        """Thread 0: expect the stage's bytes and start the copies of turn `turn`."""
+        st = g.new("st")
+        g.emit(f"const unsigned {st} = (unsigned)({turn} % {S});")
+        g.emit(f"const int {st}k = (int)({lov} + ({turn}) * {TK});")
+        g.emit(f"tnb_mbar_expect_tx({bars} + 8 * {st}, {shp.a_bytes + shp.b_bytes});")
+        dst = f"{ring} + {st} * {shp.stage_bytes}"
+        bar = f"{bars} + 8 * {st}"
+        emit_tma(g, tmap_a, dst, f"{st}k", a_row, a_fixed, bar, k_inner=True)
+        if b.k_inner:
+            emit_tma(g, tmap_b, f"{dst} + {a_pad}", f"{st}k", b_n, b_fixed, bar, k_inner=True)
+        else:
+            for c in range(TN // shp.chunk_b):
+                emit_tma(g, tmap_b, f"{dst} + {a_pad} + {c * TK * swb}", f"{st}k",
+                         f"{b_n} + {c * shp.chunk_b}", b_fixed, bar, k_inner=False)
+
+    g.emit("if (tnb_tma) {")
+    g.ind += 1
+    g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
+    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+    g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
+    g.ind += 1
+    tma_issue("t")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+    it = g.new("it")
+    g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
+    g.ind += 1
+    sv = g.new("s")
+    g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
+    g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
+    mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
+    g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
+    g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
+    g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
+    g.ind += 1
+    nxt = g.new("nx")
+    g.emit(f"const long long {nxt} = {it} + {S - 1};")
+    g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
+           f"  // every warp released it")
+    tma_issue(nxt)
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("tnb_wgmma_wait<0>();")
+    g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    g.emit("// no tensor map for these tensors (e.g. a row stride not a multiple of 16 bytes): every thread")
+    g.emit("// copies the stage with bounds checks into the same swizzled layout")
+    it2 = g.new("it")
+    g.emit(f"for (long long {it2} = 0; {it2} < {nk}; ++{it2}) {{")
+    g.ind += 1
+    k0 = g.new("k0")
+    g.emit(f"const long long {k0} = {lov} + {it2} * {TK};")
+    g.emit("__syncthreads();  // codegen-internal: the last turn's products have read the stage")
+    emit_manual_copy(g, a, base, "0", (TM, TK), swa, a_row, k0, a_fixed, adims, m.dtype, k_inner=True, chunk=TK)
+    if b.k_inner:
+        emit_manual_copy(g, b, base, str(a_pad), (TN, TK), swb, b_n, k0, b_fixed, bdims, m.dtype, k_inner=True, chunk=TK)
+    else:
+        emit_manual_copy(g, b, base, str(a_pad), (TK, TN), swb, k0, b_n, b_fixed, bdims, m.dtype, k_inner=False,
+                         chunk=shp.chunk_b)
+    g.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores")
+    g.emit("__syncthreads();")
+    mma_stage(ring)
+    g.emit("tnb_wgmma_wait<0>();")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("#endif")
+    # acc's valid region: a's rows and b's columns, when the loop ran
+    n = accn
+    ar0, ar1 = f"(int)tnb_clamp(-{a_row}, 0, {TM})", f"(int)tnb_clamp({adims[-2]} - {a_row}, 0, {TM})"
+    bc0, bc1 = f"(int)tnb_clamp(-{b_n}, 0, {TN})", f"(int)tnb_clamp({nb_ext} - {b_n}, 0, {TN})"
+    g.emit(f"if ({nk} > 0) {{")
+    g.ind += 1
+    if ok_a != "true" or ok_b != "true":
+        g.emit(f"if (!({ok_a}) || !({ok_b})) {{ {n}_r1 = {n}_r0; }}  // a fixed index outside its tensor: nothing valid")
+    g.emit(f"{n}_r0 = max({n}_r0, {ar0}); {n}_r1 = min({n}_r1, {ar1}); "
+           f"{n}_c0 = max({n}_c0, {bc0}); {n}_c1 = min({n}_c1, {bc1});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+
+
+def emit_tma(g, tmap: str, dst: str, k: str, other: str, fixed: List[str], bar: str, k_inner: bool):
+    """One bulk tensor copy of a box into shared `dst`, completing on mbarrier `bar`:
+    coordinates innermost first (K is innermost when `k_inner`)."""
+    if k_inner:
+        inner, outer = k, other
+    else:
+        inner, outer = other, k
+    cs = [f"(int)({inner})", f"(int)({outer})"] + [f"(int)({x})" for x in reversed(fixed)]
+    rank = len(cs)
+    g.emit(f"tnb_tma_{rank}d({dst}, &{tmap}, {', '.join(cs)}, {bar});")
+
+
+def emit_manual_copy(g, op: Operand, base: str, off: str, box: Tuple[int, int], span: int, r0: str, c0: str,
+                     fixed: List[str], dims: List[str], dt: str, k_inner: bool, chunk: int):
+    """Every thread: copy op's [rows, cols] box starting at (r0, c0) into the swizzled stage,
+    zeros outside the tensor (two bytes at a time; the slow path only)."""
+    rows, cols = box
+    mask = span // 16 - 1
+    ptr = g.cname(op.tensor)
+    e = g.new("e")
+    g.emit(f"for (int {e} = tnb_tid; {e} < {rows * cols}; {e} += {g.T}) {{")
+    g.ind += 1
+    r, c = g.new("r"), g.new("c")
+    g.emit(f"const int {r} = {e} / {cols}, {c} = {e} % {cols};")
+    gr, gc = g.new("gr"), g.new("gc")
+    g.emit(f"const long long {gr} = {r0} + {r}, {gc} = {c0} + {c};")
+    conds = [f"{gr} >= 0", f"{gr} < {dims[-2]}", f"{gc} >= 0", f"{gc} < {dims[-1]}"]
+    conds += [f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(fixed, dims)]
+    idx = None
+    for x, d in zip(fixed + [gr, gc], dims):
+        idx = f"({x})" if idx is None else f"({idx}) * {d} + ({x})"
+    v = g.new("v")
+    g.emit(f"const unsigned short {v} = ({' && '.join(conds)}) ? {ptr}[{idx}] : (unsigned short)0;")
+    # position in the stage: chunks of `chunk` columns, each [rows, chunk] with rows of `span` bytes
+    o = g.new("o")
+    if k_inner:
+        g.emit(f"const unsigned {o} = (unsigned)({r} * {span} + {c} * 2);")
+    else:
+        g.emit(f"const unsigned {o} = (unsigned)(({c} / {chunk}) * {rows * span} + {r} * {span} + ({c} % {chunk}) * 2);")
+    g.emit(f"*(unsigned short*)({base} + {off} + ({o} ^ ((({o} >> 7) & {mask}u) << 4))) = {v};")
+    g.ind -= 1
+    g.emit("}")
+
+
+# ---- the generator's entry points ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TmaSpec:
+    """A tensor map the launcher builds (`tilenb.runtime.tma`) and passes by value: the tensor
+    (its parameter name), its dtype, the copy's box in elements (innermost dimension first, one
+    entry per tensor dimension) and the swizzle span in bytes (32, 64 or 128)."""
+    tensor: str
+    dtype: str
+    box: Tuple[int, ...]
+    swizzle: int
+    param: str
+
+
+@dataclass
+class Lowered:
+    loop: GemmLoop
+    shape: Shape
+    ring_off: int
+    tmap_a: str
+    tmap_b: str
+    fn: str
+
+
+@dataclass
+class Lowering:
+    """What the generator needs from this module for one kernel variant."""
+    loops: Dict[int, Lowered]          # id(For) -> its lowering
+    layouts: Dict[int, WgmmaLayout]    # id(acc Sym) -> its register layout
+    tmaps: List[TmaSpec]
+    functions: Dict[str, str]          # device function name -> C++ text
+    smem_end: int                      # bytes of shared memory the pipelines need, from 0
+
+
+def prepare(g) -> Optional[Lowering]:
+    """Find the GEMM loops of the generator's kernel that this lowering takes (see the module
+    docstring); None when there is none (or the target is not sm_90)."""
+    if getattr(g, "arch", None) != "sm_90":
+        return None
+    plan = g.plan
+    T = g.T
+
+    def acc_ok(sym):
+        t = plan.tiles.get(id(sym))
+        return t is not None and t.space == "registers"
+
+    found: List[GemmLoop] = []
+    for s in ir.walk_stmts(g.kir.body):
+        if isinstance(s, ir.For):
+            m = match_loop(s, acc_ok)
+            if m is not None:
+                found.append(m)
+    if not found:
+        return None
+    matched_assigns = {id(m.assign) for m in found}
+    accs = {id(m.acc) for m in found}
+    bad = set()
+    for s in ir.walk_stmts(g.kir.body):
+        vals = []
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in accs:
+            if id(s) not in matched_assigns:
+                vals = [s.value]
+        elif isinstance(s, (ir.Let, ir.VarDecl)) and id(s.sym) in accs and s.value is not None:
+            vals = [s.value]
+        for v in vals:
+            if any(isinstance(x, ir.Dot) for x in ir.walk_expr(v)):
+                bad.add(id(s.target.sym if isinstance(s, ir.Assign) else s.sym))
+    loops: Dict[int, Lowered] = {}
+    layouts: Dict[int, WgmmaLayout] = {}
+    tmaps: List[TmaSpec] = []
+    fns: Dict[str, str] = {}
+    end = 0
+    for m in found:
+        if id(m.acc) in bad:
+            continue
+        views = {id(v) for v in m.views}
+        ring_off = 0
+        for t in plan.tiles.values():
+            if t.space == "shared" and id(t.sym) not in views and t.offset is not None:
+                ring_off = max(ring_off, t.offset + t.bytes)
+        shp = plan_shape(m, T, ring_off)
+        if shp is None:
+            bad.add(id(m.acc))
+            continue
+        lay = WgmmaLayout(m.TM, m.TN, T // 32, shp.GM, shp.GN)
+        if layouts.get(id(m.acc), lay) != lay:
+            bad.add(id(m.acc))
+            continue
+        layouts[id(m.acc)] = lay
+        k = len(loops)
+        ta, tb = f"tnb_tm{k}a", f"tnb_tm{k}b"
+        nfa, nfb = len(m.a.fixed), len(m.b.fixed)
+        tmaps.append(TmaSpec(m.a.tensor.name, m.dtype, (m.TK, m.TM) + (1,) * nfa, shp.sw_a, ta))
+        if m.b.k_inner:
+            tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (m.TK, m.TN) + (1,) * nfb, shp.sw_b, tb))
+        else:
+            tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (shp.chunk_b, m.TK) + (1,) * nfb, shp.sw_b, tb))
+        name, text = wgmma_function(m.dtype, lay.WN, 0 if m.b.k_inner else 1)
+        fns[name] = text
+        loops[id(m.loop)] = Lowered(m, shp, ring_off, ta, tb, name)
+        end = max(end, ring_off + 1024 + shp.stages * shp.stage_bytes + 16 * shp.stages)
+    # an accumulator found unfit late takes every one of its loops back to mma.sync
+    for key in [k for k, lw in loops.items() if id(lw.loop.acc) in bad]:
+        del loops[key]
+    for key in list(layouts):
+        if key in bad:
+            del layouts[key]
+    if not loops:
+        return None
+    used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
+    tmaps = [t for t in tmaps if t.param in used]
+    return Lowering(loops, layouts, tmaps, fns, end)
+
+
+def source_parts(low: Lowering) -> Tuple[str, List[str]]:
+    """(text placed after the prelude, extra kernel parameters in C) of a lowered kernel."""
+    text = PRELUDE_SM90 + "".join(low.functions.values())
+    text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
+             '#error "this kernel has a GEMM loop lowered to wgmma: compile it for sm_90a"\n#endif\n')
+    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in low.tmaps] + ["int tnb_tma"]
+    return text, params
+
+
+def emit(g, low: Lowering, s: ir.For):
+    lw = low.loops[id(s)]
+    emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn)
