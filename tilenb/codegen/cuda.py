@@ -32,6 +32,7 @@ from .. import ir
 from ..lang.diagnostics import UnsupportedError
 from ..types import operand_dtype
 from . import ctypes_ as C
+from . import gemm_sm90
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import PRELUDE
 
@@ -219,6 +220,8 @@ class KernelSource:
     dynamic_smem: bool
     params: List[Tuple[str, str, str]]   # (kind, name, dtype): kind tensor / scalar / dim
     barrier_source: str
+    arch: Optional[str] = None           # the target it must be compiled for, when not the device's own
+    tmaps: tuple = ()                    # gemm_sm90.TmaSpec: tensor maps passed after the dims, then int tnb_tma
 
 
 def kernel_symbol(kir: ir.KernelIR) -> str:
@@ -228,15 +231,21 @@ def kernel_symbol(kir: ir.KernelIR) -> str:
     return f"{kir.name}__{parts}".replace("-", "m")
 
 
-def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: int = 0) -> KernelSource:
-    g = _Gen(kir, source_text, line_offset)
+def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: int = 0,
+             arch: Optional[str] = None) -> KernelSource:
+    """The CUDA of one kernel variant. arch: the target ("sm_80", "sm_90", ...) when known;
+    with "sm_90", GEMM loops are lowered to TMA + wgmma (gemm_sm90) and the source must be
+    compiled for sm_90a (`KernelSource.arch` says so)."""
+    g = _Gen(kir, source_text, line_offset, arch)
     return g.run()
 
 
 # ---- the generator -----------------------------------------------------------------------------
 class _Gen:
-    def __init__(self, kir: ir.KernelIR, source_text, line_offset):
+    def __init__(self, kir: ir.KernelIR, source_text, line_offset, arch=None):
         self.kir = kir
+        self.arch = arch
+        self.gemm = None                        # gemm_sm90.Lowering of this kernel, if any
         self.lines_src = source_text.splitlines() if source_text else None
         self.line_offset = line_offset
         self.plan: Plan = make_plan(kir)
@@ -293,6 +302,7 @@ class _Gen:
     def run(self) -> KernelSource:
         kir = self.kir
         sym = kernel_symbol(kir)
+        self.gemm = gemm_sm90.prepare(self)
         self.choose_layouts()
         params_c, params_meta = [], []
         prologue = []
@@ -316,7 +326,11 @@ class _Gen:
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
         fp = self.plan.footprint
-        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT
+        if self.gemm is not None:
+            gemm_text, gemm_params = gemm_sm90.source_parts(self.gemm)
+            params_c.extend(gemm_params)
+            fp = max(fp, self.gemm.smem_end)
+        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT or self.gemm is not None
         self.smem_dynamic, self.extra_static_smem = dynamic, 0
         self.smem_bytes = fp
         body_start = len(self.out)
@@ -348,8 +362,12 @@ class _Gen:
         pro.append("const int tnb_tid = threadIdx.x;")
         pro.append("const int tnb_warp = tnb_tid >> 5, tnb_lane = tnb_tid & 31;")
         pro.extend(prologue)
-        text = PRELUDE.lstrip("\n") + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
-        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
+        prelude = PRELUDE.lstrip("\n") + ("" if self.gemm is None else gemm_text)
+        text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
+        if self.gemm is None:
+            return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, "sm_90a",
+                            tuple(self.gemm.tmaps))
 
     def needs_ret_flag(self) -> bool:
         if not contains_cta(self.kir.body):
@@ -387,7 +405,9 @@ class _Gen:
                 widths = users[k]
                 v = max(set(widths), key=widths.count)
             lst = accs.get(k, [])
-            if lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
+            if self.gemm is not None and k in self.gemm.layouts:
+                self.layouts[k] = self.gemm.layouts[k]   # the wgmma accumulator layout (gemm_sm90)
+            elif lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
                 self.layouts[k] = MmaLayout(R, Cc, self.T // 32)
             else:
                 if Cc % v:
@@ -525,7 +545,10 @@ class _Gen:
         if isinstance(s, ir.If):
             self.if_stmt(s)
         elif isinstance(s, ir.For):
-            self.for_stmt(s, cta=True)
+            if self.gemm is not None and id(s) in self.gemm.loops:
+                gemm_sm90.emit(self, self.gemm, s)   # a GEMM loop on Hopper: TMA + wgmma pipeline
+            else:
+                self.for_stmt(s, cta=True)
         else:
             self.while_stmt(s, cta=True)
 
@@ -1242,7 +1265,8 @@ class _Gen:
         else:
             lay = tv.layout
             cty = C.VALUE_C[dt]
-            what = "mma.sync accumulator fragments" if isinstance(lay, MmaLayout) else f"chunks of {lay.V} by the partition"
+            what = ("mma.sync accumulator fragments" if isinstance(lay, MmaLayout) else lay.what
+                    if isinstance(lay, gemm_sm90.WgmmaLayout) else f"chunks of {lay.V} by the partition")
             self.emit(f"{cty} {n}[{lay.slots}];  // [{R}, {Cc}] {dt} in registers: {what}")
         self.emit(f"int {n}_r0 = 0, {n}_r1 = {R}, {n}_c0 = 0, {n}_c1 = {Cc};  // valid region")
         self.tiles[id(sym)] = tv
@@ -1685,6 +1709,9 @@ class _Gen:
         def with_mask(at):
             self.masked(mask, at, domain, body)
 
+        if isinstance(lay, gemm_sm90.WgmmaLayout):
+            gemm_sm90.emit_sweep(self, lay, with_mask)
+            return
         if isinstance(lay, MmaLayout):
             nb = lay.N // 8
             s, q = self.new("s"), self.new("q")

@@ -43,6 +43,7 @@ import numpy as np
 from .. import ir
 from ..lang.diagnostics import LaunchError, TileError, UnsupportedError
 from ..types import DTYPES
+from .tma import extra_args
 
 PROGRESS = True
 TIMING_REPEATS = 5
@@ -79,28 +80,36 @@ def _arch_of(device_id: int) -> str:
     return f"sm_{cp.cuda.Device(device_id).compute_capability}"
 
 
-def kernel_source(kernel, kir: ir.KernelIR):
+def kernel_source(kernel, kir: ir.KernelIR, arch: Optional[str] = "device"):
     """The generated `KernelSource` of one variant, cached by what determines it: the source
-    text, its line offset, the kernel and the @autotune values (a re-run cell that compiles
-    the same text again reuses it)."""
+    text, its line offset, the kernel, the @autotune values and the target arch ("sm_90":
+    GEMM loops on TMA + wgmma; None: code for any target; by default the current device's)
+    (a re-run cell that compiles the same text again reuses it)."""
     from ..codegen import generate  # noqa: PLC0415
+    if arch == "device":   # the current GPU's, where there is one
+        try:
+            arch = device_arch()
+        except Exception:  # no CuPy or no device: code for any target
+            arch = None
     src = kernel.module.checked.source
     key = (hashlib.sha256(src.text.encode()).hexdigest(), src.line_offset, kir.name,
-           tuple(sorted(kir.tune.items())))
+           tuple(sorted(kir.tune.items())), arch)
     with _lock:
         hit = _generated.get(key)
     if hit is not None:
         return hit
-    ks = generate(kir, src.text, src.line_offset)
+    ks = generate(kir, src.text, src.line_offset, arch=arch)
     with _lock:
         _generated[key] = ks
     return ks
 
 
 def load_kernel(ks, arch: str):
-    """The CuPy RawKernel of a KernelSource for `arch` (compiled once, cached)."""
+    """The CuPy RawKernel of a KernelSource for `arch` (compiled once, cached); a source that
+    names its own target (`ks.arch`, e.g. sm_90a for wgmma) is compiled for that."""
     cp = _cupy()
     from ..codegen.nvrtc import cache_dir, nvrtc_compile  # noqa: PLC0415
+    arch = getattr(ks, "arch", None) or arch
     key = (hashlib.sha256(ks.source.encode()).hexdigest(), arch)
     with _lock:
         fn = _loaded.get(key)
@@ -133,6 +142,7 @@ class _DeviceArgs:
     copy_back: List[tuple]          # (device array, host array view) to copy after the run
     keep: list                      # objects that must outlive the launch
     written_ptrs: List[Tuple[int, int]]   # (device pointer, bytes) of every written tensor
+    tensors: Dict[str, Tuple[int, Tuple[int, ...]]] = None   # name -> (device pointer, extents)
 
 
 def _ptr_of(a) -> int:
@@ -154,7 +164,7 @@ def _nbytes(a, dt: str) -> int:
 
 def _device_args(kir: ir.KernelIR, bound, written) -> _DeviceArgs:
     cp = _cupy()
-    args, back, keep, wptrs = [], [], [], []
+    args, back, keep, wptrs, tens = [], [], [], [], {}
     for p in kir.params:
         s = p.sym
         if isinstance(s.type, ir.TensorT):
@@ -183,6 +193,7 @@ def _device_args(kir: ir.KernelIR, bound, written) -> _DeviceArgs:
                     back.append(("d2h", dev, hv, nbytes))
             if s.name in written:
                 wptrs.append((ptr, nbytes))
+            tens[s.name] = (int(ptr), tuple(int(x) for x in a.shape))
             args.append(np.uint64(ptr))
         else:
             dt = s.type.dtype
@@ -194,7 +205,7 @@ def _device_args(kir: ir.KernelIR, bound, written) -> _DeviceArgs:
             args.append(v)
     for dname in kir.dims:
         args.append(np.int64(bound.dims[dname]))
-    return _DeviceArgs(tuple(args), back, keep, wptrs)
+    return _DeviceArgs(tuple(args), back, keep, wptrs, tens)
 
 
 def _copy_back(da: _DeviceArgs):
@@ -213,8 +224,9 @@ def _launch(fn, ks, grid, da: _DeviceArgs):
     shared = ks.smem_bytes if ks.dynamic_smem else 0
     if ks.dynamic_smem and shared > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = shared
+    args = da.args + extra_args(ks, da.tensors) if getattr(ks, "tmaps", ()) else da.args
     try:
-        fn(tuple(grid), (ks.threads, 1, 1), da.args, shared_mem=shared)
+        fn(tuple(grid), (ks.threads, 1, 1), args, shared_mem=shared)
     except cp.cuda.driver.CUDADriverError as e:
         raise LaunchError(f"kernel '{ks.symbol}': the CUDA launch failed: {e}") from None
 
@@ -353,6 +365,7 @@ class _Repeat:
     note: str
     extra: dict
     events: tuple                   # (start, end) CUDA events, reused by every repeat
+    tensor_shapes: tuple = ()       # (name, extents) of each tensor slot, for tensor maps
 
 
 def repeat_key(kernel, grid, args, debug, variant):
@@ -415,6 +428,9 @@ def run_repeat(kernel, rk) -> bool:
     args = list(r.template)
     for slot, ptr in zip(r.tensor_slots, ptrs):
         args[slot] = np.uint64(ptr)
+    if r.ks.tmaps:   # tensor maps hold the data pointers: rebuilt (cached by pointer and shape)
+        tens = {n: (p, shp) for (n, shp), p in zip(r.tensor_shapes, ptrs)}
+        args.extend(extra_args(r.ks, tens))
     start, end = r.events
     start.record()
     try:
@@ -450,7 +466,9 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
             return
     cache[key] = _Repeat(fn, ks, tuple(run.grid), list(da.args), slots, dict(run.tune),
                          note + " (a repeat of an earlier call: launched from the cache)", extra,
-                         (_cupy().cuda.Event(), _cupy().cuda.Event()))
+                         (_cupy().cuda.Event(), _cupy().cuda.Event()),
+                         tuple((p.sym.name, da.tensors[p.sym.name][1]) for p in run.kir.params
+                               if isinstance(p.sym.type, ir.TensorT)))
 
 
 def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
@@ -467,7 +485,7 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     note = ""
     t0 = time.perf_counter()
     if len(cands) == 1:
-        ks = kernel_source(kernel, chosen.kir)
+        ks = kernel_source(kernel, chosen.kir, arch)
         fn = load_kernel(ks, arch)
         why = _fits(fn, ks)
         if why:
@@ -491,7 +509,7 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
                 lab = _label(c.tune)
                 entry = {"variant": lab, "tune": dict(c.tune), "ms": None, "note": ""}
                 try:
-                    ks = kernel_source(kernel, c.kir)
+                    ks = kernel_source(kernel, c.kir, arch)
                     fn = load_kernel(ks, arch)
                     why = _fits(fn, ks)
                     if why:
@@ -517,7 +535,7 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
             run = best
             _tuned_put(sig, {"best": _label(best.tune), "timings": timings})
             note = f"@autotune: timed {sum(t['ms'] is not None for t in timings)} variant(s); kept {_label(best.tune)} ({best_ms:.4f} ms)."
-    ks = kernel_source(kernel, run.kir)
+    ks = kernel_source(kernel, run.kir, arch)
     fn = load_kernel(ks, arch)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
