@@ -41,6 +41,7 @@ and a window whose start is known only as a set of values as touched at every su
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -52,6 +53,7 @@ from .ownership import Access, StatementPlan
 from .partition import owners
 
 NONE, ANY, UNKNOWN = -1, -2, -3   # no access; several or any threads; per-thread code (unknown threads)
+_NEVER = -4                       # equal to no recorded value
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class _Effect:
     rw: str
     cells: np.ndarray       # the cells (see `_cells`) the access touches, sorted and distinct
     thread: np.ndarray      # per cell: a thread id, ANY or UNKNOWN
+    idx: object = None      # `cells` as a slice when they are one range (faster to index), else `cells`
+    clash: np.ndarray = None   # `thread` with ANY replaced by a value no record holds (see `_clashes`)
+
+    def __post_init__(self):
+        c = self.cells
+        self.idx = slice(int(c[0]), int(c[-1]) + 1) if len(c) and c[-1] - c[0] + 1 == len(c) else c
+        self.clash = np.where(self.thread == ANY, _NEVER, self.thread).astype(np.int32)
 
 
 class _Hazard(Exception):
@@ -140,14 +149,23 @@ def _conflicts(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     return (x != NONE) & ~((x == t) & (t >= 0)) & ~((x == UNKNOWN) & (t == UNKNOWN))
 
 
+def _clashes(x: np.ndarray, e: "_Effect") -> np.ndarray:
+    """`_conflicts(x, e.thread)`, faster: x != NONE and not (x == t for one thread t, or both
+    UNKNOWN) is x != NONE and x != t', where t' is t with ANY replaced by a value x never holds."""
+    return (x != NONE) & (x != e.clash)
+
+
 def _elements(plan: StatementPlan, a: Access, threads: int):
     """(first byte of each element the access touches, sorted and distinct; the thread that
     touches it: one thread id, or ANY when several do, or the mode's ANY / UNKNOWN). Every byte
     of an element has the element's thread, since one access's elements never overlap in part."""
     offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
+    increasing = len(a.layouts) == 1 and bool((offs[1:] > offs[:-1]).all())   # sorted and distinct already
     if a.mode == "partition":
-        own = owners(plan.shape, plan.vector_width, threads).ravel()
-        thr = np.tile(own, len(a.layouts))
+        thr = owners(plan.shape, plan.vector_width, threads).ravel()
+        if increasing:
+            return a.base_byte + offs * a.elem_bytes, thr.astype(np.int32)
+        thr = np.tile(thr, len(a.layouts))
         order = np.argsort(offs, kind="stable")
         o, t = offs[order], thr[order]
         starts = np.flatnonzero(np.r_[True, o[1:] != o[:-1]])
@@ -156,7 +174,7 @@ def _elements(plan: StatementPlan, a: Access, threads: int):
         thread = np.where(tmin == tmax, tmin, ANY).astype(np.int32)
         o = o[starts]
     else:
-        o = np.unique(offs)
+        o = offs if increasing else np.unique(offs)
         thread = np.full(len(o), ANY if a.mode == "any" else UNKNOWN, dtype=np.int32)
     return a.base_byte + o * a.elem_bytes, thread
 
@@ -168,13 +186,21 @@ def _cells(elements, size: int) -> np.ndarray:
     are in byte order, so the first cell that clashes holds the first byte that clashes."""
     cuts = [np.array([0, size], dtype=np.int64)]
     for starts, eb, thread in elements:
-        if not len(starts):
+        n = len(starts)
+        if not n:
             continue
         ends = starts + eb
         joined = (ends[:-1] == starts[1:]) & (thread[:-1] == thread[1:])   # element k runs into k + 1
-        cuts.append(starts[np.r_[True, ~joined]])
-        cuts.append(ends[np.r_[~joined, True]])
-    return np.unique(np.concatenate(cuts))
+        first = np.ones(n, dtype=bool)
+        first[1:] = ~joined
+        last = np.ones(n, dtype=bool)
+        last[:-1] = ~joined
+        cuts.append(starts[first])
+        cuts.append(ends[last])
+    c = np.sort(np.concatenate(cuts))
+    keep = np.ones(len(c), dtype=bool)
+    keep[1:] = c[1:] != c[:-1]
+    return c[keep]
 
 
 def _to_cells(cuts: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarray):
@@ -192,18 +218,21 @@ def _to_cells(cuts: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarray)
 
 
 def _effects(plans: Tuple[StatementPlan, ...], threads: int, size: int):
-    """Every shared-memory access of every plan as an effect on cells, and the number of cells."""
-    found = []
+    """Every shared-memory access of every plan as an effect on cells, and the number of cells.
+    Accesses that touch the same elements alike (the same tile through the same layouts and
+    partition) share one computation."""
+    found, memo = [], {}
     for plan in plans:
         for a in plan.accesses:
             if a.space == "shared":
-                starts, thread = _elements(plan, a, threads)
-                found.append((plan, a, starts, thread))
-    cuts = _cells([(st, a.elem_bytes, th) for _, a, st, th in found], size)
-    out = []
-    for plan, a, starts, thread in found:
-        cells, thr = _to_cells(cuts, starts, a.elem_bytes, thread)
-        out.append(_Effect(plan, a, a.rw, cells, thr))
+                key = (a.mode, a.layouts, a.base_byte, a.elem_bytes,
+                       (tuple(plan.shape), plan.vector_width) if a.mode == "partition" else None)
+                if key not in memo:
+                    memo[key] = _elements(plan, a, threads)
+                found.append((plan, a, key))
+    cuts = _cells([(st, k[3], th) for k, (st, th) in memo.items()], size)
+    cells = {k: _to_cells(cuts, st, k[3], th) for k, (st, th) in memo.items()}
+    out = [_Effect(plan, a, a.rw, *cells[key]) for plan, a, key in found]
     return out, max(len(cuts) - 1, 0)
 
 
@@ -225,6 +254,9 @@ class _Placer:
         # per position: (reads, writes, the hazard within the statement or None), computed once
         self.at: Dict[int, tuple] = {p: self._at(ids) for p, ids in self.by_pos.items()}
         self._index(kir.body, None)
+        self._tops = [self.pos[id(s)] for s in kir.body]      # positions of the top-level statements
+        self._snaps: List[Optional[_State]] = [_State(self.ncells)]   # see `_walk`
+        self._valid = 0
         self.placed: Dict[Tuple[int, str], Barrier] = {}
         self.unplaced: List[str] = []
 
@@ -241,7 +273,7 @@ class _Placer:
     def run(self):
         for _ in range(500):
             try:
-                self._block(self.kir.body, _State(self.ncells), [])
+                self._walk()
                 break
             except _Hazard as h:
                 if not self._place(h):
@@ -257,17 +289,44 @@ class _Placer:
         hazards on every path; each barrier is tried, latest placed first."""
         for key in list(reversed(list(self.placed))):
             kept = self.placed.pop(key)
+            self._changed(key)
             h = self._first_hazard()
             if h is not None:
                 # the first hazard without this barrier is one it separates: say that one
                 self.placed[key] = self._barrier(key, h, kept.carried)
+                self._changed(key)
 
     def _first_hazard(self) -> Optional[_Hazard]:
         try:
-            self._block(self.kir.body, _State(self.ncells), [])
+            self._walk()
             return None
         except _Hazard as h:
             return h
+
+    def _walk(self):
+        """Walk the kernel from the top (raising the first _Hazard). The state before each
+        top-level statement is kept from the previous walk, and the walk resumes at the first
+        top-level statement whose state a barrier placed or removed since then may change:
+        a barrier inside top-level statement j changes nothing before j."""
+        body = self.kir.body
+        k = min(self._valid, len(self._snaps) - 1)
+        del self._snaps[k + 1:]
+        state = self._snaps[k]
+        state = state.copy() if state is not None else None
+        try:
+            for i in range(k, len(body)):
+                if i > k:
+                    self._snaps.append(state.copy() if state is not None else None)
+                if state is None:
+                    return
+                state = self._block(body[i:i + 1], state, [])
+        finally:
+            self._valid = len(self._snaps) - 1
+
+    def _changed(self, key):
+        """A barrier at `key` was placed or removed: walks resume at its top-level statement."""
+        j = bisect.bisect_right(self._tops, key[0]) - 1
+        self._valid = min(self._valid, max(j, 0))
 
     def _has(self, p, where):
         return (p, where) in self.placed
@@ -345,30 +404,34 @@ class _Placer:
             return state
         reads, writes, within = at
         for _, e in reads:
-            c = _conflicts(state.w[e.cells], e.thread)
+            c = _clashes(state.w[e.idx], e)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False)
         for _, e in writes:
-            c = _conflicts(state.w[e.cells], e.thread)
+            c = _clashes(state.w[e.idx], e)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False)
-            c = _conflicts(state.r[e.cells], e.thread)
+            c = _clashes(state.r[e.idx], e)
             if c.any():
                 raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False)
         for i, e in reads:
-            x = state.r[e.cells]
-            state.r[e.cells] = np.where(x == NONE, e.thread, np.where(x == e.thread, x, ANY))
-            old = state.rsrc[e.cells]
-            state.rsrc2[e.cells] = np.where((x != NONE) & (x != e.thread), old, state.rsrc2[e.cells])
-            state.rsrc[e.cells] = i
+            k = e.idx
+            x = state.r[k]                  # a view when k is a slice: read all of it before writing
+            t = e.thread
+            other = (x != NONE) & (x != t)
+            merged = np.where(x == NONE, t, np.where(x == t, x, ANY))
+            state.rsrc2[k] = np.where(other, state.rsrc[k], state.rsrc2[k])
+            state.r[k] = merged
+            state.rsrc[k] = i
         if self._has(p, "within"):
             state = _State(self.ncells)
         elif within is not None:
             raise _Hazard(within.later, within.earlier, within.kind, True)
         for i, e in writes:
-            state.w[e.cells] = e.thread
-            state.wsrc[e.cells] = i
-            state.wsrc2[e.cells] = -1
+            k = e.idx
+            state.w[k] = e.thread
+            state.wsrc[k] = i
+            state.wsrc2[k] = -1
         return state
 
     def _src(self, src: np.ndarray, src2: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
@@ -413,6 +476,7 @@ class _Placer:
                     return False
                 key = (target, "before")
         self.placed[key] = self._barrier(key, h, carried)
+        self._changed(key)
         return True
 
     def _barrier(self, key, h: _Hazard, carried: bool) -> Barrier:
