@@ -1,34 +1,52 @@
 """The performance suite of issue 8: each workload in tilenb and its peers, in one process.
 
 Usage, from the project root:
-    python bench/suite.py --out DIR            # on a CUDA GPU with CuPy and torch
+    python bench/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
+    python bench/suite.py --out DIR --only memory,overheads   # the final run, call 1 (see GROUPS)
+    python bench/suite.py --out DIR --only matrix             # the final run, call 2
     python bench/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
                                                # the CPU executor at small shapes against numpy,
-                                               # and every @autotune variant through NVRTC
-Options: --only NAME[,NAME] (workload names, see WORKLOADS), --budget SECONDS (the whole run;
-workloads that would start after it are recorded as not run), --no-compile-peers (skip
-torch.compile), --jobs N (parallel NVRTC processes for the warm-up compile).
+                                               # every @autotune variant through NVRTC, and (when
+                                               # triton is installed) the Triton peers through
+                                               # Triton's interpreter
+Options: --only NAME[,NAME] (workload or group names, see WORKLOADS and GROUPS), --skip NAME[,NAME],
+--budget SECONDS (the whole run; workloads that would start after it are recorded as not run),
+--no-compile-peers (skip torch.compile), --no-triton (skip the Triton peers), --quick (fewer
+repeats and two Triton autotune configs: a smoke test, not a measurement), --full-autotune
+(tilenb autotunes the largest shapes too instead of reusing the smaller shape's winner), --jobs N
+(parallel NVRTC processes for the warm-up compile).
 
 What it guarantees:
 - Every number is a GPU time from CUDA events (torch.cuda.Event) around one launch, after
-  warm-up runs, the median of repeats (repeats enough for about 0.2 s, 5 to 50), inputs drawn at
-  random on the GPU (normal; never zeros), outputs distinct per implementation. The tilenb rows
+  warm-up runs, the median of repeats (repeats enough for about 0.2 s, 5 to 50; a launch that
+  takes over a second is timed once after its warm-up and says so in `timing_reps`), inputs drawn
+  at random on the GPU (normal; never zeros), outputs distinct per implementation. The tilenb rows
   time the generated kernel's launch alone (the argument checks of the public call are timed
   separately, in the launch-overhead row).
 - Before a tilenb kernel is timed, its output is poisoned with NaN, it runs once through the
   public call (`module.kernel[grid](...)`, which also autotunes), and the result is compared with
   the first peer's (relative error ||tilenb - peer|| / ||peer|| in float64, NaN fails). A
-  mismatch is recorded (`verified: false`) and the row kept.
+  mismatch is recorded (`verified: false`) and the row kept. The Triton peers (bench/triton_peers.py)
+  are checked the same way against torch's output before they are timed; one that differs, fails
+  to compile or fails to run is a row with `peer_status: "failed: ..."` and is not timed.
 - A workload that tilenb cannot express or that fails records its reason in `tilenb_status`;
-  nothing is dropped silently. Peers that fail (a torch.compile error, an SDPA backend missing)
-  record theirs in `peer_status`.
+  nothing is dropped silently. Peers that fail (a torch.compile error, an SDPA backend missing,
+  Triton) record theirs in `peer_status`. Every workload runs under a guard: one failure is one
+  recorded row, and the run goes on.
+- Time boxes: at GEMM 8192^3 and attention at sequence 16k, tilenb launches the @autotune variant
+  that won at 4096^3 / sequence 4k in the same run (same dtype, same head dim) instead of timing
+  every variant at the big shape (the row's `notes` say so; --full-autotune turns this off).
 - Results: DIR/<gpu>.json (`machine`, `copy_bandwidth_GBps`, `rows`: one row per (workload, shape,
-  dtype, peer), written after every workload) and DIR/suite.log. `bench/report.py` turns the JSON
-  into docs/benchmarks.md's table and plot.
-- Ratios: `ratio` = tilenb seconds / peer seconds (above 1: tilenb is slower). `metric` and
-  `target` restate issue 8's target for the row: `frac_copy_bw` (tilenb GB/s over the
-  device-to-device copy bandwidth measured in the same run), `speed_vs_peer` (peer s / tilenb s),
-  `time_ratio` (tilenb s / peer s), or `seconds`; `meets_target` says whether it is met.
+  dtype, peer), written after every row; `machine.wall_s`: seconds per workload and per group)
+  and DIR/suite.log. Every run measures the copy bandwidth it compares against at its start, so
+  the JSON files of a split run stand alone; `bench/report.py` merges them into
+  docs/benchmarks.md's tables and plot.
+- Ratios: `ratio` = tilenb seconds / peer seconds (above 1: tilenb is slower). `peer_kind` groups
+  peers (torch eager, torch.compile, Triton, cuBLAS, SDPA, CuPy, ...). `metric` and `target`
+  restate issue 8's target for the row: `frac_copy_bw` (tilenb GB/s over the device-to-device
+  copy bandwidth measured in the same run), `speed_vs_peer` (peer s / tilenb s), `time_ratio`
+  (tilenb s / peer s), or `seconds`; `meets_target` says whether it is met. `headline: false`
+  marks a row that does not carry the target (e.g. GEMM against Triton: the target is cuBLAS).
 """
 from __future__ import annotations
 
@@ -53,6 +71,8 @@ import numpy as np  # noqa: E402
 
 import tilenb  # noqa: E402
 import suite_kernels as SK  # noqa: E402
+import triton_peers as TP  # noqa: E402
+from report import peer_kind  # noqa: E402
 
 GiB = 1 << 30
 TARGETS = {"memory": ("frac_copy_bw", 0.90), "transpose": ("frac_copy_bw", 0.85),
@@ -76,6 +96,7 @@ class State:
         self.json_path = None
         self.machine = {}
         self.copy_gbps = None
+        self.copy_times = {}
         self.t0 = time.perf_counter()
         self.budget = 1e9
         self.mod = None
@@ -84,6 +105,13 @@ class State:
         self.compile_peers = True
         self.compile_spent = 0.0
         self.compile_budget = 60.0
+        self.use_triton = True
+        self.triton_error = None        # why Triton could not be loaded, once tried
+        self.quick = False
+        self.full_autotune = False
+        self.winners = {}               # (kernel, dtype, extra) -> the @autotune variant that won
+        self.wall = {"workloads": {}, "groups": {}}
+        self.timing_reps = None         # repeats of the last time_gpu call
 
     def left(self) -> float:
         return self.budget - (time.perf_counter() - self.t0)
@@ -107,7 +135,7 @@ def row(workload, shape, dtype, kind, *, tilenb_s=None, tilenb_status="ok", peer
     """Record one (workload, shape, dtype, peer) result with its rates and its target."""
     r = {"workload": workload, "shape": list(shape) if shape is not None else None, "dtype": dtype, "kind": kind,
          "tilenb_s": tilenb_s, "tilenb_status": tilenb_status, "tilenb_variant": variant,
-         "peer": peer, "peer_s": peer_s, "peer_status": peer_status,
+         "peer": peer, "peer_kind": peer_kind(peer), "peer_s": peer_s, "peer_status": peer_status,
          "verified": verified, "rel_err": rel_err, "bytes": nbytes, "flops": flops, "notes": notes}
     ok_t = tilenb_s is not None and tilenb_status == "ok"
     ok_p = peer_s is not None and peer_status == "ok"
@@ -146,9 +174,12 @@ def row(workload, shape, dtype, kind, *, tilenb_s=None, tilenb_status="ok", peer
 
 
 # ---- timing ----------------------------------------------------------------------------------
-def time_gpu(fn, warmup=3, min_reps=5, max_reps=50, target_s=0.2):
-    """Median seconds of `fn()` (which only enqueues GPU work) between CUDA events."""
+def time_gpu(fn, warmup=3, min_reps=5, max_reps=50, target_s=0.2, slow_s=1.0):
+    """Median seconds of `fn()` (which only enqueues GPU work) between CUDA events. A launch that
+    takes over `slow_s` is timed once after its warm-ups (S.timing_reps says how many)."""
     torch = S.torch
+    if S.quick:
+        target_s, max_reps, warmup = min(target_s, 0.05), min(max_reps, 10), min(warmup, 1)
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -158,6 +189,9 @@ def time_gpu(fn, warmup=3, min_reps=5, max_reps=50, target_s=0.2):
     e.record()
     e.synchronize()
     est = max(s.elapsed_time(e) / 1e3, 1e-6)
+    if est > slow_s:
+        S.timing_reps = 1
+        return est
     reps = int(max(min_reps, min(max_reps, target_s / est)))
     evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for a, b in evs:
@@ -166,6 +200,7 @@ def time_gpu(fn, warmup=3, min_reps=5, max_reps=50, target_s=0.2):
         b.record()
     torch.cuda.synchronize()
     ts = sorted(a.elapsed_time(b) / 1e3 for a, b in evs)
+    S.timing_reps = reps
     return statistics.median(ts)
 
 
@@ -185,9 +220,10 @@ class GpuArray:
                                          "data": (t.data_ptr(), False), "version": 3, "strides": None}
 
 
-def tl_launch(kernel, grid, args, out):
-    """Poison `out` (torch), run the public call once (autotuning on a first signature), and return
-    (a closure that launches the chosen variant's kernel alone, the variant, facts about it)."""
+def tl_launch(kernel, grid, args, out, variant=None):
+    """Poison `out` (torch), run the public call once (autotuning on a first signature unless
+    `variant` names one), and return (a closure that launches the chosen variant's kernel alone,
+    the variant, facts about it)."""
     import tilenb.runtime.cuda as tc
     from tilenb.runtime.launch import prepare, written_tensors
     torch = S.torch
@@ -195,7 +231,10 @@ def tl_launch(kernel, grid, args, out):
         out.fill_(float("nan"))
     wrapped = [GpuArray(a) if hasattr(a, "data_ptr") else a for a in args]
     t0 = time.perf_counter()
-    kernel[grid](*wrapped)
+    if variant is None:
+        kernel[grid](*wrapped)
+    else:
+        kernel[grid](*wrapped, variant=dict(variant))
     torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
     run = kernel.last_run
@@ -278,9 +317,50 @@ def measure_peer(call, out_ref_fn=None, warm_compile=False):
         return None, f"failed: {type(e).__name__}: {str(e)[:300]}", None
 
 
-# ---- workloads ---------------------------------------------------------------------------------
-def w_copy():
-    """Device-to-device copy bandwidth (the ceiling of the memory-bound rows), and tilenb's copy."""
+def triton_peer(call, out, ref, dt, kind="", choice=None):
+    """(seconds, status, extra) of a Triton peer: load Triton, poison `out`, run `call` once
+    (compile, and autotune where the kernel has configs), compare `out` with torch's `ref`, and
+    time it only if it agrees. Never raises: every failure is a status."""
+    if not S.use_triton:
+        return None, "not run: --no-triton", {}
+    if S.triton_error is None:
+        try:
+            TP.load()
+            S.triton_error = ""
+            import triton
+            S.machine.setdefault("triton", triton.__version__)
+        except Exception as e:
+            S.triton_error = f"failed: Triton unavailable: {type(e).__name__}: {str(e)[:300]}"
+    if S.triton_error:
+        return None, S.triton_error, {}
+    extra = {}
+    try:
+        if out.dtype.is_floating_point:
+            out.fill_(float("nan"))
+        t0 = time.perf_counter()
+        call()
+        S.torch.cuda.synchronize()
+        extra["peer_first_call_s"] = round(time.perf_counter() - t0, 3)
+        if choice is not None:
+            extra["peer_config"] = choice()
+        if ref is None:
+            return None, "failed: no torch output to check it against", extra
+        err = rel_err(out, ref)
+        extra["peer_rel_err"] = err
+        tol = tol_for(dt, kind)
+        if not err <= tol:
+            return None, f"failed: differs from torch (rel err {err:.2e} > {tol:.0e})", extra
+        sec = time_gpu(call)
+        return sec, "ok", extra
+    except Exception as e:  # a compile error, out of resources, a launch failure: one failed row
+        log(f"triton peer failed: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}")
+        return None, f"failed: {type(e).__name__}: {str(e)[:300]}", extra
+
+
+def ceiling():
+    """The device-to-device copy bandwidth this run compares with (measured once per process)."""
+    if S.copy_gbps is not None:
+        return
     torch, cp = S.torch, S.cp
     n = GiB // 4
     x = randn((n,))
@@ -290,23 +370,38 @@ def w_copy():
     stream = cp.cuda.get_current_stream().ptr
     t_memcpy = time_gpu(lambda: cp.cuda.runtime.memcpyAsync(y.data_ptr(), x.data_ptr(), x.numel() * 4, 3, stream))
     S.copy_gbps = max(nbytes / t_torch, nbytes / t_memcpy) / 1e9
+    S.copy_times = {"torch copy_": t_torch, "cudaMemcpyAsync D2D": t_memcpy}
     S.machine["copy_bandwidth_note"] = (f"max of torch copy_ ({nbytes / t_torch / 1e9:.0f} GB/s) and cudaMemcpyAsync "
                                         f"D2D ({nbytes / t_memcpy / 1e9:.0f} GB/s) on {x.numel() * 4 / GiB:.0f} GiB, "
                                         f"read + write counted")
     log(f"copy ceiling: {S.copy_gbps:.0f} GB/s ({S.machine['copy_bandwidth_note']})")
+    del x, y
+    free()
+    save()
+
+
+# ---- workloads ---------------------------------------------------------------------------------
+def w_copy():
+    """tilenb's copy against cudaMemcpyAsync and torch copy_ (the ceiling's own measurements)."""
+    torch = S.torch
+    ceiling()
+    n = GiB // 4
+    x = randn((n,))
+    nbytes = 2 * x.numel() * 4
     y2 = torch.empty_like(x)
     go, var, facts = tl_launch(S.mod.copy_f32, None, (x, y2), y2)
     err = rel_err(y2, x)
     t = time_gpu(go)
     ok = err == 0.0
-    for peer, ps in (("cudaMemcpyAsync D2D", t_memcpy), ("torch copy_", t_torch)):
-        row("copy", (n,), "f32", "memory", tilenb_s=t, peer=peer, peer_s=ps, nbytes=nbytes, verified=ok,
-            rel_err=err, variant=var, extra={"tilenb_facts": facts})
-    del x, y, y2
+    for peer in ("cudaMemcpyAsync D2D", "torch copy_"):
+        row("copy", (n,), "f32", "memory", tilenb_s=t, peer=peer, peer_s=S.copy_times[peer], nbytes=nbytes,
+            verified=ok, rel_err=err, variant=var, extra={"tilenb_facts": facts})
+    del x, y2
     free()
 
 
 def w_add():
+    ceiling()
     torch, cp = S.torch, S.cp
     n = GiB // 4
     x, y = randn((n,)), randn((n,))
@@ -327,6 +422,7 @@ def w_add():
 
 
 def w_scale_rows():
+    ceiling()
     torch, cp = S.torch, S.cp
     M, D = 32768, 4096
     x, s = randn((M, D)), randn((M, 1))
@@ -345,32 +441,47 @@ def w_scale_rows():
     free()
 
 
+ROW_OPS = ("rms_norm", "layer_norm", "softmax")
+ROW_SHAPES = {"norms": (32768, 4096), "norms_mid": (16384, 16384), "norms_wide": (4096, 131072)}
+
+
+def _row_kernel(op: str, N: int, dt: str) -> str:
+    """The tilenb kernel for a row op: the whole-row kernels are written for D = 4096 (an
+    @autotune value), every other row length takes the chunked `_wide` kernel (runtime N)."""
+    return f"{op}{'_wide' if N != 4096 else ''}_{dt}"
+
+
 def _rows_workload(op: str, M: int, N: int, dt: str):
-    """rms_norm / layer_norm / softmax over [M, N] in dt: tilenb against torch eager and compile."""
+    """rms_norm / layer_norm / softmax over [M, N] in dt: tilenb against torch eager,
+    torch.compile and the Triton kernel of bench/triton_peers.py."""
     torch = S.torch
     F = torch.nn.functional
-    wide = N > 4096
-    kname = f"{op}{'_wide' if wide else ''}_{dt}"
+    ceiling()
+    kname = _row_kernel(op, N, dt)
     kernel = getattr(S.mod, kname)
     x = randn((M, N), dt)
     eps = 1e-6 if op == "rms_norm" else 1e-5
     w, b = randn((1, N), dt), randn((1, N), dt)
     y = torch.empty_like(x)
+    yt = torch.empty_like(x)
     esz = x.element_size()
     if op == "rms_norm":
         args = (x, w, y, eps)
         fn = lambda: F.rms_norm(x, (N,), w.view(N), eps)  # noqa: E731
+        tfn = lambda: TP.rms_norm(x, w, yt, eps)  # noqa: E731
         nbytes = 2 * M * N * esz + N * esz
     elif op == "layer_norm":
         args = (x, w, b, y, eps)
         fn = lambda: F.layer_norm(x, (N,), w.view(N), b.view(N), eps)  # noqa: E731
+        tfn = lambda: TP.layer_norm(x, w, b, yt, eps)  # noqa: E731
         nbytes = 2 * M * N * esz + 2 * N * esz
     else:
         args = (x, y)
         fn = lambda: torch.softmax(x, dim=-1)  # noqa: E731
+        tfn = lambda: TP.softmax(x, yt)  # noqa: E731
         nbytes = 2 * M * N * esz
     te, se, ref = measure_peer(fn)
-    peers = [("torch eager", te, se)]
+    peers = [("torch eager", te, se, {})]
     try:
         go, var, facts = tl_launch(kernel, None, args, y)
         err = rel_err(y, ref) if ref is not None else None
@@ -381,32 +492,47 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
         log(traceback.format_exc())
     cfn, why = compiled(fn)
     if cfn is None:
-        peers.append(("torch.compile", None, why))
+        peers.append(("torch.compile", None, why, {}))
     else:
         tcc, scc, _ = measure_peer(cfn, warm_compile=True)
-        peers.append(("torch.compile", tcc, scc))
+        peers.append(("torch.compile", tcc, scc, {}))
+    form = TP.row_form(N, esz)
+    tt, st, tx = triton_peer(tfn, yt, ref, dt, "reduce")
+    tx["peer_notes"] = f"Triton: {form}"
+    peers.append((f"Triton ({'whole row' if N <= TP.FUSED_MAX_ELEMS else 'two sweeps'})", tt, st, tx))
     verified = None if err is None else bool(err <= tol_for(dt, "reduce"))
-    for peer, ps, pst in peers:
+    notes = f"tilenb kernel {kname}"
+    if N != 4096:
+        notes += " (chunked over C columns: suite_kernels.py writes the whole-row kernels for D = 4096 only)"
+    for peer, ps, pst, px in peers:
         row(op, (M, N), dt, "memory", tilenb_s=t, tilenb_status=status, peer=peer, peer_s=ps, peer_status=pst,
-            nbytes=nbytes, verified=verified, rel_err=err, variant=var, extra={"tilenb_facts": facts})
-    del x, y, w, b, ref
+            nbytes=nbytes, verified=verified, rel_err=err, variant=var, notes=notes,
+            extra=dict(px, tilenb_facts=facts))
+    del x, y, yt, w, b, ref
     free()
 
 
-def w_norms():
-    for op in ("rms_norm", "layer_norm", "softmax"):
+def _rows_group(M, N):
+    for op in ROW_OPS:
         for dt in ("f32", "bf16"):
-            _guard(f"{op} {dt} (32768, 4096)", lambda: _rows_workload(op, 32768, 4096, dt), op, (32768, 4096), dt, "memory")
-
-
-def w_norms_wide():
-    for op in ("rms_norm", "layer_norm", "softmax"):
-        for dt in ("f32", "bf16"):
-            _guard(f"{op} {dt} (4096, 131072)", lambda: _rows_workload(op, 4096, 131072, dt), op, (4096, 131072), dt,
+            _guard(f"{op} {dt} {(M, N)}", lambda op=op, dt=dt: _rows_workload(op, M, N, dt), op, (M, N), dt,
                    "memory")
 
 
+def w_norms():
+    _rows_group(*ROW_SHAPES["norms"])
+
+
+def w_norms_mid():
+    _rows_group(*ROW_SHAPES["norms_mid"])
+
+
+def w_norms_wide():
+    _rows_group(*ROW_SHAPES["norms_wide"])
+
+
 def w_transpose():
+    ceiling()
     torch, cp = S.torch, S.cp
     M = N = 8192
     x = randn((M, N))
@@ -429,71 +555,129 @@ def w_transpose():
     free()
 
 
-def w_gemm():
+def _big_variant(kernel_name, key, what):
+    """(variant, note) for a big shape: the winner of the smaller shape in this run (time box), or
+    None (autotune here) when there is none or --full-autotune asks for it."""
+    if S.full_autotune:
+        return None, "tilenb autotuned at this shape (--full-autotune)"
+    v = S.winners.get((kernel_name,) + key)
+    if v is None:
+        return None, f"tilenb autotuned at this shape (no {what} winner in this run to reuse)"
+    return v, (f"tilenb variant: the {what} winner {v}, reused without autotuning at this shape "
+               f"(time box; --full-autotune times every variant)")
+
+
+def _gemm_one(n, dt):
     torch = S.torch
-    n = 4096
-    for dt in ("f16", "bf16"):
-        def one(dt=dt):
-            a, b = randn((n, n), dt), randn((n, n), dt)
-            c, ct = torch.empty((n, n), device="cuda", dtype=tdt(dt)), torch.empty((n, n), device="cuda", dtype=tdt(dt))
-            tp, st, _ = measure_peer(lambda: torch.matmul(a, b, out=ct))
-            go, var, facts = tl_launch(getattr(S.mod, f"gemm_{dt}"), None, (a, b, c), c)
-            err = rel_err(c, ct)
-            # both against float64 on 256 rows (so that agreement with cuBLAS is not shared error)
-            r64 = a[:256].double() @ b.double()
-            e64 = {"tilenb": rel_err(c[:256], r64), "cublas": rel_err(ct[:256], r64)}
-            t = time_gpu(go, warmup=1)
-            row("gemm", (n, n, n), dt, "gemm", tilenb_s=t, peer="torch matmul (cuBLAS)", peer_s=tp, peer_status=st,
-                flops=2 * n ** 3, verified=err <= tol_for(dt), rel_err=err, variant=var,
-                extra={"tilenb_facts": facts, "rel_err_vs_f64_256_rows": e64})
-            del a, b, c, ct
-            free()
-        _guard(f"gemm {dt}", one, "gemm", (n, n, n), dt, "gemm")
+    kname = f"gemm_{dt}"
+    a, b = randn((n, n), dt), randn((n, n), dt)
+    c, ct, cx = (torch.empty((n, n), device="cuda", dtype=tdt(dt)) for _ in range(3))
+    tp, st, ref = measure_peer(lambda: torch.matmul(a, b, out=ct))
+    variant, notes = (None, "") if n <= 4096 else _big_variant(kname, (), "4096³")
+    go, var, facts = tl_launch(getattr(S.mod, kname), None, (a, b, c), c, variant=variant)
+    if n == 4096:
+        S.winners[(kname,)] = dict(var)
+    err = rel_err(c, ct)
+    # both against float64 on 256 rows (so that agreement with cuBLAS is not shared error)
+    r64 = a[:256].double() @ b.double()
+    e64 = {"tilenb": rel_err(c[:256], r64), "cublas": rel_err(ct[:256], r64)}
+    t = time_gpu(go, warmup=1)
+    reps = S.timing_reps
+    tt, tst, tx = triton_peer(lambda: TP.matmul(a, b, cx, quick=S.quick), cx, ref, dt,
+                              choice=lambda: TP.matmul_choice(S.quick))
+    if tst == "ok":
+        e64["triton"] = rel_err(cx[:256], r64)
+    flops = 2 * n ** 3
+    common = dict(tilenb_s=t, flops=flops, verified=err <= tol_for(dt), rel_err=err, variant=var, notes=notes)
+    row("gemm", (n, n, n), dt, "gemm", peer="torch matmul (cuBLAS)", peer_s=tp, peer_status=st,
+        extra={"tilenb_facts": facts, "rel_err_vs_f64_256_rows": e64, "timing_reps": reps}, **common)
+    row("gemm", (n, n, n), dt, "gemm", peer="Triton matmul (autotuned)", peer_s=tt, peer_status=tst,
+        extra=dict(tx, tilenb_facts=facts, headline=False, timing_reps=reps), **common)
+    del a, b, c, ct, cx, r64
+    free()
 
 
-def w_attention():
+def _gemm_sizes(sizes):
+    for n in sizes:
+        for dt in ("f16", "bf16"):
+            _guard(f"gemm {dt} {n}", lambda n=n, dt=dt: _gemm_one(n, dt), "gemm", (n, n, n), dt, "gemm")
+
+
+def w_gemm():
+    _gemm_sizes((4096,))
+
+
+def w_gemm_big():
+    _gemm_sizes((8192,))
+
+
+ATTN_SHAPES = {"attention": (2, 16, 4096), "attention_long": (1, 16, 16384)}
+
+
+def _attention_one(B, H, N, D):
     torch = S.torch
     F = torch.nn.functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    B, H, N = 2, 16, 4096
+    q, k, v = (randn((B, H, N, D), "bf16") for _ in range(3))
+    o, ox = torch.empty_like(q), torch.empty_like(q)
+    scale = 1.0 / math.sqrt(D)
+    flops = 4 * B * H * N * N * D
+    peers, ref = [], None
+    for name, be in (("SDPA flash", SDPBackend.FLASH_ATTENTION), ("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
+                     ("SDPA efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        def call(be=be):
+            with sdpa_kernel([be]):
+                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+        ps, pst, out = measure_peer(call)
+        if ref is None and out is not None:
+            ref = out
+        peers.append((name, ps, pst, {"headline": False}))
+    ok = [p for p in peers if p[1] is not None]
+    if ok:
+        best = min(ok, key=lambda p: p[1])
+        peers.append((f"SDPA best ({best[0]})", best[1], "ok", {"headline": True}))
+    shp = (B * H, N, D)
+    tt, tst, tx = triton_peer(lambda: TP.attention(q.view(shp), k.view(shp), v.view(shp), ox.view(shp), scale,
+                                                   quick=S.quick), ox, ref, "bf16",
+                              choice=lambda: TP.attention_choice(S.quick))
+    peers.append(("Triton flash attention (autotuned)", tt, tst, dict(tx, headline=False)))
+    for wname, kern in (("attention", S.mod.attention_bf16), ("attention_tc", S.mod.attention_tc_bf16)):
+        variant, notes = (None, "") if N <= 4096 else _big_variant(kern.name, (D,), "sequence-4k")
+        if N > 4096:
+            notes += "; batch 1 at sequence 16k (batch 2 at 4k), 16 heads in both"
+        try:
+            go, var, facts = tl_launch(kern, None, (q.view(shp), k.view(shp), v.view(shp), o.view(shp), scale), o,
+                                       variant=variant)
+            if N <= 4096:
+                S.winners[(kern.name, D)] = dict(var)
+            err = rel_err(o, ref) if ref is not None else None
+            t = time_gpu(go, warmup=1 if N <= 4096 else 0, min_reps=3)   # the public call warmed it up
+            reps = S.timing_reps
+            status = "ok"
+        except Exception as e:
+            t, var, facts, err, status, reps = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}", None
+            log(traceback.format_exc())
+        for name, ps, pst, px in peers:
+            row(wname, (B, H, N, D), "bf16", "attention", tilenb_s=t, tilenb_status=status, peer=name,
+                peer_s=ps, peer_status=pst, flops=flops,
+                verified=None if err is None else err <= tol_for("bf16"), rel_err=err, variant=var, notes=notes,
+                extra=dict(px, tilenb_facts=facts, tilenb_kernel=kern.name, timing_reps=reps))
+    del q, k, v, o, ox, ref
+    free()
+
+
+def _attention_group(B, H, N):
     for D in (64, 128):
-        def one(D=D):
-            q, k, v = (randn((B, H, N, D), "bf16") for _ in range(3))
-            o = torch.empty_like(q)
-            scale = 1.0 / math.sqrt(D)
-            flops = 4 * B * H * N * N * D
-            peers, ref = [], None
-            for name, be in (("SDPA flash", SDPBackend.FLASH_ATTENTION), ("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
-                             ("SDPA efficient", SDPBackend.EFFICIENT_ATTENTION)):
-                def call(be=be):
-                    with sdpa_kernel([be]):
-                        return F.scaled_dot_product_attention(q, k, v, scale=scale)
-                ps, pst, out = measure_peer(call)
-                if ref is None and out is not None:
-                    ref = out
-                peers.append((name, ps, pst))
-            ok = [p for p in peers if p[1] is not None]
-            if ok:
-                best = min(ok, key=lambda p: p[1])
-                peers.append((f"SDPA best ({best[0]})", best[1], "ok"))
-            shp = (B * H, N, D)
-            for wname, kern in (("attention", S.mod.attention_bf16), ("attention_tc", S.mod.attention_tc_bf16)):
-                try:
-                    go, var, facts = tl_launch(kern, None, (q.view(shp), k.view(shp), v.view(shp), o.view(shp), scale), o)
-                    err = rel_err(o, ref) if ref is not None else None
-                    t = time_gpu(go, warmup=1, min_reps=3)
-                    status = "ok"
-                except Exception as e:
-                    t, var, facts, err, status = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}"
-                    log(traceback.format_exc())
-                for name, ps, pst in peers:
-                    row(wname, (B, H, N, D), "bf16", "attention", tilenb_s=t, tilenb_status=status, peer=name,
-                        peer_s=ps, peer_status=pst, flops=flops,
-                        verified=None if err is None else err <= tol_for("bf16"), rel_err=err, variant=var,
-                        extra={"tilenb_facts": facts, "headline": name.startswith("SDPA best"), "tilenb_kernel": kern.name})
-            del q, k, v, o, ref
-            free()
-        _guard(f"attention D={D}", one, "attention", (B, H, N, D), "bf16", "attention")
+        _guard(f"attention D={D} N={N}", lambda D=D: _attention_one(B, H, N, D), "attention", (B, H, N, D), "bf16",
+               "attention")
+
+
+def w_attention():
+    _attention_group(*ATTN_SHAPES["attention"])
+
+
+def w_attention_long():
+    _attention_group(*ATTN_SHAPES["attention_long"])
 
 
 def _clear_tilenb_caches(cache_dir: str):
@@ -660,12 +844,43 @@ def tl_fast_cupy(kernel, args):
     return lambda: tc._launch(fn, ks, ch.grid, da)
 
 
-WORKLOADS = {"copy": w_copy, "add": w_add, "scale_rows": w_scale_rows, "norms": w_norms, "transpose": w_transpose,
-             "gemm": w_gemm, "attention": w_attention, "launch": w_launch, "compile": w_compile,
-             "norms_wide": w_norms_wide}
+WORKLOADS = {"copy": w_copy, "add": w_add, "scale_rows": w_scale_rows, "transpose": w_transpose, "norms": w_norms,
+             "norms_mid": w_norms_mid, "norms_wide": w_norms_wide, "gemm": w_gemm, "gemm_big": w_gemm_big,
+             "attention": w_attention, "attention_long": w_attention_long, "launch": w_launch, "compile": w_compile}
+# the final run is two device calls of under 8 minutes each: --only memory,overheads and --only matrix
+GROUPS = {"memory": ["copy", "add", "scale_rows", "transpose", "norms", "norms_mid", "norms_wide"],
+          "matrix": ["gemm", "gemm_big", "attention", "attention_long"],
+          "overheads": ["launch", "compile"]}
+KIND = {"transpose": "transpose", "gemm": "gemm", "gemm_big": "gemm", "attention": "attention",
+        "attention_long": "attention", "launch": "launch", "compile": "compile"}
 # rough seconds each needs once the kernels are compiled (to skip what the budget cannot hold)
-NEEDS = {"copy": 3, "add": 3, "scale_rows": 3, "norms": 20, "transpose": 3, "gemm": 8, "attention": 10, "launch": 5,
-         "compile": 25, "norms_wide": 15}
+NEEDS = {"copy": 3, "add": 3, "scale_rows": 3, "norms": 30, "norms_mid": 30, "norms_wide": 30, "transpose": 3,
+         "gemm": 20, "gemm_big": 10, "attention": 30, "attention_long": 20, "launch": 5, "compile": 25}
+
+
+def kernels_of(workload: str):
+    """The suite kernels a workload launches (to precompile only those), or None for all."""
+    if workload in ROW_SHAPES:
+        n = ROW_SHAPES[workload][1]
+        return [_row_kernel(op, n, dt) for op in ROW_OPS for dt in ("f32", "bf16")]
+    return {"copy": ["copy_f32"], "add": ["add_f32"], "scale_rows": ["scale_rows_f32"],
+            "transpose": ["transpose_f32"], "gemm": ["gemm_f16", "gemm_bf16"], "gemm_big": ["gemm_f16", "gemm_bf16"],
+            "attention": ["attention_bf16", "attention_tc_bf16"],
+            "attention_long": ["attention_bf16", "attention_tc_bf16"],
+            "launch": ["add_f32"], "compile": []}.get(workload)
+
+
+def expand(names):
+    """Workload names from a list of workload and group names, in order, each once."""
+    out = []
+    for n in names:
+        for w in GROUPS.get(n, [n]):
+            if w not in WORKLOADS:
+                raise SystemExit(f"suite.py: unknown workload or group '{w}' (workloads: {', '.join(WORKLOADS)}; "
+                                 f"groups: {', '.join(GROUPS)})")
+            if w not in out:
+                out.append(w)
+    return out
 
 
 def _guard(label, fn, workload, shape, dtype, kind):
@@ -744,9 +959,10 @@ def _nvrtc_one(job):
         return time.perf_counter() - t0, f"{type(e).__name__}: {str(e)[:2000]}"
 
 
-def precompile(mod, arch: str, jobs: int):
-    """Generate every variant's CUDA and compile them all with NVRTC in `jobs` processes; the
-    cubins land in tilenb's disk cache, where the timed run finds them."""
+def precompile(mod, arch: str, jobs: int, only=None):
+    """Generate the CUDA of every variant of the kernels named in `only` (all when None) and
+    compile them with NVRTC in `jobs` processes; the cubins land in tilenb's disk cache, where
+    the timed run finds them."""
     import concurrent.futures as cf
     import multiprocessing as mp
     import tilenb.runtime.cuda as tc
@@ -755,6 +971,8 @@ def precompile(mod, arch: str, jobs: int):
     # the slow ones first (tensor-core kernels unroll the most), so the pool ends together
     order = sorted(mod.kernels.items(), key=lambda kv: ("attention_tc" not in kv[0], "gemm" not in kv[0]))
     for name, k in order:
+        if only is not None and name not in only:
+            continue
         for key, kir in k.checked.variants.items():
             work.append((tc.kernel_source(k, kir).source, arch))
             names.append(f"{name} {dict(key)}")
@@ -833,6 +1051,17 @@ def cpu_check(jobs: int):
             check(f"{kn} H=2 N=70 D={D}", o, SK.ref_attention(q, k, v, 1.0 / math.sqrt(D)), 2e-2)
     for name in ("add_f32", "rms_norm_f32", "gemm_f16", "attention_bf16"):
         tilenb.compile(SK.kernel_text(name), backend="cpu")   # each compile case stands alone
+    # the Triton peers through Triton's interpreter, where triton is installed (the GPU machine;
+    # not the project's environment here): same kernels, CPU, ragged shapes, numpy references
+    import importlib.util
+    if importlib.util.find_spec("triton") is None:
+        print("skip triton peers: triton is not installed here "
+              "(where it is: python bench/triton_peers.py --interpret)", flush=True)
+    else:
+        pr = subprocess.run([sys.executable, str(ROOT / "bench" / "triton_peers.py"), "--interpret"],
+                            capture_output=True, text=True, timeout=600)
+        print(pr.stdout + pr.stderr[-3000:], end="", flush=True)
+        bad += pr.returncode != 0
     # every variant through NVRTC (sm_90)
     os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-suite-"))
     cmod = tilenb.compile(SK.program(), backend="cuda")
@@ -854,8 +1083,11 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--skip", default="")
     ap.add_argument("--budget", type=float, default=1e9)
-    ap.add_argument("--compile-budget", type=float, default=60.0)
+    ap.add_argument("--compile-budget", type=float, default=180.0)
     ap.add_argument("--no-compile-peers", action="store_true")
+    ap.add_argument("--no-triton", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full-autotune", action="store_true")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     ap.add_argument("--cpu-check", action="store_true")
     a = ap.parse_args(argv)
@@ -864,6 +1096,11 @@ def main(argv=None):
     S.budget = a.budget
     S.compile_budget = a.compile_budget
     S.compile_peers = not a.no_compile_peers
+    S.use_triton = not a.no_triton
+    S.quick = a.quick
+    S.full_autotune = a.full_autotune
+    skip = set(expand([w for w in a.skip.split(",") if w]))
+    only = [w for w in expand([w for w in a.only.split(",") if w] or list(WORKLOADS)) if w not in skip]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     S.out = out
@@ -878,7 +1115,10 @@ def main(argv=None):
                                       capture_output=True, text=True, timeout=30).stdout.split()[0].replace(".", "")
     except Exception:
         arch = "sm_90"
-    n_var, errs = precompile(S.mod, arch, a.jobs)
+    wanted = [kernels_of(w) for w in only]
+    n_var, errs = precompile(S.mod, arch, a.jobs,
+                             None if any(k is None for k in wanted) else {k for ks in wanted for k in ks})
+    S.wall["precompile_s"] = round(time.perf_counter() - S.t0, 1)
     import cupy as cp
     import torch
     S.cp, S.torch = cp, torch
@@ -901,27 +1141,36 @@ def main(argv=None):
     S.json_path = out / f"{gpu_slug(props.name)}.json"
     log(f"machine: {json.dumps(S.machine)}")
     torch.manual_seed(0)
-    only = [w for w in a.only.split(",") if w] or list(WORKLOADS)
-    skip = set(w for w in a.skip.split(",") if w)
+    S.machine["options"] = {"only": only, "quick": S.quick, "compile_peers": S.compile_peers,
+                            "triton": S.use_triton, "full_autotune": S.full_autotune}
+    S.machine["wall_s"] = S.wall
+    log(f"workloads: {', '.join(only)}")
     for name in only:
-        if name in skip:
-            continue
+        kind = KIND.get(name, "memory")
         if S.left() < NEEDS.get(name, 5):
             log(f"SKIP {name}: {S.left():.0f} s left of the budget")
-            row(name, None, "-", "memory" if name not in ("gemm", "attention", "launch", "compile") else
-                {"gemm": "gemm", "attention": "attention", "launch": "launch", "compile": "compile"}[name],
-                tilenb_status="not run: the run's time budget was spent", peer=None, peer_status="not run")
+            row(name, None, "-", kind, tilenb_status="not run: the run's time budget was spent", peer=None,
+                peer_status="not run")
             continue
         t0 = time.perf_counter()
         log(f"== {name}")
-        _guard(name, WORKLOADS[name], name, None, "-", "memory" if name not in ("gemm", "attention", "launch", "compile")
-               else {"gemm": "gemm", "attention": "attention", "launch": "launch", "compile": "compile"}[name])
+        _guard(name, WORKLOADS[name], name, None, "-", kind)
+        S.wall["workloads"][name] = round(time.perf_counter() - t0, 1)
         log(f"== {name} done in {time.perf_counter() - t0:.1f} s")
+        save()
+    for g, members in GROUPS.items():
+        ran = [w for w in members if w in S.wall["workloads"]]
+        if ran:
+            S.wall["groups"][g] = round(sum(S.wall["workloads"][w] for w in ran), 1)
+    log("wall time per workload (s): " + ", ".join(f"{w} {t}" for w, t in S.wall["workloads"].items()))
+    log(f"wall time per group (s, workloads only; precompile {S.wall['precompile_s']} s before them): " +
+        ", ".join(f"{g} {t}" for g, t in S.wall["groups"].items()))
     try:
         sass_summary()
     except Exception as e:
         log(f"sass summary failed: {e}")
-    log(f"total {time.perf_counter() - S.t0:.1f} s; results in {S.json_path}")
+    S.wall["total_s"] = round(time.perf_counter() - S.t0, 1)
+    log(f"total {time.perf_counter() - S.t0:.1f} s (from the start of the process); results in {S.json_path}")
     save()
     return 0
 
