@@ -3,10 +3,10 @@
 Usage (on the GPU machine, after bench/suite.py wrote its results):
     ncu --clock-control none -k regex:'^(rms_norm|softmax|transpose|gemm|attention)' \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        python bench/profile_kernels.py RESULTS.json [NAME ...]
+        python bench/profile_kernels.py RESULTS.json [RESULTS2.json ...] [NAME ...]
 
 Guarantees: each kernel runs exactly once, with the @autotune variant the suite chose (read from
-RESULTS.json; the first variant when the suite has none) and at the suite's shapes (attention
+the RESULTS files; the first variant when the suite has none) and at the suite's shapes (attention
 with fewer heads, to keep the profiler's replays short), on random inputs; nothing is timed or
 checked here (bench/suite.py does that). Prints one line per launch.
 """
@@ -40,13 +40,15 @@ def chosen_variants(results: Path):
 def main(argv):
     import torch
     import suite as SU
-    results = Path(argv[0]) if argv else ROOT / "bench" / "results" / "h200.json"
-    want = set(argv[1:])
+    files = [Path(a) for a in argv if a.endswith(".json")] or [ROOT / "bench" / "results" / "h200.json"]
+    want = set(a for a in argv if not a.endswith(".json"))
     SU.S.torch = torch
     mod = tilenb.compile(SK.program(), backend="cuda")
     import tilenb.runtime.cuda as tc
     tc.PROGRESS = False
-    var = chosen_variants(results)
+    var = {}
+    for f in files:          # the JSON files of a split run: each names the variants it chose
+        var.update(chosen_variants(f))
     r = SU.randn
     cases = [
         ("rms_norm_f32", [32768, 4096], lambda: (r((32768, 4096)), r((1, 4096)), r((32768, 4096)), 1e-6)),
@@ -55,6 +57,8 @@ def main(argv):
         ("softmax_bf16", [32768, 4096], lambda: (r((32768, 4096), "bf16"), r((32768, 4096), "bf16"))),
         ("transpose_f32", [8192, 8192], lambda: (r((8192, 8192)), r((8192, 8192)))),
         ("softmax_wide_f32", [4096, 131072], lambda: (r((4096, 131072)), r((4096, 131072)))),
+        ("softmax_wide_bf16", [16384, 16384], lambda: (r((16384, 16384), "bf16"), r((16384, 16384), "bf16"))),
+        ("gemm_f16", [8192, 8192, 8192], lambda: tuple(r((8192, 8192), "f16") for _ in range(3))),
         ("gemm_f16", [4096, 4096, 4096], lambda: tuple(r((4096, 4096), "f16") for _ in range(3))),
         ("attention_bf16", [2, 16, 4096, 64], lambda: tuple(r((8, 4096, 64), "bf16") for _ in range(4)) + (0.125,)),
         ("attention_tc_bf16", [2, 16, 4096, 64], lambda: tuple(r((8, 4096, 64), "bf16") for _ in range(4)) + (0.125,)),

@@ -248,7 +248,9 @@ def tl_launch(kernel, grid, args, out, variant=None):
              "autotune": [{"variant": t["variant"], "ms": t["ms"], "note": t["note"]} for t in run.extra.get("timings", [])]}
     import hashlib
     from tilenb.codegen.nvrtc import cache_dir
-    facts["cubin"] = str(cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{tc.device_arch()}.cubin")
+    karch = getattr(ks, "arch", None) or tc.device_arch()   # a kernel may name its own target (sm_90a)
+    facts["arch"] = karch
+    facts["cubin"] = str(cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{karch}.cubin")
     for attr in ("num_regs", "local_size_bytes"):
         try:
             facts[attr] = int(getattr(fn, attr))
@@ -739,7 +741,7 @@ def w_compile():
             for i in range(reps):
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                cubin = nvrtc_compile(ks.source, arch, use_cache=False)
+                cubin = nvrtc_compile(ks.source, getattr(ks, "arch", None) or arch, use_cache=False)
                 t1 = time.perf_counter()
                 path = Path(tmp_root) / f"peer_{name}_{i}.cubin"
                 path.write_bytes(cubin)
@@ -974,7 +976,10 @@ def precompile(mod, arch: str, jobs: int, only=None):
         if only is not None and name not in only:
             continue
         for key, kir in k.checked.variants.items():
-            work.append((tc.kernel_source(k, kir).source, arch))
+            # generated for `arch` without touching CUDA (fork-safe); compiled for the target the
+            # source names where it names one (sm_90a for wgmma), as the runtime's load_kernel does
+            ks = tc.kernel_source(k, kir, arch=arch)
+            work.append((ks.source, getattr(ks, "arch", None) or arch))
             names.append(f"{name} {dict(key)}")
     t1 = time.perf_counter()
     errors, cpu = [], 0.0
