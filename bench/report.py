@@ -3,7 +3,8 @@
 Usage: python bench/report.py [RESULTS.json ...] [--md docs/benchmarks.md] [--png docs/benchmarks.png]
 (default: bench/results/h200.json). Several files (the two calls of a split run, see
 docs/benchmarks.md) are merged: a later file's row replaces an earlier row of the same (workload,
-shape, dtype, peer, headline or not), except that a row that was not run never replaces a measured one.
+shape, dtype, peer, headline or not), except that a row whose tilenb or peer was not run never
+replaces a measured one (the table then pairs times from two runs: the machine lines name both).
 
 Guarantees (no GPU, torch or Triton needed; matplotlib for the plot):
 - Rewrites only two marked blocks of the Markdown file: between `<!-- BEGIN TARGETS -->` and
@@ -165,7 +166,10 @@ def _key(r):
 
 
 def _not_run(r):
-    return str(r.get("tilenb_status", "")).startswith("not run") and r.get("tilenb_s") is None
+    """True for a row that measured nothing new: tilenb or its peer was not run (a skipped
+    group, --no-compile-peers, --no-triton)."""
+    return (str(r.get("tilenb_status", "")).startswith("not run") or
+            str(r.get("peer_status", "")).startswith("not run"))
 
 
 def merge(datas):

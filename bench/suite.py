@@ -2,14 +2,16 @@
 
 Usage, from the project root:
     python bench/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
-    python bench/suite.py --out DIR --only memory,overheads   # the final run, call 1 (see GROUPS)
-    python bench/suite.py --out DIR --only matrix             # the final run, call 2
+    python bench/suite.py --out DIR --tag memory --only memory,overheads   # the final run, call 1
+    python bench/suite.py --out DIR --tag matrix --only matrix             # the final run, call 2
+                                               # (docs/benchmarks.md gives the exact device commands)
     python bench/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
                                                # the CPU executor at small shapes against numpy,
                                                # every @autotune variant through NVRTC, and (when
                                                # triton is installed) the Triton peers through
                                                # Triton's interpreter
 Options: --only NAME[,NAME] (workload or group names, see WORKLOADS and GROUPS), --skip NAME[,NAME],
+--tag TAG (outputs DIR/<gpu>_TAG.json and DIR/suite_TAG.log, for the calls of a split run),
 --budget SECONDS (the whole run; workloads that would start after it are recorded as not run),
 --no-compile-peers (skip torch.compile), --no-triton (skip the Triton peers), --quick (fewer
 repeats and two Triton autotune configs: a smoke test, not a measurement), --full-autotune
@@ -36,9 +38,9 @@ What it guarantees:
 - Time boxes: at GEMM 8192^3 and attention at sequence 16k, tilenb launches the @autotune variant
   that won at 4096^3 / sequence 4k in the same run (same dtype, same head dim) instead of timing
   every variant at the big shape (the row's `notes` say so; --full-autotune turns this off).
-- Results: DIR/<gpu>.json (`machine`, `copy_bandwidth_GBps`, `rows`: one row per (workload, shape,
+- Results: DIR/<gpu>[_TAG].json (`machine`, `copy_bandwidth_GBps`, `rows`: one row per (workload, shape,
   dtype, peer), written after every row; `machine.wall_s`: seconds per workload and per group)
-  and DIR/suite.log. Every run measures the copy bandwidth it compares against at its start, so
+  and DIR/suite[_TAG].log. Every run measures the copy bandwidth it compares against at its start, so
   the JSON files of a split run stand alone; `bench/report.py` merges them into
   docs/benchmarks.md's tables and plot.
 - Ratios: `ratio` = tilenb seconds / peer seconds (above 1: tilenb is slower). `peer_kind` groups
@@ -112,6 +114,7 @@ class State:
         self.winners = {}               # (kernel, dtype, extra) -> the @autotune variant that won
         self.wall = {"workloads": {}, "groups": {}}
         self.timing_reps = None         # repeats of the last time_gpu call
+        self.tag = ""                   # "_TAG" of --tag, in the output names
 
     def left(self) -> float:
         return self.budget - (time.perf_counter() - self.t0)
@@ -906,7 +909,7 @@ SASS_OPS = ("HGMMA", "HMMA", "LDSM", "LDGSTS", "UBLKCP", "UTMALDG", "LDG.E.128",
 
 def sass_summary():
     """Opcode counts (static, in the SASS text) of every chosen tilenb kernel, and the SASS of all
-    of them in OUT/sass.txt.gz (cuobjdump from the CUDA toolkit; skipped when it is missing)."""
+    of them in OUT/sass[_TAG].txt.gz (cuobjdump from the CUDA toolkit; skipped when it is missing)."""
     import gzip
     import shutil
     tool = shutil.which("cuobjdump") or next((p for p in ("/usr/local/cuda/bin/cuobjdump",) if os.path.exists(p)), None)
@@ -942,7 +945,7 @@ def sass_summary():
         # seen on the H200 image (CUDA 13.0): both tools refuse the cubins NVRTC wrote
         log(f"sass: no disassembly for {len(failed)} kernel(s), e.g. {failed[0]}")
     S.machine["sass_counts"] = out
-    with gzip.open(S.out / "sass.txt.gz", "wt") as g:
+    with gzip.open(S.out / f"sass{S.tag}.txt.gz", "wt") as g:
         g.write("\n".join(texts))
     for sym, c in out.items():
         log(f"sass {sym}: " + ", ".join(f"{k} {v}" for k, v in c.items() if v))
@@ -1086,6 +1089,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--only", default="")
+    ap.add_argument("--tag", default="", help="name the outputs <gpu>_<tag>.json and suite_<tag>.log")
     ap.add_argument("--skip", default="")
     ap.add_argument("--budget", type=float, default=1e9)
     ap.add_argument("--compile-budget", type=float, default=180.0)
@@ -1109,7 +1113,8 @@ def main(argv=None):
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     S.out = out
-    S.logf = open(out / "suite.log", "w")
+    tag = S.tag = f"_{a.tag}" if a.tag else ""
+    S.logf = open(out / f"suite{tag}.log", "w")
     os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-suite-"))
     import tilenb.runtime.cuda as tc
     tc.PROGRESS = False
@@ -1139,11 +1144,13 @@ def main(argv=None):
     try:
         S.machine["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                              capture_output=True, text=True, timeout=30).stdout.strip()
-        S.machine["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                             cwd=ROOT, timeout=30).stdout.strip()
+        # BENCH_COMMIT: the commit the tree was sent at (the device's git, where there is one, may
+        # not know it); else git's HEAD here
+        S.machine["commit"] = os.environ.get("BENCH_COMMIT") or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, timeout=30).stdout.strip()
     except Exception:
         pass
-    S.json_path = out / f"{gpu_slug(props.name)}.json"
+    S.json_path = out / f"{gpu_slug(props.name)}{tag}.json"
     log(f"machine: {json.dumps(S.machine)}")
     torch.manual_seed(0)
     S.machine["options"] = {"only": only, "quick": S.quick, "compile_peers": S.compile_peers,
