@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 KERNEL = """
-@autotune(TM in [128], TN in [128, 256], TK in [64], NT in [256])
+@autotune(TM in [128, 256], TN in [128, 256], TK in [32, 64], NT in [256])
 @launch(NT)
 @grid(cdiv(M, TM), cdiv(N, TN))
 kernel gemm(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]) {
@@ -60,6 +60,8 @@ def main():
     import tilenb
     import tilenb.runtime.cuda as tc
     from tilenb.runtime.launch import prepare, written_tensors
+    import suite
+    suite.S.torch = torch
     from suite import GpuArray
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}
     for dt in args.dtypes.split(","):

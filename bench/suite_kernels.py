@@ -157,9 +157,9 @@ kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
 
 # ---- matrix work ----------------------------------------------------------------------------
 GEMM = """
-// C = A B with f32 accumulation: a GEMM loop (tensor cores, the next K tile loaded while the
-// current one multiplies), C stored in the input type.
-@autotune(TM in [64, 128], TN in [64, 128], TK in [32], NT in [128, 256])
+// C = A B with f32 accumulation: a GEMM loop (on sm_90 lowered to TMA copies into a ring of
+// swizzled shared stages and wgmma; elsewhere mma.sync), C stored in the input type.
+@autotune(TM in [128], TN in [128, 256], TK in [32, 64], NT in [256])
 @launch(NT)
 @grid(cdiv(M, TM), cdiv(N, TN))
 kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]) {

@@ -43,13 +43,16 @@ bits [4, 4 + log2(span / 16)) with the bits 3 above them.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 
 SMEM_LIMIT = 227 * 1024      # bytes a CTA may use on sm_90 (H100/H200: 227 KB opt-in)
-MAX_STAGES = 4
+SM_SMEM = 228 * 1024         # shared memory of one SM (CUDA C++ Programming Guide, compute capability 9.0)
+MAX_STAGES = 8
+STAGES_OVERRIDE = int(os.environ.get("TILENB_GEMM_STAGES", "0") or 0)   # for experiments: at most this many
 MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
 
 
@@ -294,6 +297,13 @@ def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
     stages = min(MAX_STAGES, room // stage)
     if stages < 2:
         return None
+    # two CTAs on an SM overlap one's epilogue with the other's main loop: take one stage less
+    # for that when three or more remain (228 KB an SM, 1 KB of it reserved per CTA)
+    two = (SM_SMEM // 2 - 1024 - ring_base - 1024 - 16 * MAX_STAGES) // stage
+    if STAGES_OVERRIDE:
+        stages = max(2, min(stages, STAGES_OVERRIDE))
+    elif two >= 3 and TM * TN // threads <= 64:
+        stages = min(stages, two)
     return Shape(sw_a, sw_b, chunk, a_bytes, b_bytes, stage, stages, split[0], split[1])
 
 
