@@ -10,7 +10,7 @@ Guarantees (no GPU, torch or Triton needed; matplotlib for the plot):
 - Rewrites only two marked blocks of the Markdown file: between `<!-- BEGIN TARGETS -->` and
   `<!-- END TARGETS -->` the targets summary (one line per workload, shape and dtype: tilenb's
   figure in issue 8's metric, the target, met or the gap, and tilenb's time over the best peer of
-  each kind), and between `<!-- BEGIN RESULTS -->` and `<!-- END RESULTS -->` the machine line,
+  each kind; a workload of issue 8 missing from the files is a line that says so), and between `<!-- BEGIN RESULTS -->` and `<!-- END RESULTS -->` the machine line,
   one table per family of workloads against the best peer of each kind, every row of the JSON in
   a folded table (with each failed peer's reason), and the link to the plot. The text around
   them (the diagnosis) is left as it is; a missing block is added (targets before results).
@@ -48,6 +48,16 @@ LABEL = {"copy": "copy", "add": "add", "scale_rows": "scale_rows", "transpose": 
          "launch_overhead": "launch overhead (public call)", "cold_compile": "cold compile",
          "warm_rerun": "warm re-run of a cell"}
 ORDER = [w for _, ws, _ in FAMILIES for w in ws]
+# every (workload, shape, dtype) issue 8 asks for, as bench/suite.py names them: the targets table
+# lists the ones a set of results lacks, so a gap in a run shows
+ISSUE8 = ([("copy", (1 << 28,), "f32"), ("add", (1 << 28,), "f32"), ("scale_rows", (32768, 4096), "f32"),
+           ("transpose", (8192, 8192), "f32")] +
+          [(op, sh, dt) for op in ("rms_norm", "layer_norm", "softmax")
+           for sh in ((32768, 4096), (16384, 16384), (4096, 131072)) for dt in ("f32", "bf16")] +
+          [("gemm", (n, n, n), dt) for n in (4096, 8192) for dt in ("f16", "bf16")] +
+          [(w, (b, 16, n, d), "bf16") for w in ("attention", "attention_tc") for b, n in ((2, 4096), (1, 16384))
+           for d in (64, 128)] +
+          [("launch_overhead", (4096,), "f32"), ("warm_rerun", (64, 4096), "f32")])
 
 
 def peer_kind(peer):
@@ -265,7 +275,10 @@ def targets_table(data) -> str:
     out = ["| workload | shape | dtype | tilenb | target | gap | tilenb time / best peer time, per kind |",
            "|" + " --- |" * 7]
     compile_rows = []
-    for (w, shape, dt), rs in groups(data["rows"]):
+    have = {(r.get("workload"), tuple(r.get("shape") or ()), r.get("dtype")) for r in data["rows"]}
+    missing = [{"workload": w, "shape": list(sh), "dtype": dt, "peer": None,
+                "tilenb_status": "not in these results"} for w, sh, dt in ISSUE8 if (w, sh, dt) not in have]
+    for (w, shape, dt), rs in groups(data["rows"] + missing):
         h = headline(rs)
         if w == "cold_compile":
             compile_rows.append(h)
