@@ -1,7 +1,10 @@
 """`tilenb.compile`: source text -> a checked `Module`.
 
 Guarantees: returns a Module, or raises a `TileError` (the first by position, carrying every
-error found in `.diagnostics`). No other exception escapes for any source string.
+error found in `.diagnostics`). No other exception escapes for any source string. A text
+compiled again (same text, filename and line offset) reuses the checked program, and through
+it the generated CUDA, the loaded kernels, the autotune choice and the repeat-launch cache of
+the earlier compile; `clear_caches()` forgets all of them.
 """
 from __future__ import annotations
 
@@ -37,13 +40,33 @@ def compile(source: str, *, backend: str = "auto", filename: str = "<cell>", deb
     if not isinstance(line_offset, int) or isinstance(line_offset, bool) or line_offset < 0:
         raise TileError(f"line_offset must be a non-negative int, not {line_offset!r}")
     chosen = choose_backend(backend)
-    src = Source(source, filename, line_offset)
     try:
         checked = _checked(source, filename, line_offset)
     except TileError:
         raise
     except RecursionError:
+        src = Source(source, filename, line_offset)
         raise src.error(TileSyntaxError, "the program nests too deeply", 1, 1) from None
     module = Module(checked, chosen, debug)
     module.backend_note = backend_note(backend, chosen)
     return module
+
+
+def clear_caches():
+    """Forget everything tilenb keeps in memory between compiles and launches: checked programs,
+    analyses, generated CUDA, loaded kernels, autotune choices read from disk, NVRTC results,
+    and (with the checked programs) the repeat-launch caches. The next compile and launch start
+    cold, as in a fresh process with the same disk cache (`tilenb.codegen.nvrtc.cache_dir()`,
+    which this does not touch). Modules compiled before keep working."""
+    import sys
+
+    from . import analysis
+    from .codegen import nvrtc
+    _checked.cache_clear()
+    analysis._CACHE.clear()
+    nvrtc._mem_cache.clear()
+    cuda = sys.modules.get("tilenb.runtime.cuda")   # only if the CUDA backend was ever used
+    if cuda is not None:
+        cuda._generated.clear()
+        cuda._loaded.clear()
+        cuda._tuned.clear()

@@ -19,11 +19,17 @@ Guarantees:
   printed per variant (`PROGRESS = False` silences it).
 - Repeat launches: after a launch whose tensors are all GPU arrays (16-byte aligned, used in
   place) and whose other arguments are plain numbers, what the launch needed (the chosen
-  variant's function, grid and packed arguments) is kept per kernel under a key of everything
-  the launch checks depend on: the grid and variant asked for, each argument's type, shape,
-  strides, dtype and read-only flag, each scalar's type and value, and the device. A later call
-  with an equal key (`repeat_key`, `run_repeat`) only swaps in the new data pointers and
-  launches; any other call takes the full path, every check included.
+  variant's function, grid and packed scalars and dims) is kept under a key of everything the
+  launch checks depend on: the grid and variant asked for, each argument's type, shape,
+  strides, dtype and read-only flag, each scalar's type and value (and a zero's sign), and the
+  device. A later call with an equal key (`repeat_key`, `run_repeat`; `run_cached` for a call
+  without keywords, straight from `Kernel.__call__`) only passes the new arrays and launches;
+  any other call takes the full path, every check included. The cache is kept with the checked
+  kernel, so a Module compiled again from the same text shares it. A repeat synchronizes as a
+  full launch does; its RunReport is built when `kernel.last_run` is read. With
+  `TIME_REPEATS` (default True) it records CUDA events around the launch and `kernel_ms` is
+  that launch's; without, it synchronizes the device only, and `kernel_ms` is the one measured
+  at the full launch that filled the cache entry (the note says so).
 - Errors reach the user as `TileError` subclasses (LaunchError, UnsupportedError).
 """
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
 import sys
 import threading
@@ -351,7 +358,9 @@ def _restore(saved):
 
 # ---- repeat launches: the minimum Python work for a call that repeats an earlier one -----------
 REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
+TIME_REPEATS = True          # repeats record CUDA events around the launch (kernel_ms of last_run)
 _SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
+_ND = None                   # cupy.ndarray, once CuPy is imported
 
 
 @dataclass
@@ -359,116 +368,181 @@ class _Repeat:
     fn: object
     ks: object
     grid: Tuple[int, int, int]
-    template: list                  # packed arguments; tensor slots are overwritten per call
-    tensor_slots: Tuple[int, ...]
+    block: Tuple[int, int, int]
+    shared: int                     # dynamic shared-memory bytes of the launch
+    fixed: Tuple[Tuple[int, object], ...]   # (argument index, packed value) of every scalar argument
+    tail: tuple                     # packed runtime dims, after the arguments
     tune: Dict[str, int]
     note: str
     extra: dict
     events: tuple                   # (start, end) CUDA events, reused by every repeat
-    tensor_shapes: tuple = ()       # (name, extents) of each tensor slot, for tensor maps
+    tensor_shapes: tuple = ()       # (name, extents) of each tensor argument, for tensor maps
+    kinds: tuple = ()               # (name, "tensor" or "scalar") of each argument
+    timed: bool = True              # whether the latest launch from this entry recorded the events
+
+    def report(self, kernel):
+        """The RunReport of the latest launch from this entry (built when someone reads
+        `kernel.last_run`; the launch has finished, since every call synchronizes)."""
+        from .launch import RunReport  # noqa: PLC0415
+        extra = dict(self.extra)
+        note = self.note
+        if self.timed:
+            ms = _cupy().cuda.get_elapsed_time(*self.events)
+            extra["kernel_ms"] = ms
+        else:   # TIME_REPEATS off: the time of the launch this entry was made from
+            ms = extra.get("kernel_ms") or 0.0
+            note += ("; not timed (tilenb.runtime.cuda.TIME_REPEATS is False): kernel_ms is the first "
+                     "launch's with these arguments")
+        g = self.grid
+        return RunReport("cuda", kernel.name, dict(self.tune), note, g, self.ks.threads, g[0] * g[1] * g[2],
+                         ms / 1e3, False, extra)
 
 
-def repeat_key(kernel, grid, args, debug, variant):
-    """(key, data pointers) for a launch that may repeat an earlier one, or None when the call
-    must take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
-    The key holds every input of the launch checks; the pointers are the tensors' in order."""
-    if debug or kernel.module.backend != "cuda":
+def _nd_type():
+    global _ND
+    _ND = _cupy().ndarray
+    return _ND
+
+
+def repeat_key(kernel, grid, args, debug=False, variant=None):
+    """(key, passed) for a launch that may repeat an earlier one, or None when the call must
+    take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
+
+    The key holds every input of the launch checks: the grid and variant asked for, the
+    device, and per argument: a CuPy array's shape, strides and dtype; another GPU array's
+    type, shape, strides, typestr, read-only flag (and dtype for void typestrs); a scalar's
+    type and value (and, for a zero, its sign). `passed` is what the kernel gets for each
+    argument: the CuPy array itself (CuPy passes its data pointer), another GPU array's data
+    pointer, or None for a scalar (its packed value is kept with the cache entry)."""
+    if debug:
         return None
-    parts, ptrs = [], []
+    nd = _ND
+    if nd is None:
+        try:
+            nd = _nd_type()
+        except Exception:   # no CuPy: the full path says so
+            return None
+    parts = []
+    add = parts.append
+    passed = list(args)             # CuPy arrays are passed as they are; the rest is replaced below
     try:
-        nd = _cupy().ndarray
-        for a in args:
-            if type(a) is nd:     # CuPy arrays: their own attributes (the interface dict costs more)
-                ptr = a.data.ptr
+        for i, a in enumerate(args):
+            t = type(a)
+            if t is nd:             # CuPy arrays: their own attributes (the interface dict costs more)
+                if a.data.ptr & 15:
+                    return None
+                add((a.shape, a.strides, a.dtype))
+            elif t is float or t is int or t is bool or isinstance(a, _SCALAR_TYPES):
+                # 0.0 == -0.0 (and they hash alike): a zero's sign is part of the key
+                add((t, a) if a else (t, a, math.copysign(1.0, a)))
+                passed[i] = None
+            elif isinstance(a, np.ndarray):
+                return None
+            else:
+                cai = getattr(a, "__cuda_array_interface__", None)
+                if cai is None:
+                    return None
+                ptr, ro = cai["data"]
                 if ptr % 16:
                     return None
-                parts.append((nd, a.shape, a.strides, a.dtype.str))
-                ptrs.append(ptr)
-                continue
-            if isinstance(a, _SCALAR_TYPES):
-                parts.append((type(a), a))
-                continue
-            if isinstance(a, np.ndarray):
-                return None
-            cai = getattr(a, "__cuda_array_interface__", None)
-            if cai is None:
-                return None
-            ptr, ro = cai["data"]
-            if ptr % 16:
-                return None
-            ts = cai["typestr"]
-            parts.append((type(a), tuple(cai["shape"]), cai.get("strides"), ts, ro,
-                          str(getattr(a, "dtype", "")) if "V" in ts else None))
-            ptrs.append(ptr)
-        g = tuple(grid) if isinstance(grid, list) else grid
-        v = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
-        key = (g, v, _cupy().cuda.runtime.getDevice(), tuple(parts))
-        hash(key)
+                ts = cai["typestr"]
+                add((t, tuple(cai["shape"]), cai.get("strides"), ts, ro,
+                     str(getattr(a, "dtype", "")) if "V" in ts else None))
+                passed[i] = int(ptr)
+        if type(grid) is list:
+            grid = tuple(grid)
+        if variant is not None:
+            variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
+        key = (grid, variant, _CP.cuda.runtime.getDevice(), *parts)
     except Exception:  # anything odd (unhashable, a property that raises): the full path decides
         return None
-    return key, ptrs
-
-
-@functools.lru_cache(maxsize=None)
-def _run_report():
-    from .launch import RunReport  # noqa: PLC0415
-    return RunReport
+    return key, passed
 
 
 def run_repeat(kernel, rk) -> bool:
-    """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not."""
-    cache = getattr(kernel, "_tilenb_repeat", None)
+    """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not.
+    The call synchronizes, as a full launch does; the RunReport is built when `kernel.last_run`
+    is read."""
+    cache = kernel._repeat
     if not cache:
         return False
-    key, ptrs = rk
-    r = cache.get(key)
+    try:
+        r = cache.get(rk[0])
+    except TypeError:   # an unhashable part (a list inside the grid, say): the full path decides
+        return False
     if r is None:
         return False
-    cp = _cupy()
-    args = list(r.template)
-    for slot, ptr in zip(r.tensor_slots, ptrs):
-        args[slot] = np.uint64(ptr)
+    passed = rk[1]
+    for i, v in r.fixed:
+        passed[i] = v
     if r.ks.tmaps:   # tensor maps hold the data pointers: rebuilt (cached by pointer and shape)
+        ptrs = [p if type(p) is int else p.data.ptr for p, (_, dt) in zip(passed, r.kinds) if dt == "tensor"]
         tens = {n: (p, shp) for (n, shp), p in zip(r.tensor_shapes, ptrs)}
-        args.extend(extra_args(r.ks, tens))
-    start, end = r.events
-    start.record()
+        args = tuple(passed) + r.tail + tuple(extra_args(r.ks, tens))
+    else:
+        args = tuple(passed) + r.tail
+    cp = _CP
+    timed = TIME_REPEATS
     try:
-        r.fn(r.grid, (r.ks.threads, 1, 1), tuple(args), shared_mem=r.ks.smem_bytes if r.ks.dynamic_smem else 0)
+        if timed:
+            start, end = r.events
+            start.record()
+            r.fn(r.grid, r.block, args, shared_mem=r.shared)
+            end.record()
+            end.synchronize()
+        else:
+            r.fn(r.grid, r.block, args, shared_mem=r.shared)
+            cp.cuda.runtime.deviceSynchronize()
     except cp.cuda.driver.CUDADriverError as e:
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
-    end.record()
-    try:
-        end.synchronize()
     except cp.cuda.runtime.CUDARuntimeError as e:
         raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
-    ms = cp.cuda.get_elapsed_time(start, end)
-    extra = dict(r.extra)
-    extra["kernel_ms"] = ms
-    kernel.last_run = _run_report()("cuda", kernel.name, dict(r.tune), r.note, r.grid, r.ks.threads,
-                                r.grid[0] * r.grid[1] * r.grid[2], ms / 1e3, False, extra)
+    r.timed = timed
+    kernel._pending = r
     return True
+
+
+def run_cached(kernel, grid, args) -> bool:
+    """`kernel[grid](*args)` without keywords, from the cache when it repeats an earlier
+    launch (see `repeat_key`); False if the call must take the full path."""
+    m = kernel.module
+    if m.debug or m.backend != "cuda":
+        return False
+    rk = repeat_key(kernel, grid, args)
+    return rk is not None and run_repeat(kernel, rk)
 
 
 def _remember(kernel, rk, fn, ks, run, da, note, extra):
     if rk is None or da.copy_back:
         return
-    key, ptrs = rk
-    slots = tuple(i for i, p in enumerate(run.kir.params) if isinstance(p.sym.type, ir.TensorT))
-    if len(slots) != len(ptrs):
+    key, passed = rk
+    params = run.kir.params
+    if len(params) != len(passed):
         return
-    cache = getattr(kernel, "_tilenb_repeat", None)
-    if cache is None or len(cache) >= REPEAT_CACHE_SIZE:
-        cache = {}
-        try:
-            kernel._tilenb_repeat = cache
-        except AttributeError:
+    fixed, kinds = [], []
+    for i, (p, v) in enumerate(zip(params, passed)):
+        is_tensor = isinstance(p.sym.type, ir.TensorT)
+        if is_tensor != (v is not None):
             return
-    cache[key] = _Repeat(fn, ks, tuple(run.grid), list(da.args), slots, dict(run.tune),
-                         note + " (a repeat of an earlier call: launched from the cache)", extra,
-                         (_cupy().cuda.Event(), _cupy().cuda.Event()),
-                         tuple((p.sym.name, da.tensors[p.sym.name][1]) for p in run.kir.params
-                               if isinstance(p.sym.type, ir.TensorT)))
+        kinds.append((p.sym.name, "tensor" if is_tensor else "scalar"))
+        if not is_tensor:
+            fixed.append((i, da.args[i]))
+    cache = getattr(kernel, "_repeat", None)
+    if cache is None:
+        return
+    _nd_type()
+    if len(cache) >= REPEAT_CACHE_SIZE:
+        cache.clear()
+    shared = ks.smem_bytes if ks.dynamic_smem else 0
+    r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed), tuple(da.args[len(params):]),
+                dict(run.tune), note + " (a repeat of an earlier call: launched from the cache)", extra,
+                (_cupy().cuda.Event(), _cupy().cuda.Event()),
+                tuple((p.sym.name, da.tensors[p.sym.name][1]) for p in params if isinstance(p.sym.type, ir.TensorT)),
+                tuple(kinds))
+    try:
+        cache[key] = r
+    except TypeError:
+        pass
 
 
 def run_cuda(kernel, prepared, debug: bool = False, repeat=None):

@@ -3,7 +3,9 @@
 Guarantees: a Module is only made from a program that checked without error; its kernels are
 attributes and entries of `module.kernels`. `kernel[grid](*args)` launches on the module's
 backend after the launch checks (`tilenb.runtime.launch`), so a bad launch raises a
-`LaunchError` before anything runs.
+`LaunchError` before anything runs. On the CUDA backend a call without keywords that repeats an
+earlier launch (same shapes, dtypes, scalars, grid, device) goes straight to the launch cache
+(`tilenb.runtime.cuda.run_cached`); `kernel.last_run` is then built when read.
 """
 from __future__ import annotations
 
@@ -31,7 +33,25 @@ class Kernel:
         self.module = module
         self.checked = checked
         self.name = checked.ast.name
-        self.last_run = None   # what the backend reports about the latest launch
+        self._last_run = None
+        self._pending = None   # a repeat launch whose RunReport is built when last_run is read
+        # The CUDA backend's repeat-launch cache, kept with the checked kernel: a Module compiled
+        # again from the same text (a re-run cell) shares it (tilenb.runtime.cuda.repeat_key).
+        self._repeat = checked.__dict__.setdefault("_tilenb_repeat", {}) if module.backend == "cuda" else None
+
+    @property
+    def last_run(self):
+        """What the backend reports about the latest launch (a `tilenb.runtime.launch.RunReport`),
+        or None before the first."""
+        if self._pending is not None:
+            p, self._pending = self._pending, None
+            self._last_run = p.report(self)
+        return self._last_run
+
+    @last_run.setter
+    def last_run(self, report):
+        self._pending = None
+        self._last_run = report
 
     # -- introspection
     @property
@@ -64,10 +84,14 @@ class Kernel:
     # -- launching
     def __getitem__(self, grid):
         def launch(*args, **kw):
+            if not kw and self._repeat and _run_cached(self, grid, args):
+                return None
             return self._launch(grid, args, **kw)
         return launch
 
     def __call__(self, *args, **kw):
+        if not kw and self._repeat and _run_cached(self, None, args):   # a repeat: no checks to redo
+            return None
         return self._launch(None, args, **kw)
 
     def _launch(self, grid, args, debug: Optional[bool] = None, variant: Optional[dict] = None,
@@ -87,6 +111,14 @@ class Kernel:
     def __repr__(self):
         ps = ", ".join(f"{n}: {_type_text(t)}" for n, t in self.params)
         return f"<tilenb kernel {self.name}({ps}) on {self.module.backend}>"
+
+
+def _run_cached(kernel, grid, args) -> bool:
+    """tilenb.runtime.cuda.run_cached, imported on first use (this name is then rebound to it)."""
+    global _run_cached
+    from .cuda import run_cached
+    _run_cached = run_cached
+    return run_cached(kernel, grid, args)
 
 
 def _type_text(t):

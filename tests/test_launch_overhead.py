@@ -1,0 +1,179 @@
+"""The host side of a CUDA launch, on the CPU with a stand-in for CuPy (tests/fake_cupy.py): what
+a repeat call launches (the new arrays, the packed scalars, the dims), what makes a call take the
+full path again, the RunReport built only when `last_run` is read, the untimed mode, and a
+re-compiled identical text launching from the first compile's cache."""
+import numpy as np
+import pytest
+
+import fake_cupy
+import tilenb
+import tilenb.api
+import tilenb.runtime.cuda as tc
+from tilenb import LaunchError
+
+SRC = """
+@autotune(TILE in [256, 512])
+@launch(128)
+@grid(cdiv(N, TILE))
+kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
+  let b = ctx.block.x * TILE
+  Z[b :+ TILE] = X[b :+ TILE] * a + Y[b :+ TILE]
+}
+"""
+
+
+@pytest.fixture
+def cp(monkeypatch, tmp_path):
+    monkeypatch.setattr(tc, "PROGRESS", False)
+    monkeypatch.setattr(tc, "TIME_REPEATS", True)
+    fake = fake_cupy.install(monkeypatch, tmp_path)
+    yield fake
+    tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
+    tc._arch_of.cache_clear()
+    tc._device_name.cache_clear()
+
+
+def _arrays(cp, n, k=3, seed=0):
+    rng = np.random.default_rng(seed)
+    return [cp.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(k)]
+
+
+def _ptrs(args):
+    return [a.data.ptr if hasattr(a, "data") else int(a) for a in args[:3]]
+
+
+def test_a_repeat_launches_the_new_arrays_with_the_packed_scalar_and_dims(cp):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 2.5)
+    first = len(cp.launches)            # autotune: warm-up and timed runs of both variants, then the run
+    assert first > 2 and "launched from the cache" not in k.last_run.note
+    grid, block, args, shared = cp.launches[-1]
+    x2, y2, z2 = _arrays(cp, 1000, seed=1)
+    k(x2, y2, z2, 2.5)
+    assert len(cp.launches) == first + 1
+    grid2, block2, args2, shared2 = cp.launches[-1]
+    assert (grid2, block2, shared2) == (tuple(grid), tuple(block), shared)
+    assert _ptrs(args2) == [x2.data.ptr, y2.data.ptr, z2.data.ptr]
+    assert type(args2[3]) is np.float32 and args2[3] == np.float32(2.5)
+    assert type(args2[4]) is np.int64 and args2[4] == 1000        # the runtime dim N
+    assert len(args2) == len(args)
+    assert "launched from the cache" in k.last_run.note
+    assert k.last_run.grid == tuple(grid)
+
+
+def test_anything_the_checks_read_takes_the_full_path(cp):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 1.0)
+    n_entries = len(k._repeat)
+    k(x, y, z, 1.0)
+    assert len(k._repeat) == n_entries                  # a repeat adds nothing
+    k(x, y, z, 3.0)                                     # another scalar value: checked again, kept too
+    k(x, y, z, -0.0)
+    k(x, y, z, 0.0)                                     # 0.0 == -0.0, but the sign is part of the key
+    assert cp.launches[-1][2][3] == 0.0 and not np.signbit(cp.launches[-1][2][3])
+    assert np.signbit(cp.launches[-2][2][3])
+    k[8](x, y, z, 1.0)                                  # another grid
+    assert cp.launches[-1][0] == (8, 1, 1)
+    assert len(k._repeat) == n_entries + 4
+    with pytest.raises(LaunchError):                    # a length that disagrees: checked, never cached
+        k(x, cp.asarray(np.zeros(1004, np.float32)), z, 1.0)
+    with pytest.raises(LaunchError):                    # a dtype the kernel does not take
+        k(x.astype(np.float64), y, z, 1.0)
+    with pytest.raises(LaunchError):                    # a row length that is not a multiple of 4
+        w = cp.asarray(np.zeros(1001, np.float32))
+        k(w, w, w, 1.0)
+    with pytest.raises(LaunchError):                    # a scalar that does not convert
+        k(x, y, z, "1.0")
+    with pytest.raises(LaunchError):                    # host arrays are checked (and copied) every time
+        k(x, y, np.zeros(1000, np.float64), 1.0)
+    x._host = x._host.reshape(10, 100)                  # the same array object, reshaped in place
+    with pytest.raises(LaunchError):
+        k(x, y, z, 1.0)
+
+
+def test_the_report_is_built_when_read_and_names_the_latest_launch(cp):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 1.0)
+    full = k.last_run
+    cp.calls.clear()
+    for _ in range(5):
+        k(x, y, z, 1.0)
+    assert cp.calls["launch"] == 5 and cp.calls["Event.record"] == 10 and cp.calls["Event.synchronize"] == 5
+    assert cp.calls["get_elapsed_time"] == 0           # nothing read yet: no report built
+    run = k.last_run
+    assert cp.calls["get_elapsed_time"] == 1
+    assert run is k.last_run                            # built once
+    assert run.extra["kernel_ms"] == 0.0125 and run.seconds == pytest.approx(0.0125e-3)
+    assert run.variant == full.variant and run.backend == "cuda" and not run.debug
+    assert run.ctas == run.grid[0] * run.grid[1] * run.grid[2]
+    k.last_run = None                                   # a backend (or a user) sets it
+    assert k.last_run is None
+    k(x, y, z, 1.0)
+    assert k.last_run is not None and "launched from the cache" in k.last_run.note
+
+
+def test_untimed_repeats_synchronize_without_events(cp, monkeypatch):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 1.0)
+    first_ms = k.last_run.extra["kernel_ms"]
+    monkeypatch.setattr(tc, "TIME_REPEATS", False)
+    cp.calls.clear()
+    k(x, y, z, 1.0)
+    assert cp.calls["launch"] == 1 and cp.calls["deviceSynchronize"] == 1
+    assert cp.calls["Event.record"] == 0 and cp.calls["Event.synchronize"] == 0
+    run = k.last_run
+    assert cp.calls["get_elapsed_time"] == 0
+    assert "not timed" in run.note and run.extra["kernel_ms"] == first_ms
+
+
+def test_a_recompiled_text_launches_from_the_first_compiles_cache(cp):
+    x, y, z = _arrays(cp, 1000)
+    tilenb.compile(SRC, backend="cuda").axpy(x, y, z, 1.0)
+    n = len(cp.launches)
+    k2 = tilenb.compile(SRC, backend="cuda").axpy       # a re-run cell: a new Module, same text
+    k2(x, y, z, 1.0)
+    assert len(cp.launches) == n + 1                    # no autotuning, no checks: one launch
+    assert "launched from the cache" in k2.last_run.note
+    k3 = tilenb.compile(SRC + "\n", backend="cuda").axpy   # another text: its own full launch
+    k3(x, y, z, 1.0)
+    assert "launched from the cache" not in k3.last_run.note
+    tilenb.api.clear_caches()
+    k4 = tilenb.compile(SRC, backend="cuda").axpy
+    k4(x, y, z, 1.0)
+    assert "launched from the cache" not in k4.last_run.note
+
+
+def test_debug_keywords_and_host_arrays(cp):
+    x, y, z = _arrays(cp, 1000)
+    kd = tilenb.compile(SRC, backend="cuda", debug=True).axpy
+    kd(x, y, z, 1.0)
+    kd(x, y, z, 1.0)
+    assert "launched from the cache" not in kd.last_run.note and not kd._repeat
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    k(x, y, z, 1.0, variant={"TILE": 512})              # keywords: the launch() path, cached there too
+    k(x, y, z, 1.0, variant={"TILE": 512})
+    assert "launched from the cache" in k.last_run.note and k.last_run.variant == {"TILE": 512}
+    assert cp.launches[-1][0] == (2, 1, 1)
+    k(x, y, z, 1.0, variant={"TILE": 256})
+    assert k.last_run.variant == {"TILE": 256} and "launched from the cache" not in k.last_run.note
+    h = [np.zeros(1000, np.float32) for _ in range(3)]
+    k(*h, 1.0)
+    k(*h, 1.0)                                          # host arrays: copied each time, never cached
+    assert "launched from the cache" not in k.last_run.note
+
+
+def test_a_misaligned_array_goes_through_an_aligned_copy_every_time(cp):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    base = np.zeros(1001, np.float32)
+    off = cp.ndarray(base[1:])                          # 4 bytes past a 16-byte boundary (numpy aligns to 16+)
+    if off.data.ptr % 16 == 0:
+        pytest.skip("numpy's allocation is not 16-byte aligned here")
+    k(x, y, off, 1.0)
+    k(x, y, off, 1.0)
+    assert "launched from the cache" not in k.last_run.note
+    assert cp.launches[-1][2][2] != off.data.ptr        # the kernel wrote an aligned copy
