@@ -92,6 +92,16 @@ def shape2(shape) -> Tuple[int, int]:
 Region = Tuple[object, object, object, object]   # r0, r1, c0, c1 (ints or C text)
 
 
+def swz_c(sw, idx):
+    """The element offset `idx` of a shared tile (int or C text) relabelled by the tile's XOR
+    swizzle `sw` (`tilenb.analysis.layout.Swizzle`; None: row-major, unchanged)."""
+    if sw is None:
+        return idx
+    if _is_int(idx):
+        return int(sw(idx))
+    return f"tnb_swz({idx}, {sw.base + sw.shift}, {(1 << sw.bits) - 1}, {sw.base})"
+
+
 # ---- register layouts --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ChunkLayout:
@@ -155,6 +165,7 @@ class TileVar:
     rank: int
     space: str                   # shared / registers
     layout: object = None        # registers: ChunkLayout or MmaLayout
+    swz: object = None           # shared: the XOR swizzle of its 16-byte units (None: row-major)
 
     @property
     def region(self) -> Region:
@@ -172,6 +183,7 @@ class Loc:
     extents: List[object]        # per base dimension
     entries: List[tuple]         # per base dimension: ("fix", x) or ("rng", start, n)
     tile_region: Optional[List[Tuple[object, object]]]   # shared: (lo, hi) per base dim, or None
+    swz: object = None           # shared: the tile's XOR swizzle (None: row-major)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -200,6 +212,8 @@ class Loc:
                     idx = f"({idx}) * {ext} + ({x})"
                 else:
                     idx = f"({idx}) * {ext} + ({x})" if not (_is_int(idx) and _is_int(x)) else idx * ext + x
+        if self.kind == "shared":
+            idx = swz_c(self.swz, idx)
         return str(idx)
 
 
@@ -303,6 +317,7 @@ class _Gen:
         kir = self.kir
         sym = kernel_symbol(kir)
         self.gemm = gemm_sm90.prepare(self)
+        self.swz = self.tile_swizzles()
         self.choose_layouts()
         params_c, params_meta = [], []
         prologue = []
@@ -368,6 +383,18 @@ class _Gen:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
         return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, "sm_90a",
                             tuple(self.gemm.tmaps))
+
+    def tile_swizzles(self) -> Dict[int, object]:
+        """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled
+        (`tilenb.analysis.copies.tile_swizzles`: tiles read or written along a column)."""
+        if self.plan.source != "analysis":
+            return {}
+        try:
+            from ..analysis import analyze
+            from ..analysis.copies import tile_swizzles
+        except Exception:  # the analysis package may be mid-edit by a colleague
+            return {}
+        return dict(tile_swizzles(analyze(self.kir).statements, self.T))
 
     def needs_ret_flag(self) -> bool:
         if not contains_cta(self.kir.body):
@@ -728,6 +755,7 @@ class _Gen:
             exts = [1, tv.shape[0] * tv.shape[1]] if flat else ([tv.shape[1]] if tv.rank == 1 else list(tv.shape))
             ptr = tv.cname
             dt = tv.dtype
+        swz = None if base.kind == "tensor" else self.tiles[id(base)].swz
         coords = []
         k = 0
         if entries is None:
@@ -746,7 +774,7 @@ class _Gen:
             self.emit(f"const long long {xv} = {x};")
             conds.append(f"{xv} >= 0 && {xv} < {ext}")
             lin = xv if lin is None else f"({lin}) * {ext} + {xv}"
-        return ptr, lin, " && ".join(conds) or "true", dt
+        return ptr, swz_c(swz, lin), " && ".join(conds) or "true", dt
 
     def dim_c(self, d):
         if isinstance(d, int):
@@ -982,7 +1010,7 @@ class _Gen:
                 entries = [("rng", 0, x) for x in exts]
         if subs is not None:
             entries = self.apply_subs(entries, subs)
-        loc = Loc(kind, base, dt, ptr, exts, entries, tile_region)
+        loc = Loc(kind, base, dt, ptr, exts, entries, tile_region, tv.swz if kind == "shared" else None)
         self.regions[key] = loc
         return loc
 
@@ -1261,7 +1289,13 @@ class _Gen:
         dt = sym.type.dtype
         tv = TileVar(sym, n, dt, (R, Cc), len(sym.type.shape), place.space, self.layouts.get(id(sym)))
         if place.space == "shared":
+            tv.swz = self.swz.get(id(sym))
             self.emit(f"{C.STORE_C[dt]}* const {n} = ({C.STORE_C[dt]}*)(tnb_smem + {place.offset});  // [{R}, {Cc}] {dt}, {place.bytes} bytes")
+            if tv.swz is not None:
+                sw = tv.swz
+                self.emit(f"// {n} is swizzled: element offset o is stored at o ^ (((o >> {sw.base + sw.shift}) & "
+                          f"{(1 << sw.bits) - 1}) << {sw.base}), i.e. the {1 << sw.base}-element units of a row "
+                          f"are permuted by row bits (column reads spread over the banks; vectors stay whole)")
         else:
             lay = tv.layout
             cty = C.VALUE_C[dt]
@@ -1465,11 +1499,11 @@ class _Gen:
                 self.emit(f"{tv.cname}[{at.slot}] = {C.convert(val, vdt, tv.dtype)};")
             else:
                 idx = at.i * domain[1] + at.j if _is_int(at.i) and _is_int(at.j) else f"({at.i}) * {domain[1]} + ({at.j})"
-                self.emit(f"{tv.cname}[{idx}] = {C.store_bits(val, vdt, tv.dtype)};")
+                self.emit(f"{tv.cname}[{swz_c(tv.swz, idx)}] = {C.store_bits(val, vdt, tv.dtype)};")
 
         vt = None
         if tv.space == "shared":
-            vt = (tv.cname, lambda i, j: f"({i}) * {domain[1]} + ({j})", tv.dtype, None)
+            vt = (tv.cname, lambda i, j: swz_c(tv.swz, f"({i}) * {domain[1]} + ({j})"), tv.dtype, None)
         self.run_sweep(s, domain, lay, V, value, write, None, two_phase, vt)
         self.emit(f"{tv.cname}_r0 = {vr[0]}; {tv.cname}_r1 = {vr[1]}; {tv.cname}_c0 = {vr[2]}; {tv.cname}_c1 = {vr[3]};")
 
@@ -1483,6 +1517,8 @@ class _Gen:
         else:
             mask = bounds
         lay = self.sweep_layout(s, None, value, domain)
+        if self.gemm is not None and gemm_sm90.staged_store(self, s, loc, value, mask, lay):
+            return   # a wgmma accumulator's tile, stored through shared memory in 16-byte rows
         V = self.stmt_vec(s, domain)
         two_phase = self.two_phase(s, value, loc.sym, loc.key)
 

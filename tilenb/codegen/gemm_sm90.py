@@ -729,3 +729,72 @@ def source_parts(low: Lowering) -> Tuple[str, List[str]]:
 def emit(g, low: Lowering, s: ir.For):
     lw = low.loops[id(s)]
     emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn)
+
+
+# ---- the store of a wgmma accumulator to a tensor ----------------------------------------------
+def staged_store(g, s, loc, value, mask, lay) -> bool:
+    """`T[..., r :+ TM, c :+ TN] = value(acc)` with acc in WgmmaLayout: each thread writes its
+    elements of the value (converted to T's type) into the GEMM ring's shared memory, free once
+    the loop has ended, then the CTA stores whole rows with 16-byte vectors (per element at the
+    valid region's edges and where the rows are not 16-byte aligned). The accumulator layout
+    alone would write 2 or 4 bytes a thread, 8 rows a warp: a quarter of each 32-byte sector
+    per instruction. Returns False (nothing emitted) when the statement does not qualify."""
+    from . import ctypes_ as C  # noqa: PLC0415
+    low = g.gemm
+    if low is None or not isinstance(lay, WgmmaLayout) or loc.kind != "global" or not loc.entries:
+        return False
+    if loc.entries[-1][0] != "rng" or tuple(loc.shape) != (lay.M, lay.N):
+        return False
+    if not isinstance(value.type, ir.TileT) or tuple(value.type.shape) != (lay.M, lay.N):
+        return False
+    if g.two_phase(s, value, loc.sym, loc.key) or g.coop_reduces(value, (lay.M, lay.N), 1, lay):
+        return False
+    isz = C.itemsize(loc.dtype)
+    if isz not in (2, 4):
+        return False
+    pitch = lay.N * isz + 16                       # 16 bytes of padding: rows start in different banks
+    ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
+    room = ring.shape.stages * ring.shape.stage_bytes
+    if lay.M * pitch > room:
+        return False
+    M, N = lay.M, lay.N
+    V = 16 // isz
+    st = C.STORE_C[loc.dtype]
+    buf = g.new("stg")
+    g.emit(f"// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
+    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
+    g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+    g.prepare_regions(value)
+    vdt = value.type.dtype
+
+    def put(at):
+        v = g.elem_value(value, at)
+        g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
+
+    g.sweep((M, N), lay, 1, put, mask=mask)
+    g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    k, r, c = g.new("k"), g.new("r"), g.new("c")
+    al = g.new("al")
+    idx00 = loc.index(0, 0)
+    g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{idx00}]) % 16 == 0) && "
+           f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
+    g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
+    g.ind += 1
+    g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
+    g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
+    g.emit(f"if ({al} && {c} >= {mc0} && {c} + {V} <= {mc1}) {{")
+    g.ind += 1
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {r} * {pitch} + {c} * {isz});")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    e = g.new("e")
+    g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {r} * {pitch} + {e} * {isz});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
+    return True
