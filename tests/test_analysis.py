@@ -150,10 +150,13 @@ kernel k(X: tensor<f32>[M, 128], Y: tensor<f32>[M, 128]) {
     assert [tuple(r) for r in c.runs[:2]] == [(0, 0, 0, 4), (1, 0, 4, 4)]
 
 
-def test_scalar_warp_reads_32_contiguous_f32_in_4_sectors():
-    # a column of a tile forces 1-element accesses; the tensor side is one row: 32 lanes x 4 B =
-    # 128 B = 4 sectors, the ideal. The shared side writes a column of a [32, 32] f32 tile: all 32
-    # lanes hit bank 0: 32 wavefronts where 1 would do; padding rows to 33 elements fixes it.
+def test_column_write_of_a_tile_reads_the_tensor_in_vectors_and_is_swizzled():
+    # a column of a shared tile is written element by element, but the tensor side still moves
+    # 4-element vectors: 8 lanes x 16 B = 128 B = 4 sectors, the ideal. The tile t is written
+    # along a column, so it is swizzled (16-byte units XOR row bits 2-4): lane m writes rows
+    # 4m .. 4m + 3 of column 0, one element position at a time; rows 4m + v of the 8 lanes land
+    # in units m ^ 0 = 8 different banks: 1 wavefront for each of the 4 positions, the ideal
+    # (row-major, all 8 would hit bank 0: 8 wavefronts a position).
     k = compile1("""
 @launch(32)
 kernel k(X: tensor<f32>[M, 32], Y: tensor<f32>[M, 32]) {
@@ -162,9 +165,9 @@ kernel k(X: tensor<f32>[M, 32], Y: tensor<f32>[M, 32]) {
   Y[ctx.block.x * 32 :+ 32, :] = t
 }""")
     c = [c for c in k.analysis().copies if c.tensor == "X"][0]
-    assert (c.vector_width, c.sectors, c.ideal_sectors) == (1, 4, 4)
-    assert (c.wavefronts, c.ideal_wavefronts) == (32, 1)
-    assert (c.fix.kind, c.fix.pad, c.fix.row_length, c.fix.wavefronts) == ("pad", 1, 33, 1)
+    assert (c.vector_width, c.sectors, c.ideal_sectors) == (4, 4, 4)
+    assert (c.swizzle.bits, c.swizzle.base, c.swizzle.base + c.swizzle.shift) == (3, 2, 7)
+    assert (c.wavefronts, c.ideal_wavefronts, c.fix) == (4, 4, None)
 
 
 def test_misaligned_start_costs_a_sector_per_request():
@@ -191,13 +194,19 @@ kernel k(X: tensor<f32>[M, 32], Y: tensor<f32>[M, 32]) {
   Y[0 :+ 32, ctx.block.x * 32 :+ 32] = transpose(t)
 }""")
     col, tr = [c for c in k.analysis().copies if c.direction == "store"]
-    # the column: lanes 0..31 read words 5, 37, 69, ...: all in bank 5
-    assert (col.wavefronts, col.ideal_wavefronts) == (32, 1)
+    # row-major, the column would be lanes 0..31 reading words 5, 37, 69, ...: all in bank 5, 32
+    # wavefronts. t is swizzled (read along columns): 16-byte units XOR row bits 2-4, so rows l
+    # of column 5 lie in banks 4 * (1 ^ ((l >> 2) & 7)) + 1: 8 banks, 4 lanes each: 4 wavefronts
+    assert (col.swizzle.bits, col.swizzle.base, col.swizzle.base + col.swizzle.shift) == (3, 2, 7)
+    assert (col.wavefronts, col.ideal_wavefronts) == (4, 1)
     assert (col.sectors, col.ideal_sectors) == (32, 4)     # one sector per row of Y
-    assert (col.fix.kind, col.fix.row_length, col.fix.wavefronts) == ("pad", 33, 1)
-    # the transpose: 32 requests, each reads one column of t: 32 x 32 wavefronts against 32
-    assert (tr.vector_width, tr.wavefronts, tr.ideal_wavefronts) == (1, 1024, 32)
-    assert (tr.fix.pad, tr.fix.wavefronts) == (1, 32)
+    # padding rows to 33 elements would reach 1, at the cost of the tile's 16-byte vectors
+    assert (col.fix.kind, col.fix.row_length, col.fix.wavefronts, col.fix.keeps_vectors) == ("pad", 33, 1, False)
+    # the transpose stores 4-element vectors into Y (a transposed tile is read element by element,
+    # which asks nothing of the vector width): 8 requests of 4 element positions; lane l reads
+    # rows 4 (l % 8) + v of column l // 8: with the swizzle, 8 units x 4 columns = 32 banks, 1
+    # wavefront each, the ideal (row-major: 4 banks, 8 wavefronts each)
+    assert (tr.vector_width, tr.wavefronts, tr.ideal_wavefronts, tr.fix) == (4, 32, 32, None)
 
 
 def test_wavefront_and_sector_model_by_hand():

@@ -111,14 +111,17 @@ tilenb.verify(Y, t_ref.reshape(G, 256), what="stack_halves: windows and flat()")
 err = tilenb.verify(S, (t_ref.astype(np.float64) ** 2).sum(axis=2), what="stack_halves: row sums", rtol=1e-5)
 
 # %% [markdown]
-# ## A thread map that shows a problem: transposing through shared memory
+# ## A thread map of a transpose through shared memory, and the layout the compiler picks
 #
 # `transpose_rows` writes the transpose of each `[32, 32]` block. The copy into `t` is as good as
-# a copy gets. The store is not: it iterates over `Y`'s elements (so the global side is coalesced),
-# which means a warp reads a **column** of `t`. A column of a 32 x 32 f32 tile sits in one bank: the
-# 32 lanes queue behind each other, 32 wavefronts where one would do. The thread map flags the warps
-# ("bank conflicts") and proposes a fix (pad each row of the tile by one element, so consecutive
-# rows start in consecutive banks).
+# a copy gets. The store iterates over `Y`'s elements (so the global side is coalesced, 16-byte
+# vectors), which means each thread reads 4 elements down a **column** of `t`. Laid out row by
+# row, a column of a 32 x 32 f32 tile sits in one bank, and the lanes would queue behind each
+# other: 8 wavefronts where one would do. The analysis sees the column read and **swizzles** `t`:
+# within each row, its 16-byte units are permuted by bits of the row number (an XOR), so a column
+# spreads over all 32 banks while every row keeps its bytes and its 16-byte vectors. The thread
+# map shows the figures of the layout the generated code uses (the ideal, here); a copy that still
+# has conflicts is flagged ("bank conflicts"), with a proposed fix (such as padding each row).
 
 # %%
 %%tilekernel --show threads
@@ -144,7 +147,32 @@ err = tilenb.verify(Y, X.T, what="transpose_rows")
 a = transpose_rows.analysis()
 for c in a.copies:
     print(f"{c.direction:5} {c.tensor} <-> {c.tile}: vector width {c.vector_width}, "
-          f"sectors {c.sectors} (ideal {c.ideal_sectors}), wavefronts {c.wavefronts} (ideal {c.ideal_wavefronts})")
+          f"sectors {c.sectors} (ideal {c.ideal_sectors}), wavefronts {c.wavefronts} (ideal {c.ideal_wavefronts}), "
+          f"tile {'swizzled' if c.swizzle else 'row by row'}")
+
+# %% [markdown]
+# ## A thread map that shows a problem: one column, one thread per row
+#
+# A swizzle cannot fix every column read. `first_column` keeps column 0 of each block: the store
+# has one element per row, so one thread per row, and the 32 lanes of a warp read 32 rows of the
+# same column. The swizzle moves whole 16-byte units, so a column can reach only 8 of the 32
+# banks: 4 lanes share each bank, 4 wavefronts where one would do. The thread map flags the warp
+# ("bank conflicts") and proposes a fix: pad each row of the tile by one element, so consecutive
+# rows start in consecutive banks (which costs the tile its 16-byte vector accesses).
+
+# %%
+%%tilekernel --show threads
+@launch(256)
+kernel first_column(X: tensor<f32>[M, 32], Y: tensor<f32>[M, 1]) {
+  let r = ctx.block.x * 32
+  var t = X[r :+ 32, :]
+  Y[r :+ 32, :] = t[:, 0 :+ 1]
+}
+
+# %%
+Y1 = np.zeros((M, 1), np.float32)
+first_column[-(-M // 32)](X, Y1)
+err = tilenb.verify(Y1, X[:, :1], what="first_column")
 
 # %% [markdown]
 # ## Per-thread values: scalar `var`s

@@ -26,6 +26,15 @@ The figures, per warp request (a warp's lanes in one step of the canonical parti
 - When wavefronts exceed the ideal, `fix` proposes the tile layout that removes the conflicts:
   the smallest row padding that reaches the ideal, else an XOR swizzle, else the best padding.
 
+Swizzled tiles. `tile_swizzles` picks, for every shared tile that some tile statement reads or
+writes along a column (a transpose, `t[:, j]`), the XOR swizzle of 16-byte units by row bits
+(`layout.Swizzle`) that serves all its partition accesses in the fewest wavefronts, if that is
+fewer than the row-major layout takes; the CUDA generator lays the tile out that way (a swizzle
+permutes 16-byte units within each row, so the tile keeps its bytes and every vector access of up
+to 16 bytes stays whole). Tiles that a dot reads or writes are left row-major (the tensor-core
+paths address them themselves). A copy plan's figures are for the layout the generator uses:
+`swizzle` names it (None: row-major), and `fix` is measured against it.
+
 Guarantees: `runs` lists every chunk of the iteration space exactly once, so every element of the
 copied slice is moved by exactly one thread, exactly once; all threads of the CTA take chunks.
 """
@@ -33,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -98,9 +107,11 @@ class CopyPlan:
     fix: Optional[LayoutFix] = None
     worst_start_byte: int = 0      # the slice start's position in a sector the figures are for
     tensor_dtype: str = ""         # the element type of `tensor` (a tile's may differ: stores convert)
+    swizzle: Optional[Swizzle] = None   # the tile's layout in the generated code (None: row-major)
 
     def to_json(self) -> dict:
-        return {
+        """A JSON-ready dict; "swizzle" ({"bits", "base", "shift"}) appears only for a swizzled tile."""
+        d = {
             "line": self.line, "direction": self.direction, "tensor": self.tensor, "tile": self.tile,
             "shape": list(self.shape), "vector_width": self.vector_width,
             "runs": [list(r) for r in self.runs],
@@ -111,6 +122,9 @@ class CopyPlan:
             "is_view": self.is_view, "tensor_dtype": self.tensor_dtype,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
+        if self.swizzle is not None:
+            d["swizzle"] = {"bits": self.swizzle.bits, "base": self.swizzle.base, "shift": self.swizzle.shift}
+        return d
 
 
 def _requests(ch, threads: int):
@@ -126,16 +140,112 @@ def _per_warp(values: np.ndarray, warp_of_req: np.ndarray, nwarps: int) -> np.nd
 
 
 def _shared_figures(acc: Access, plan: StatementPlan, ch, req, lane, relabel=None):
-    """(wavefronts, ideal) per request for the shared side of a copy."""
+    """(wavefronts, ideal) per request for the shared side of a copy. A contiguous access moves a
+    chunk as one vector; a non-contiguous one (a column, a transpose) moves it one element at a
+    time, each element position of the chunk a request of its own (summed per request here)."""
     lay = acc.layouts[0]
-    off = lay.offsets()[ch.row, ch.col]
-    if relabel is not None:
-        off = relabel(off)
-    nbytes = plan.vector_width * acc.elem_bytes if acc.contiguous else acc.elem_bytes
-    start = acc.base_byte + off * acc.elem_bytes
-    wf = wavefronts_per_request(req, lane, start, nbytes)
-    active = np.bincount(req, minlength=len(wf))
-    return wf, ideal_wavefronts(active, nbytes)
+    offs = lay.offsets()
+    if acc.contiguous or plan.vector_width == 1:
+        parts = [offs[ch.row, ch.col]]
+        nbytes = plan.vector_width * acc.elem_bytes if acc.contiguous else acc.elem_bytes
+    else:
+        parts = [offs[ch.row, ch.col + v] for v in range(plan.vector_width)]
+        nbytes = acc.elem_bytes
+    wf = ideal = None
+    for off in parts:
+        if relabel is not None:
+            off = relabel(off)
+        start = acc.base_byte + off * acc.elem_bytes
+        w = wavefronts_per_request(req, lane, start, nbytes)
+        i = ideal_wavefronts(np.bincount(req, minlength=len(w)), nbytes)
+        wf, ideal = (w, i) if wf is None else (wf + w, ideal + i)
+    return wf, ideal
+
+
+# ---- the swizzles the code generator applies --------------------------------------------------
+SWIZZLE_UNIT_BYTES = 16      # the widest vector access: units this large stay whole
+_SWIZZLE_CACHE: Dict[int, tuple] = {}
+
+
+def tile_swizzles(plans: Tuple[StatementPlan, ...], threads: int) -> Dict[int, Swizzle]:
+    """id(tile Sym) -> the Swizzle the CUDA generator applies to that shared tile (see the module
+    docstring); tiles not listed stay row-major. A pure function of the plans (cached on them)."""
+    hit = _SWIZZLE_CACHE.get(id(plans))
+    if hit is not None and hit[0] is plans and hit[1] == threads:
+        return hit[2]
+    out = _tile_swizzles(plans, threads)
+    if len(_SWIZZLE_CACHE) > 64:
+        _SWIZZLE_CACHE.clear()
+    _SWIZZLE_CACHE[id(plans)] = (plans, threads, out)
+    return out
+
+
+def _has_dot(stmt) -> bool:
+    from .. import ir
+    for e in ir.stmt_exprs(stmt):
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Dot):
+                return True
+    return False
+
+
+def _tile_swizzles(plans, threads) -> Dict[int, Swizzle]:
+    uses: Dict[int, list] = {}        # id(tile) -> [(plan, access)] partition accesses in shared memory
+    column = set()                    # tiles some statement reads or writes along a column
+    excluded = set()                  # tiles a dot touches, or whose window starts are not exact
+    syms = {}
+    for plan in plans:
+        if plan.kind not in ("tile", "per_thread"):
+            continue
+        dot = plan.kind == "tile" and _has_dot(plan.stmt)
+        for a in plan.accesses:
+            if a.space != "shared":
+                continue
+            k = id(a.storage)
+            syms[k] = a.storage
+            if dot:
+                excluded.add(k)
+            if plan.kind != "tile" or a.mode != "partition":
+                continue
+            uses.setdefault(k, []).append((plan, a))
+            lay = a.layouts[0]
+            if lay.rank == 2 and ((lay.stride[1] not in (0, 1) and lay.shape[1] > 1)
+                                  or (lay.shape[1] == 1 and lay.shape[0] > 1 and lay.stride[0] > 1)):
+                column.add(k)       # along a column: by element (a transpose) or by row (t[:, j :+ 1])
+    out: Dict[int, Swizzle] = {}
+    for k in sorted(column - excluded, key=lambda k: syms[k].name):
+        shape = tuple(syms[k].type.shape)
+        if len(shape) != 2:
+            continue
+        R, Cc = shape
+        eb = uses[k][0][1].elem_bytes
+        unit = SWIZZLE_UNIT_BYTES // eb if SWIZZLE_UNIT_BYTES % eb == 0 else 0
+        if unit < 1 or Cc & (Cc - 1) or Cc % unit or Cc // unit < 2 or R < 2:
+            continue
+        base = unit.bit_length() - 1
+        col_bits = Cc.bit_length() - 1
+        max_bits = min(3, (Cc // unit).bit_length() - 1)
+        figures = []
+        for plan, a in uses[k]:
+            ch = chunks(plan.shape, plan.vector_width, threads)
+            req, _, lane, _ = _requests(ch, threads)
+            figures.append((a, plan, ch, req, lane))
+
+        def total(relabel):
+            return sum(int(_shared_figures(a, plan, ch, req, lane, relabel)[0].sum())
+                       for a, plan, ch, req, lane in figures)
+        best, best_sw = total(None), None
+        for r0 in range(0, 4):
+            if (1 << r0) >= R:
+                break
+            for bits in range(1, max_bits + 1):
+                sw = Swizzle(bits, base, col_bits + r0 - base)
+                t = total(sw)
+                if t < best:
+                    best, best_sw = t, sw
+        if best_sw is not None:
+            out[k] = best_sw
+    return out
 
 
 def _fix(acc: Access, plan: StatementPlan, ch, req, lane, current: int, ideal: int) -> Optional[LayoutFix]:
@@ -179,6 +289,7 @@ def _fix(acc: Access, plan: StatementPlan, ch, req, lane, current: int, ideal: i
 
 def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan, ...]:
     out: List[CopyPlan] = []
+    swizzles = tile_swizzles(plans, threads)
     for plan in plans:
         if plan.kind != "tile":
             continue
@@ -219,8 +330,9 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                     worst, worst_res = sec, res
             active = np.bincount(req, minlength=n_req)
             ideal_s = ideal_sectors(active, nbytes)
+            sw = swizzles.get(id(partner.storage)) if partner is not None and partner.space == "shared" else None
             if partner is not None and partner.space == "shared":
-                wf, ideal_w = _shared_figures(partner, plan, ch, req, lane)
+                wf, ideal_w = _shared_figures(partner, plan, ch, req, lane, sw)
             else:
                 wf = np.zeros(n_req, dtype=np.int64)
                 ideal_w = np.zeros(n_req, dtype=np.int64)
@@ -236,5 +348,5 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                           for w in range(nwarps) if busy[w])
             out.append(CopyPlan(plan.line, plan.position, direction, g.storage.name, tile, plan.shape, plan.vector_width,
                                 runs, int(worst.sum()), int(ideal_s.sum()), int(wf.sum()), int(ideal_w.sum()),
-                                warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", "")))
+                                warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", ""), sw))
     return tuple(out)

@@ -26,9 +26,12 @@ C such that every "partition" access that is contiguous along the row (column st
 most 16 bytes per chunk (v * element bytes <= 16) and starts every chunk on a multiple of v
 elements: v divides the access's start offset and its row stride as far as they are provable
 (`tilenb.analysis.divisibility`; tiles start 16-byte aligned in shared memory, tensors are assumed
-16-byte aligned at their base). A partition access that is not contiguous along the row (a column
-of a tensor, a transposed operand) forces v = 1; one that is broadcast along the row (column stride
-0) or lives in registers adds no condition.
+16-byte aligned at their base). A partition access of a tensor that is not contiguous along the
+row (a column of a tensor, a transposed tensor operand) forces v = 1; one of a shared tile that is
+not contiguous (a transposed tile, a column of it: read or written element by element) only keeps
+v * element bytes <= 16, so the contiguous side of the statement (a transpose's store) still moves
+vectors; one that is broadcast along the row (column stride 0) or lives in registers adds no
+condition (registers: v * element bytes <= 16).
 
 Guarantees: every tile statement of the IR has exactly one plan, with its destination write
 first; every shared-memory access names its tile's byte offset from the lifetimes; the plans are
@@ -397,6 +400,11 @@ class _Planner:
                 cons.append((a.elem_bytes, 0))
                 continue
             if a.broadcast_along_row and shape[1] > 1:
+                continue
+            if not a.contiguous and a.space == "shared":
+                # read or written element by element (a transposed operand, a column): no vector
+                # access, so no alignment question; the other operands may still move vectors
+                cons.append((a.elem_bytes, 0))
                 continue
             cons.append((a.elem_bytes, a.align if a.contiguous else 1))
         vec = vector_width(shape[1], cons)

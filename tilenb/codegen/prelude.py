@@ -89,6 +89,9 @@ __device__ __forceinline__ long long tnb_cdiv(long long a, long long b) {
 }
 __device__ __forceinline__ int tnb_cdiv(int a, int b) { return (int)tnb_cdiv((long long)a, (long long)b); }
 __device__ __forceinline__ long long tnb_clamp(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }
+// a swizzled shared tile: element offset o is stored at o ^ (((o >> s) & m) << b)
+__device__ __forceinline__ int tnb_swz(int o, int s, int m, int b) { return o ^ (((o >> s) & m) << b); }
+__device__ __forceinline__ long long tnb_swz(long long o, int s, int m, int b) { return o ^ (((o >> s) & (long long)m) << b); }
 
 // min / max: for floats C's fminf/fmaxf (a NaN operand yields the other operand)
 __device__ __forceinline__ float tnb_min(float a, float b) { return fminf(a, b); }
