@@ -180,11 +180,18 @@ def _elements(plan: StatementPlan, a: Access, threads: int):
 
 
 def _cells(elements, size: int) -> np.ndarray:
-    """The cut points that split shared memory's bytes into cells: runs of consecutive bytes
-    that every access touches alike (all of the run or none of it, by one thread). Every byte of
-    a cell goes through the same states in the walk, so the walk keeps one value per cell; cells
-    are in byte order, so the first cell that clashes holds the first byte that clashes."""
-    cuts = [np.array([0, size], dtype=np.int64)]
+    """The cell of every byte: cells split shared memory's bytes into runs of consecutive
+    bytes that every access touches alike (all of the run or none of it, by one thread). Every
+    byte of a cell goes through the same states in the walk, so the walk keeps one value per
+    cell; cells are numbered in byte order, so the first cell that clashes holds the first byte
+    that clashes. Returns the cell number of each byte 0 .. n (n: one past the last byte any
+    access touches, at least `size`)."""
+    end = size
+    for starts, eb, _ in elements:
+        if len(starts):
+            end = max(end, int(starts[-1]) + eb)
+    cut = np.zeros(end + 1, dtype=bool)        # cut[b]: a cell starts at byte b
+    cut[0] = True
     for starts, eb, thread in elements:
         n = len(starts)
         if not n:
@@ -195,26 +202,25 @@ def _cells(elements, size: int) -> np.ndarray:
         first[1:] = ~joined
         last = np.ones(n, dtype=bool)
         last[:-1] = ~joined
-        cuts.append(starts[first])
-        cuts.append(ends[last])
-    c = np.sort(np.concatenate(cuts))
-    keep = np.ones(len(c), dtype=bool)
-    keep[1:] = c[1:] != c[:-1]
-    return c[keep]
+        cut[starts[first]] = True
+        cut[ends[last]] = True
+    return np.cumsum(cut) - 1
 
 
-def _to_cells(cuts: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarray):
-    """The cells (indices into `cuts`, sorted, distinct) an access's elements cover, with each
-    cell's thread (a cell may hold several elements, or an element several cells)."""
-    first = np.searchsorted(cuts, starts, side="right") - 1
-    last = np.searchsorted(cuts, starts + eb, side="left")      # one past the element's last cell
-    n = last - first
+def _to_cells(cell_of: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarray):
+    """The cells (sorted, distinct) an access's elements cover, with each cell's thread (a cell
+    may hold several elements, or an element several cells)."""
+    first = cell_of[starts]
+    n = cell_of[starts + (eb - 1)] + 1 - first
     if not (n == 1).all():
         rep = np.repeat(np.arange(len(first)), n)
         first = first[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(n) - n, n))
         thread = thread[rep]
-    keep = np.r_[True, first[1:] != first[:-1]] if len(first) else np.zeros(0, dtype=bool)
-    return first[keep], thread[keep]
+    if len(first) > 1:
+        keep = np.ones(len(first), dtype=bool)
+        keep[1:] = first[1:] != first[:-1]
+        return first[keep], thread[keep]
+    return first, thread
 
 
 def _effects(plans: Tuple[StatementPlan, ...], threads: int, size: int):
@@ -230,10 +236,10 @@ def _effects(plans: Tuple[StatementPlan, ...], threads: int, size: int):
                 if key not in memo:
                     memo[key] = _elements(plan, a, threads)
                 found.append((plan, a, key))
-    cuts = _cells([(st, k[3], th) for k, (st, th) in memo.items()], size)
-    cells = {k: _to_cells(cuts, st, k[3], th) for k, (st, th) in memo.items()}
+    cell_of = _cells([(st, k[3], th) for k, (st, th) in memo.items()], size)
+    cells = {k: _to_cells(cell_of, st, k[3], th) for k, (st, th) in memo.items()}
     out = [_Effect(plan, a, a.rw, *cells[key]) for plan, a, key in found]
-    return out, max(len(cuts) - 1, 0)
+    return out, int(cell_of[-1]) + 1 if size > 0 else 0
 
 
 class _Placer:

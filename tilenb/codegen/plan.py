@@ -188,10 +188,10 @@ def _domain_shape(s) -> Optional[Tuple[int, ...]]:
 
 
 def plan(kir: ir.KernelIR) -> Plan:
-    lt = tile_lifetimes(kir)
-    positions = {id(s): p for p, s in lt.positions}
     uni = uniformity(kir)
     analysis = _try_analysis(kir)
+    lt = analysis.lifetimes if analysis is not None else tile_lifetimes(kir)   # one computation
+    positions = {id(s): p for p, s in lt.positions}
     if analysis is not None:
         return _plan_from_analysis(kir, analysis, positions, uni)
     tiles = {id(t.sym): TilePlace(t.sym, t.space, t.offset, t.bytes, t.staged_view) for t in lt.tiles}
