@@ -199,3 +199,23 @@ def test_batched_operands_with_a_fixed_index():
     mod.bgemm(cp.asarray(a), cp.asarray(b), c)
     want = np.einsum("bmk,bkn->bmn", a.astype(np.float64), b.astype(np.float64))
     assert np.abs(cp.asnumpy(c) - want).max() / np.abs(want).max() < 2e-3
+
+
+def test_sm90_changes_only_gemm_loops_across_the_test_corpus():
+    """Generated for sm_90, every kernel of the test suite is the generic code unless it has a
+    GEMM loop the lowering takes; those compile for sm_90a."""
+    from test_codegen_nvrtc import MAX_VARIANTS, PROGRAM_SOURCES
+    lowered = []
+    for name, text in sorted(PROGRAM_SOURCES.items()):
+        mod = tilenb.compile(text, backend="cpu")
+        for k in mod.kernels.values():
+            for kir in list(k.checked.variants.values())[:MAX_VARIANTS]:
+                ks = generate(kir, text, arch="sm_90")
+                if ks.arch is None:
+                    assert ks.source == generate(kir, text).source, (name, k.name)
+                else:
+                    lowered.append((name, ks))
+    assert lowered, "the corpus has GEMM loops the lowering takes"
+    if nvrtc_available():
+        for name, ks in lowered:
+            assert nvrtc_compile(ks.source, "sm_90a"), name
