@@ -686,13 +686,11 @@ def w_attention_long():
 
 
 def _clear_tilenb_caches(cache_dir: str):
-    import tilenb.codegen.nvrtc as nv
-    import tilenb.runtime.cuda as tc
+    import tilenb.api
     os.environ["TILENB_CACHE_DIR"] = cache_dir
-    nv._mem_cache.clear()
-    tc._loaded.clear()
-    tc._generated.clear()
-    tc._tuned.clear()
+    # every in-memory cache: checked programs (and the launch caches kept with them), analyses,
+    # generated CUDA, loaded kernels, autotune choices, NVRTC results
+    tilenb.api.clear_caches()
 
 
 COMPILE_CASES = [
