@@ -1,7 +1,8 @@
 """The host side of a CUDA launch, on the CPU with a stand-in for CuPy (tests/fake_cupy.py): what
 a repeat call launches (the new arrays, the packed scalars, the dims), what makes a call take the
-full path again, the RunReport built only when `last_run` is read, the untimed mode, and a
-re-compiled identical text launching from the first compile's cache."""
+full path again, a repeat queued without a synchronize and its RunReport built only when
+`last_run` is read (timed with events only when TIME_REPEATS asks), and a re-compiled identical
+text launching from the first compile's cache."""
 import numpy as np
 import pytest
 
@@ -25,7 +26,6 @@ kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
 @pytest.fixture
 def cp(monkeypatch, tmp_path):
     monkeypatch.setattr(tc, "PROGRESS", False)
-    monkeypatch.setattr(tc, "TIME_REPEATS", True)
     fake = fake_cupy.install(monkeypatch, tmp_path)
     yield fake
     tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
@@ -93,20 +93,22 @@ def test_anything_the_checks_read_takes_the_full_path(cp):
         k(x, y, z, 1.0)
 
 
-def test_the_report_is_built_when_read_and_names_the_latest_launch(cp):
+def test_a_repeat_is_queued_without_a_synchronize_or_events_and_reports_when_read(cp):
     k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
     full = k.last_run
+    first_ms = full.extra["kernel_ms"]
     cp.calls.clear()
     for _ in range(5):
         k(x, y, z, 1.0)
-    assert cp.calls["launch"] == 5 and cp.calls["Event.record"] == 10 and cp.calls["Event.synchronize"] == 5
-    assert cp.calls["get_elapsed_time"] == 0           # nothing read yet: no report built
+    assert cp.calls["launch"] == 5
+    assert not any(cp.calls[c] for c in ("Event", "Event.record", "Event.synchronize", "deviceSynchronize",
+                                         "Device.synchronize", "get_elapsed_time", "getDeviceProperties"))
     run = k.last_run
-    assert cp.calls["get_elapsed_time"] == 1
     assert run is k.last_run                            # built once
-    assert run.extra["kernel_ms"] == 0.0125 and run.seconds == pytest.approx(0.0125e-3)
+    assert "launched from the cache" in run.note and "not timed" in run.note
+    assert run.extra["kernel_ms"] == first_ms and run.seconds == pytest.approx(first_ms / 1e3)
     assert run.variant == full.variant and run.backend == "cuda" and not run.debug
     assert run.ctas == run.grid[0] * run.grid[1] * run.grid[2]
     k.last_run = None                                   # a backend (or a user) sets it
@@ -115,19 +117,20 @@ def test_the_report_is_built_when_read_and_names_the_latest_launch(cp):
     assert k.last_run is not None and "launched from the cache" in k.last_run.note
 
 
-def test_untimed_repeats_synchronize_without_events(cp, monkeypatch):
+def test_timed_repeats_record_events_and_wait_for_them_only_when_read(cp, monkeypatch):
+    monkeypatch.setattr(tc, "TIME_REPEATS", True)
     k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
-    first_ms = k.last_run.extra["kernel_ms"]
-    monkeypatch.setattr(tc, "TIME_REPEATS", False)
     cp.calls.clear()
-    k(x, y, z, 1.0)
-    assert cp.calls["launch"] == 1 and cp.calls["deviceSynchronize"] == 1
-    assert cp.calls["Event.record"] == 0 and cp.calls["Event.synchronize"] == 0
+    for _ in range(5):
+        k(x, y, z, 1.0)
+    assert cp.calls["launch"] == 5 and cp.calls["Event.record"] == 10 and cp.calls["Event"] == 0
+    assert cp.calls["Event.synchronize"] == 0 and cp.calls["get_elapsed_time"] == 0
     run = k.last_run
-    assert cp.calls["get_elapsed_time"] == 0
-    assert "not timed" in run.note and run.extra["kernel_ms"] == first_ms
+    assert cp.calls["Event.synchronize"] == 1 and cp.calls["get_elapsed_time"] == 1
+    assert run.extra["kernel_ms"] == 0.0125 and run.seconds == pytest.approx(0.0125e-3)
+    assert "not timed" not in run.note
 
 
 def test_a_recompiled_text_launches_from_the_first_compiles_cache(cp):

@@ -25,11 +25,14 @@ Guarantees:
   device. A later call with an equal key (`repeat_key`, `run_repeat`; `run_cached` for a call
   without keywords, straight from `Kernel.__call__`) only passes the new arrays and launches;
   any other call takes the full path, every check included. The cache is kept with the checked
-  kernel, so a Module compiled again from the same text shares it. A repeat synchronizes as a
-  full launch does; its RunReport is built when `kernel.last_run` is read. With
-  `TIME_REPEATS` (default True) it records CUDA events around the launch and `kernel_ms` is
-  that launch's; without, it synchronizes the device only, and `kernel_ms` is the one measured
-  at the full launch that filled the cache entry (the note says so).
+  kernel, so a Module compiled again from the same text shares it. A repeat is queued on the
+  current stream and the call returns, as a CuPy kernel launch does (full launches wait for the
+  kernel): later work on that stream, a copy to the host or a synchronize sees its result; a
+  fault in the kernel surfaces at the next synchronizing call. Its RunReport is built when
+  `kernel.last_run` is read. Repeats are not timed unless `TIME_REPEATS` is True (then CUDA
+  events are recorded around the launch, and reading `last_run` waits for the end event);
+  untimed, `kernel_ms` is the one measured at the full launch that filled the cache entry, and
+  the note says so.
 - Errors reach the user as `TileError` subclasses (LaunchError, UnsupportedError).
 """
 from __future__ import annotations
@@ -358,9 +361,10 @@ def _restore(saved):
 
 # ---- repeat launches: the minimum Python work for a call that repeats an earlier one -----------
 REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
-TIME_REPEATS = True          # repeats record CUDA events around the launch (kernel_ms of last_run)
+TIME_REPEATS = False         # True: repeats record CUDA events around the launch (last_run's kernel_ms)
 _SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
 _ND = None                   # cupy.ndarray, once CuPy is imported
+_get_device = None           # cupy.cuda.runtime.getDevice, likewise
 
 
 @dataclass
@@ -378,29 +382,37 @@ class _Repeat:
     events: tuple                   # (start, end) CUDA events, reused by every repeat
     tensor_shapes: tuple = ()       # (name, extents) of each tensor argument, for tensor maps
     kinds: tuple = ()               # (name, "tensor" or "scalar") of each argument
-    timed: bool = True              # whether the latest launch from this entry recorded the events
+    tmaps: bool = False             # the kernel takes tensor maps (rebuilt per launch)
+    timed: bool = False             # whether the latest launch from this entry recorded the events
 
     def report(self, kernel):
         """The RunReport of the latest launch from this entry (built when someone reads
-        `kernel.last_run`; the launch has finished, since every call synchronizes)."""
+        `kernel.last_run`; when timed, it waits for the launch's end event first)."""
         from .launch import RunReport  # noqa: PLC0415
         extra = dict(self.extra)
         note = self.note
         if self.timed:
-            ms = _cupy().cuda.get_elapsed_time(*self.events)
+            cp = _cupy()
+            try:
+                self.events[1].synchronize()
+            except cp.cuda.runtime.CUDARuntimeError as e:
+                raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
+            ms = cp.cuda.get_elapsed_time(*self.events)
             extra["kernel_ms"] = ms
         else:   # TIME_REPEATS off: the time of the launch this entry was made from
             ms = extra.get("kernel_ms") or 0.0
-            note += ("; not timed (tilenb.runtime.cuda.TIME_REPEATS is False): kernel_ms is the first "
-                     "launch's with these arguments")
+            note += ("; repeats are not timed (set tilenb.runtime.cuda.TIME_REPEATS = True to time each): "
+                     "kernel_ms is that of the first launch with these arguments")
         g = self.grid
         return RunReport("cuda", kernel.name, dict(self.tune), note, g, self.ks.threads, g[0] * g[1] * g[2],
                          ms / 1e3, False, extra)
 
 
 def _nd_type():
-    global _ND
-    _ND = _cupy().ndarray
+    global _ND, _get_device
+    cp = _cupy()
+    _get_device = cp.cuda.runtime.getDevice
+    _ND = cp.ndarray
     return _ND
 
 
@@ -453,7 +465,7 @@ def repeat_key(kernel, grid, args, debug=False, variant=None):
             grid = tuple(grid)
         if variant is not None:
             variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
-        key = (grid, variant, _CP.cuda.runtime.getDevice(), *parts)
+        key = (grid, variant, _get_device(), *parts)
     except Exception:  # anything odd (unhashable, a property that raises): the full path decides
         return None
     return key, passed
@@ -461,8 +473,8 @@ def repeat_key(kernel, grid, args, debug=False, variant=None):
 
 def run_repeat(kernel, rk) -> bool:
     """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not.
-    The call synchronizes, as a full launch does; the RunReport is built when `kernel.last_run`
-    is read."""
+    The launch is queued on the current stream and the call returns (as a CuPy kernel launch
+    does); the RunReport is built when `kernel.last_run` is read."""
     cache = kernel._repeat
     if not cache:
         return False
@@ -475,13 +487,12 @@ def run_repeat(kernel, rk) -> bool:
     passed = rk[1]
     for i, v in r.fixed:
         passed[i] = v
-    if r.ks.tmaps:   # tensor maps hold the data pointers: rebuilt (cached by pointer and shape)
+    if r.tmaps:   # tensor maps hold the data pointers: rebuilt (cached by pointer and shape)
         ptrs = [p if type(p) is int else p.data.ptr for p, (_, dt) in zip(passed, r.kinds) if dt == "tensor"]
         tens = {n: (p, shp) for (n, shp), p in zip(r.tensor_shapes, ptrs)}
         args = tuple(passed) + r.tail + tuple(extra_args(r.ks, tens))
     else:
         args = tuple(passed) + r.tail
-    cp = _CP
     timed = TIME_REPEATS
     try:
         if timed:
@@ -489,14 +500,10 @@ def run_repeat(kernel, rk) -> bool:
             start.record()
             r.fn(r.grid, r.block, args, shared_mem=r.shared)
             end.record()
-            end.synchronize()
         else:
             r.fn(r.grid, r.block, args, shared_mem=r.shared)
-            cp.cuda.runtime.deviceSynchronize()
-    except cp.cuda.driver.CUDADriverError as e:
+    except _CP.cuda.driver.CUDADriverError as e:
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
-    except cp.cuda.runtime.CUDARuntimeError as e:
-        raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
     r.timed = timed
     kernel._pending = r
     return True
@@ -538,7 +545,7 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
                 dict(run.tune), note + " (a repeat of an earlier call: launched from the cache)", extra,
                 (_cupy().cuda.Event(), _cupy().cuda.Event()),
                 tuple((p.sym.name, da.tensors[p.sym.name][1]) for p in params if isinstance(p.sym.type, ir.TensorT)),
-                tuple(kinds))
+                tuple(kinds), bool(getattr(ks, "tmaps", ())))
     try:
         cache[key] = r
     except TypeError:

@@ -5,7 +5,8 @@ attributes and entries of `module.kernels`. `kernel[grid](*args)` launches on th
 backend after the launch checks (`tilenb.runtime.launch`), so a bad launch raises a
 `LaunchError` before anything runs. On the CUDA backend a call without keywords that repeats an
 earlier launch (same shapes, dtypes, scalars, grid, device) goes straight to the launch cache
-(`tilenb.runtime.cuda.run_cached`); `kernel.last_run` is then built when read.
+(`tilenb.runtime.cuda.run_cached`): it is queued on the current stream like a CuPy kernel launch
+(a first launch, with its checks, waits for the kernel), and `kernel.last_run` is built when read.
 """
 from __future__ import annotations
 
