@@ -271,6 +271,8 @@ class _Gen:
         self.tiles: Dict[int, TileVar] = {}
         self.views: Dict[int, ViewInfo] = {}
         self.pre: Dict[int, str] = {}          # id(expr) -> C variable holding its value (coop reduce)
+        self.pre_bcast: set = set()            # ids in pre valid at a broadcast's coordinates too
+        self.fast_div: Dict[int, str] = {}     # id(Binary '/') -> the reciprocal of its divisor, this chunk
         self.memo: Dict[tuple, tuple] = {}     # (structure, coordinates) -> (C variable, block depth)
         self.skeys: Dict[int, tuple] = {}
         self.regions: Dict[int, Region] = {}   # id(expr) -> its region within one statement
@@ -618,6 +620,8 @@ class _Gen:
             self.loop_ctx.pop()
             self.ind -= 1
             self.emit("}")
+        elif s.unroll <= 1 and cta and (cand := self.prefetch_candidate(s)) is not None:
+            self.prefetch_loop(s, v, lo, hv, step, cand)     # a chunked loop: its copy loaded a turn ahead
         elif s.unroll <= 1:
             wrapped = any(isinstance(j, ir.Continue) for j in jumps) and False
             self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
@@ -794,7 +798,7 @@ class _Gen:
 
     def ev(self, e, at: Optional[At]) -> str:
         """C value expression of `e` (at element `at` for tiles). May emit statements."""
-        if at is not None and id(e) in self.pre and at.ident:
+        if at is not None and id(e) in self.pre and (at.ident or id(e) in self.pre_bcast):
             return self.pre[id(e)]
         if isinstance(e, ir.Const):
             return C.literal(e.value, e.type.dtype)
@@ -923,6 +927,8 @@ class _Gen:
             return f"({C.convert(a, ta, ct)} {op} {C.convert(b, tb, ct)})"
         ct = e.type.dtype
         av, bv = C.convert(a, ta, ct), C.convert(b, tb, ct)
+        if op == "/" and id(e) in self.fast_div:
+            return f"({av} * {self.fast_div[id(e)]})"
         if C.is_float(ct):
             if op == "%":
                 return f"{'fmodf' if ct != 'f64' else 'fmod'}({av}, {bv})"
@@ -953,6 +959,8 @@ class _Gen:
         if fn == "abs" and not C.is_float(dt):
             return f"tnb_abs(({C.VALUE_C[dt]})({x}))"
         f32 = dt != "f64"
+        if fn == "exp" and f32:
+            return f"tnb_exp({x})"
         if fn == "rsqrt":
             return f"(1.0f / sqrtf({x}))" if f32 else f"(1.0 / sqrt({x}))"
         name = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "abs": "fabs",
@@ -1548,7 +1556,8 @@ class _Gen:
                 and not self.coop_reduces(value, domain, V, lay)
                 and C.itemsize(vt[2]) * V in (4, 8, 16)):
             self.prepare_regions(value)
-            self.vector_sweep(domain, V, value, vt)
+            pre = getattr(self, "prefetched", None)
+            self.vector_sweep(domain, V, value, vt, pre[1] if pre is not None and pre[0] == id(s) else None)
         else:
             self._run_sweep(s, domain, lay, V, value, write, mask, two_phase)
         if fence:
@@ -1599,93 +1608,235 @@ class _Gen:
         """The window's columns are consecutive elements of its base (vector accesses possible)."""
         return bool(loc.entries) and loc.entries[-1][0] == "rng"
 
-    def vector_leaves(self, value, domain):
-        """Tile reads at the sweep's own coordinates whose chunk of V elements is contiguous."""
+    def vector_leaves(self, value, domain, bcast: bool = False):
+        """Tile reads at the sweep's own coordinates whose chunk of V elements is contiguous; with
+        `bcast`, also [1, C] reads broadcast along the rows of an [R, C] sweep (row 0 of them):
+        the same column j for every row, so the chunk is contiguous there too."""
         out = []
+        R, Cc = domain
 
-        def visit(e, ident):
+        def visit(e, ident, cols):
             if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
-                if ident:
+                shp = shape2(e.type.shape)
+                if ident or (bcast and cols and R > 1 and shp == (1, Cc)):
                     loc = self.loc_of(e)
-                    if loc is not None and self.row_contiguous(loc) and shape2(loc.shape) == tuple(domain):
+                    if loc is not None and self.row_contiguous(loc) and shape2(loc.shape) == shp:
                         out.append((e, loc))
                 return
             if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
                 return
             for c in ir.sub_exprs(e):
                 if isinstance(c.type, ir.TileT):
-                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
+                    cs = shape2(c.type.shape)
+                    visit(c, ident and cs == shape2(e.type.shape), cols and cs[1] == Cc)
         if isinstance(value.type, ir.TileT):
-            visit(value, True)
+            visit(value, True, shape2(value.type.shape)[1] == Cc)
         return out
 
-    def vector_sweep(self, domain, V, value, vt):
-        """The partition at width V with 4/8/16-byte vector loads and stores: the analysis chose V
-        so that every contiguous operand's chunk starts on a multiple of V elements (tensors are
-        16-byte aligned at their base, the launch guarantees it; tiles are 16-byte aligned).
-        A chunk that crosses a tensor's edge or the valid region falls back to element accesses."""
+    def invariant_divisions(self, value, domain):
+        """f32-family divisions whose divisor is the same for every element of a chunk (a scalar,
+        or a tile broadcast along the row): evaluated as x * (1 / d) with 1 / d computed once a
+        chunk (`fast_div`), an error of at most 1.5 ulp, within spec 17's f32 bound."""
+        out = []
+
+        def visit(e):
+            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+                return
+            if (isinstance(e, ir.Binary) and e.op == "/" and e.type.dtype in C.F32_FAMILY
+                    and e.b.type.dtype in C.F32_FAMILY
+                    and (not isinstance(e.b.type, ir.TileT) or shape2(e.b.type.shape)[1] == 1)
+                    and not self.has_reduce_or_dot(e.b)):
+                out.append(e)
+            for c in ir.sub_exprs(e):
+                if isinstance(c.type, ir.TileT) and shape2(c.type.shape) == tuple(domain):
+                    visit(c)      # only at the sweep's own coordinates: the divisor's row is the chunk's
+        if isinstance(value.type, ir.TileT) and shape2(value.type.shape) == tuple(domain) and domain[1] > 1:
+            visit(value)
+        return out
+
+    def vector_batch(self, nch: int, leaf_bytes: int) -> int:
+        """Chunks a thread loads before it computes any of them: all of its chunks, up to 8 and
+        up to 128 bytes of loaded vectors (32 registers), so their loads are in flight together."""
+        steps = -(-nch // self.T)
+        b = max(1, min(steps, 8, 128 // max(1, leaf_bytes)))
+        while steps % b and b > 1 and steps > 8:
+            b -= 1
+        return b
+
+    def vector_plan(self, value, domain, V):
+        """The vector operands of a vector sweep: [(leaf, Loc, buffer name)] (equal windows share
+        a buffer), the first of each buffer, and the bytes a chunk loads."""
+        vtypes = (4, 8, 16)
+        leaves, seen = [], {}
+        for e, loc in self.vector_leaves(value, domain, bcast=True):
+            if C.itemsize(loc.dtype) * V not in vtypes:
+                continue
+            if loc.key not in seen:
+                seen[loc.key] = self.new("vin")
+            leaves.append((e, loc, seen[loc.key]))
+        uniq, firsts = [], set()
+        for e, loc, b in leaves:
+            if b not in firsts:
+                firsts.add(b)
+                uniq.append((e, loc, b))
+        return leaves, uniq, sum(C.itemsize(loc.dtype) * V for _, loc, _ in uniq)
+
+    def chunk_head(self, domain, V, base, q, guard):
+        """Open chunk (base + q) * T + tid of the partition at width V; returns its (i, j0)."""
         R, Cc = domain
-        nch = R * Cc // V
-        k = self.new("k")
-        vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
-        self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole")
-        self.emit(f"for (int {k} = tnb_tid; {k} < {nch}; {k} += {self.T}) {{")
+        nch, per_row = R * Cc // V, Cc // V
+        k, i, j0 = self.new("k"), self.new("i"), self.new("j")
+        self.emit(f"const int {k} = tnb_tid + ({base} + {q}) * {self.T};")
+        self.emit(f"if ({k} < {nch}) {{" if guard else "{")
         self.ind += 1
-        per_row = Cc // V
-        i, j0 = self.new("i"), self.new("j")
         if R == 1:
             self.emit(f"const int {i} = 0, {j0} = {k} * {V};")
         else:
             self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
-        self.hoist_row_reductions(value, i)
-        saved = dict(self.pre)
-        seen = {}
-        for e, loc in self.vector_leaves(value, domain):
-            if loc.key in seen:
-                self.pre[id(e)] = seen[loc.key]
-                continue
+        return i, j0
+
+    def close(self):
+        self.ind -= 1
+        self.emit("}")
+
+    def vector_loads(self, uniq, domain, V, B, base, guard):
+        """Phase 1 of a vector sweep: chunks base .. base + B - 1 of this thread, every vector
+        operand loaded into its buffer (elements outside the operand's valid region read as 0)."""
+        R, Cc = domain
+        vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
+        q = self.new("q")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {q} = 0; {q} < {B}; ++{q}) {{")
+        self.ind += 1
+        i, j0 = self.chunk_head(domain, V, base, q, guard)
+        for e, loc, buf in uniq:
             nbytes = C.itemsize(loc.dtype) * V
-            if nbytes not in vtypes:
-                continue
-            buf = self.new("vin")
             st = C.STORE_C[loc.dtype]
+            shp = shape2(loc.shape)
+            row = i if shp[0] == R else 0
             b = self.loc_bounds(loc, False) if loc.kind == "shared" else self.region(e)
-            self.emit(f"__align__(16) {st} {buf}[{V}];")
-            whole = self.chunk_inside(b, i, j0, V, domain)
-            load = f"*({vtypes[nbytes]}*){buf} = *(const {vtypes[nbytes]}*)({loc.ptr} + {loc.index(i, j0)});"
+            whole = self.chunk_inside(b, row, j0, V, shp)
+            load = f"*({vtypes[nbytes]}*){buf}[{q}] = *(const {vtypes[nbytes]}*)({loc.ptr} + {loc.index(row, j0)});"
             if whole is True:
                 self.emit(load)
             else:
                 v = self.new("v")
-                cond = self.in_region(b, i, f"{j0} + {v}", domain)
-                elem = f"{loc.ptr}[{loc.index(i, f'{j0} + {v}')}]"
+                cond = self.in_region(b, row, f"{j0} + {v}", shp)
+                elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
                 zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
                 self.emit(f"if ({whole}) {load}")
-                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({cond}) ? {elem} : ({st}){zero};")
-            seen[loc.key] = buf
-            self.pre[id(e)] = buf
-        vv = self.new("v")
-        bufs = {x: self.pre[x] for x in self.pre if x not in saved}
+                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{q}][{v}] = ({cond}) ? {elem} : ({st}){zero};")
+        self.close()
+        self.close()
+
+    def vector_sweep(self, domain, V, value, vt, preloaded=None):
+        """The partition at width V with 4/8/16-byte vector loads and stores: the analysis chose V
+        so that every contiguous operand's chunk starts on a multiple of V elements (tensors are
+        16-byte aligned at their base, the launch guarantees it; tiles are 16-byte aligned).
+        A chunk that crosses a tensor's edge or the valid region falls back to element accesses.
+        Each thread first loads the vectors of a batch of its chunks (all of them when they fit,
+        `vector_batch`), then computes and stores them: the loads are in flight together. A value
+        that is one operand of the target's own type is moved as bits; 16-bit floats are widened
+        from 32-bit words and rounded in pairs (cvt.rn.{bf16,f16}x2.f32). `preloaded`: the buffer
+        a loop's prefetch already loaded this copy's chunks into (all of them; `prefetch_loop`)."""
+        R, Cc = domain
+        nch = R * Cc // V
+        vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
         optr, oindex, odt, omask = vt
+        leaves, uniq, leaf_bytes = self.vector_plan(value, domain, V)
+        steps = -(-nch // self.T)
+        B = steps if preloaded is not None else self.vector_batch(nch, leaf_bytes)
+        guard = nch % self.T != 0 or steps % B != 0
+        raw = (len(leaves) == 1 and leaves[0][0] is value and leaves[0][1].dtype == odt)
+        if preloaded is not None:
+            leaves = [(leaves[0][0], leaves[0][1], preloaded)]
+            self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole; "
+                      f"this thread's {B} chunks were loaded into {preloaded} ahead of this turn")
+        else:
+            self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole; "
+                      f"each thread loads {B} of its chunks, then computes and stores them")
+        sb = self.new("sb")
+        outer = steps > B
+        if outer:
+            self.emit("#pragma unroll 1")
+            self.emit(f"for (int {sb} = 0; {sb} < {steps}; {sb} += {B}) {{")
+            self.ind += 1
+        base = sb if outer else "0"
+        if preloaded is None:
+            for e, loc, b in uniq:
+                self.emit(f"__align__(16) {C.STORE_C[loc.dtype]} {b}[{B}][{V}];")
+            if uniq:
+                self.vector_loads(uniq, domain, V, B, base, guard)
+        # phase 2: compute and store
+        q = self.new("q")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {q} = 0; {q} < {B}; ++{q}) {{")
+        self.ind += 1
+        i, j0 = self.chunk_head(domain, V, base, q, guard)
         out = self.new("vout")
         ost = C.STORE_C[odt]
-        self.emit(f"__align__(16) {ost} {out}[{V}];")
-        self.emit("#pragma unroll")
-        self.emit(f"for (int {vv} = 0; {vv} < {V}; ++{vv}) {{")
-        self.ind += 1
-        j = self.new("j")
-        self.emit(f"const int {j} = {j0} + {vv};")
-        for x, buf in bufs.items():
-            self.pre[x] = None  # placeholder, set below per leaf dtype
-        for e, loc in self.vector_leaves(value, domain):
-            if id(e) in bufs:
-                self.pre[id(e)] = C.load_value(f"{bufs[id(e)]}[{vv}]", loc.dtype)
-        val = self.elem_value(value, At(i, j, None, None, True))
-        self.emit(f"{out}[{vv}] = {C.store_bits(val, value.type.dtype, odt)};")
-        self.ind -= 1
-        self.emit("}")
-        self.pre = saved
         nbytes = C.itemsize(odt) * V
+        if raw:
+            self.emit(f"// the value is {leaves[0][1].sym.name}'s elements, stored as they are")
+            out = f"{leaves[0][2]}[{q}]"
+        else:
+            self.hoist_row_reductions(value, i)
+            saved, saved_b, saved_d = dict(self.pre), set(self.pre_bcast), dict(self.fast_div)
+            self.emit(f"__align__(16) {ost} {out}[{V}];")
+            divs = self.invariant_divisions(value, domain)
+            ok = None
+            if divs:
+                conds = []
+                for d in divs:
+                    bv = self.ev(d.b, self.child_at(d, d.b, At(i, 0, None, None, False)) if isinstance(d.b.type, ir.TileT) else None)
+                    dv, rv = self.new("dv"), self.new("rcp")
+                    self.emit(f"const float {dv} = {C.convert(bv, d.b.type.dtype, 'f32')};")
+                    self.emit(f"const float {rv} = 1.0f / {dv};  // divisor shared by the chunk: x / d as x * (1 / d)")
+                    self.fast_div[id(d)] = rv
+                    conds.append(f"tnb_rcp_ok({dv})")
+                ok = " && ".join(conds)
+            pack = (odt in ("f16", "bf16") and value.type.dtype in C.F32_FAMILY and V % 2 == 0)
+
+            def element_loop():
+                vv = self.new("v")
+                res = self.new("res") if pack else None
+                if pack:
+                    self.emit(f"float {res}[{V}];")
+                self.emit("#pragma unroll")
+                self.emit(f"for (int {vv} = 0; {vv} < {V}; ++{vv}) {{")
+                self.ind += 1
+                j = self.new("j")
+                self.emit(f"const int {j} = {j0} + {vv};")
+                for e, loc, buf in leaves:
+                    self.pre[id(e)] = self.vector_elem(buf, q, vv, loc.dtype)
+                    if shape2(loc.shape) != (R, Cc):
+                        self.pre_bcast.add(id(e))
+                val = self.elem_value(value, At(i, j, None, None, True))
+                if pack:
+                    self.emit(f"{res}[{vv}] = {C.convert(val, value.type.dtype, 'f32')};")
+                else:
+                    self.emit(f"{out}[{vv}] = {C.store_bits(val, value.type.dtype, odt)};")
+                self.close()
+                if pack:
+                    fn = "tnb_pack_b2" if odt == "bf16" else "tnb_pack_h2"
+                    p = self.new("p")
+                    self.emit("#pragma unroll")
+                    self.emit(f"for (int {p} = 0; {p} < {V // 2}; ++{p}) "
+                              f"((unsigned*){out})[{p}] = {fn}({res}[2 * {p}], {res}[2 * {p} + 1]);")
+
+            if ok:
+                self.emit(f"if ({ok}) {{")
+                self.ind += 1
+                element_loop()
+                self.ind -= 1
+                self.emit("} else {  // a divisor whose reciprocal is not a normal number: divide")
+                self.ind += 1
+                self.fast_div = saved_d
+                element_loop()
+                self.close()
+            else:
+                element_loop()
+            self.pre, self.pre_bcast, self.fast_div = saved, saved_b, saved_d
         store = f"*({vtypes[nbytes]}*)({optr} + {oindex(i, j0)}) = *(const {vtypes[nbytes]}*){out};"
         whole = self.chunk_inside(omask, i, j0, V, domain) if omask is not None else True
         if whole is True:
@@ -1695,8 +1846,134 @@ class _Gen:
             cond = self.in_region(omask, i, f"{j0} + {v}", domain)
             self.emit(f"if ({whole}) {store}")
             self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) if ({cond}) {optr}[{oindex(i, f'{j0} + {v}')}] = {out}[{v}];")
-        self.ind -= 1
-        self.emit("}")
+        self.close()
+        self.close()
+        if outer:
+            self.close()
+
+    # ---- a loop's next turn copied ahead: the tensor copy at the top of a chunked loop
+    PREFETCH_BYTES = 128        # registers a thread may hold for the next turn's chunks (32)
+
+    def prefetch_candidate(self, s: ir.For):
+        """The copy `var x = X[...]` of a loop body whose next turn can be loaded while this turn
+        computes: a top-level statement of a plain loop that writes no tensor (so nothing the loop
+        does can change what the copy reads) and has no break, continue, return or dot; the copy
+        is a tensor window whose position depends only on the loop variable and values fixed
+        before the loop, into a whole shared tile, moved as vectors, at most PREFETCH_BYTES a
+        thread. Returns (statement, tile, window, V) or None."""
+        if self.plan.source != "analysis" or s.unroll > 1 or self.guards:
+            return None
+        if getattr(self, "gemm", None) is not None and id(s) in getattr(self.gemm, "loops", ()):
+            return None
+        assigned = set()
+        for t in ir.walk_stmts(s.body):
+            if isinstance(t, (ir.Break, ir.Continue, ir.Return, ir.Atomic, ir.Barrier)):
+                return None
+            if isinstance(t, ir.Assign) and not isinstance(t.target, ir.Ref):
+                base = t.target.base if isinstance(t.target, (ir.Slice, ir.Element)) else None
+                if base is None or base.kind == "tensor" or getattr(base, "kind", "") == "view":
+                    return None           # a tensor (or a view, which may be one) written in the loop
+            if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref):
+                assigned.add(id(t.target.sym))
+            if isinstance(t, (ir.Let, ir.VarDecl)):
+                assigned.add(id(t.sym))
+            if isinstance(t, ir.For):
+                assigned.add(id(t.var))
+            for e in ir.stmt_exprs(t):
+                if any(isinstance(x, ir.Dot) for x in ir.walk_expr(e)):
+                    return None
+        for t in s.body:
+            if not isinstance(t, (ir.Let, ir.VarDecl)) or not isinstance(t.value, ir.Slice):
+                continue
+            w = t.value
+            if w.base.kind != "tensor" or w.flat or not isinstance(t.sym.type, ir.TileT):
+                continue
+            place = self.plan.tiles.get(id(t.sym))
+            if place is None or place.space != "shared" or t.sym.type.dtype != w.base.type.dtype:
+                continue
+            if len(t.sym.type.shape) not in (1, 2):
+                continue
+            uses = [x for sub in w.subs for x in ir.walk_expr(sub.index if isinstance(sub, ir.SubIndex) else sub.start)]
+            if any(isinstance(x, ir.Ref) and id(x.sym) in assigned for x in uses):
+                continue
+            if any(isinstance(x, (ir.Element, ir.Slice, ir.Reduce, ir.Dot)) for x in uses):
+                continue
+            domain = shape2(t.sym.type.shape)
+            V = self.plan.vec.get(id(t), 1)
+            if V < 2 or domain[1] % V or C.itemsize(t.sym.type.dtype) * V not in (4, 8, 16):
+                continue
+            p = self.plan.positions.get(id(t))
+            if any(b.where == "within" for b in self.plan.barriers.get(p, ())):
+                continue
+            steps = -(-(domain[0] * domain[1] // V) // self.T)
+            if steps * C.itemsize(t.sym.type.dtype) * V > self.PREFETCH_BYTES:
+                continue
+            return t, w, V
+        return None
+
+    def emit_prefetch(self, cand, var_c, buf):
+        """Load this thread's chunks of the candidate copy into `buf`, with the loop variable
+        standing for the C expression `var_c` (a turn ahead)."""
+        t, w, V = cand
+        domain = shape2(t.sym.type.shape)
+        saved_names, saved_regions = dict(self.names), self.regions
+        self.names[id(self.prefetch_var)] = var_c
+        self.regions = {}
+        try:
+            loc = self.loc_of(w)
+            nch = domain[0] * domain[1] // V
+            steps = -(-nch // self.T)
+            self.prepare_regions(w)
+            self.vector_loads([(w, loc, buf)], domain, V, steps, "0", nch % self.T != 0)
+        finally:
+            self.names, self.regions = saved_names, saved_regions
+
+    def prefetch_loop(self, s: ir.For, v, lo, hv, step, cand):
+        """A loop whose copy `cand` is loaded a turn ahead into registers: before the loop for
+        the first turn, then right after each turn's copy for the next one (its loads are in
+        flight while the rest of the turn computes). The turn's copy writes the registers into
+        the shared tile; everything else is as without the prefetch."""
+        t, w, V = cand
+        buf, lov, nx = self.new("pf"), self.new("lo"), self.new("nx")
+        domain = shape2(t.sym.type.shape)
+        steps = -(-(domain[0] * domain[1] // V) // self.T)
+        self.prefetch_var = s.var
+        self.emit(f"// line {t.span.line + self.line_offset}'s copy of {w.base.name} is loaded a turn ahead, into "
+                  f"registers ({steps} chunk(s) of {V} a thread), while the turn before it computes")
+        self.emit(f"__align__(16) {C.STORE_C[t.sym.type.dtype]} {buf}[{steps}][{V}];")
+        self.emit(f"const long long {lov} = {lo};")
+        self.emit(f"if ({lov} < {hv}) {{")
+        self.ind += 1
+        self.emit_prefetch(cand, lov, buf)
+        self.close()
+        self.emit(f"for (long long {v} = {lov}; {v} < {hv}; {v} += {step}) {{")
+        self.ind += 1
+        self.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
+        for st in s.body:
+            if st is t:
+                self.prefetched = (id(t), buf)
+                self.stmt(st)
+                self.prefetched = None
+                self.emit(f"// the next turn's chunks of {w.base.name}, in flight while this turn computes")
+                self.emit(f"if ({v} + {step} < {hv}) {{")
+                self.ind += 1
+                self.emit(f"const long long {nx} = {v} + {step};")
+                self.emit_prefetch(cand, nx, buf)
+                self.close()
+            else:
+                self.stmt(st)
+        self.loop_ctx.pop()
+        self.close()
+
+    def vector_elem(self, buf, q, v, dt):
+        """Element v of a loaded vector (row q of the buffer; q None: a 1-D buffer) as a value:
+        16-bit floats are read from the 32-bit word that holds them (one shift or mask to widen)."""
+        b = buf if q is None else f"{buf}[{q}]"
+        if dt == "bf16":
+            return f"tnb_b2f_w(((const unsigned*){b})[{v} >> 1], {v} & 1)"
+        if dt == "f16":
+            return f"tnb_h2f_w(((const unsigned*){b})[{v} >> 1], {v} & 1)"
+        return C.load_value(f"{b}[{v}]", dt)
 
     def chunk_inside(self, rg: Region, i, j0, V, domain):
         """C condition (or True) that elements (i, j0 .. j0 + V - 1) all lie in region rg."""
@@ -1932,7 +2209,7 @@ class _Gen:
             j = j0
         saved = dict(self.pre)
         for e, loc, buf, b in bufs:
-            val = C.load_value(f"{buf}[{vv}]", loc.dtype)
+            val = self.vector_elem(buf, None, vv, loc.dtype) if V > 1 else C.load_value(f"{buf}[{vv}]", loc.dtype)
             cond = self.in_region(b, row, j, shape2(loc.shape))
             if cond is False:
                 val = C.zero(C_val_dt(loc.dtype))

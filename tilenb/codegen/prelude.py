@@ -47,6 +47,24 @@ __device__ __forceinline__ tnb_bf16 tnb_d2b(double d) { return tnb_f2b(tnb_d2f_o
 // a value rounded to f16 / bf16, kept in f32
 __device__ __forceinline__ float tnb_rh(float f) { return tnb_h2f(tnb_f2h(f)); }
 __device__ __forceinline__ float tnb_rb(float f) { return tnb_b2f(tnb_f2b(f)); }
+// element `hi` (0: the low half, 1: the high half) of a 32-bit word holding two 16-bit floats, widened
+__device__ __forceinline__ float tnb_b2f_w(unsigned w, int hi) { return __uint_as_float(hi ? (w & 0xffff0000u) : (w << 16)); }
+__device__ __forceinline__ float tnb_h2f_w(unsigned w, int hi) { return tnb_h2f((tnb_f16)(hi ? (w >> 16) : (w & 0xffffu))); }
+
+// exp(x) in f32 on the special-function unit: 2^t with t = x * log2(e) rounded once (the constant
+// in two parts), then ex2.approx.ftz: relative error <= |x| * 2^-24 + 2^-22 (<= 5.5e-6 wherever
+// the result is a normal number, within spec 17's f32 bound of 1e-5); results below 2^-126 are 0;
+// exp(-inf) = 0, exp(inf) = inf, exp(NaN) = NaN
+__device__ __forceinline__ float tnb_exp(float x) {
+  const float t = fmaf(x, 1.44269502162933349609375f, x * 1.925963033500011079e-08f);
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t)); return y;
+}
+// x / d as x * (1 / d) (at most 1.5 ulp from the quotient) is used for a divisor shared by many x
+// when 1 / d is a normal number, 0 or infinite: every d except 0 < |d| < 2^-126 and 2^126 < |d| < inf
+__device__ __forceinline__ bool tnb_rcp_ok(float d) {
+  const float a = fabsf(d);
+  return !(a < 1.17549435e-38f && a != 0.0f) && !(a > 8.50705917e+37f && a != __int_as_float(0x7f800000));
+}
 
 // float -> int: truncate toward zero, saturate, NaN -> 0 (the hardware gives the minimum for a
 // NaN converted to 64 bits, so NaN is tested explicitly everywhere)
