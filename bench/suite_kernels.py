@@ -45,7 +45,7 @@ kernel scale_rows_f32(X: tensor<f32>[M, D], S: tensor<f32>[M, 1], Y: tensor<f32>
 }
 
 // Y = X^T through a shared-memory tile.
-@autotune(T in [32, 64], NT in [256])
+@autotune(T in [32, 64], NT in [128, 256])
 @launch(NT)
 @grid(cdiv(N, T), cdiv(M, T))
 kernel transpose_f32(X: tensor<f32>[M, N], Y: tensor<f32>[N, M]) {
@@ -56,11 +56,13 @@ kernel transpose_f32(X: tensor<f32>[M, N], Y: tensor<f32>[N, M]) {
 }
 """
 
-# ---- row-wise normalizations, whole row on chip (rows of D = 4096) -----------------------------
+# ---- row-wise normalizations, whole row on chip (rows of D = 4096 or 16384 elements; @dynshared:
+# a 16384-element f32 row is 64 KB) ---------------------------------------------------------------
 ROWS = """
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * g, R whole rows per CTA.
-@autotune(R in [1, 2, 4], D in [4096], NT in [256, 512])
+@autotune(R in [1, 2, 4], D in [4096, 16384], NT in [128, 256, 512])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel rms_norm_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tensor<{T}>[M, D], eps: f32) {
   let r = ctx.block.x * R
@@ -70,8 +72,9 @@ kernel rms_norm_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tensor<{T}>[M
 }
 
 // LayerNorm: y = (x - mean) / sqrt(var + eps) * w + b, R whole rows per CTA.
-@autotune(R in [1, 2, 4], D in [4096], NT in [256, 512])
+@autotune(R in [1, 2, 4], D in [4096, 16384], NT in [128, 256, 512])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel layer_norm_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: tensor<{T}>[1, D], Y: tensor<{T}>[M, D],
                       eps: f32) {
@@ -83,8 +86,9 @@ kernel layer_norm_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: tensor<{T}>
 }
 
 // Row softmax, R whole rows per CTA.
-@autotune(R in [1, 2, 4], D in [4096], NT in [256, 512])
+@autotune(R in [1, 2, 4], D in [4096, 16384], NT in [128, 256, 512])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel softmax_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
   let r = ctx.block.x * R
@@ -98,7 +102,7 @@ kernel softmax_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 # ---- the same over rows too long for shared memory (N = 131072): chunks of C columns ----------
 WIDE = """
 // RMSNorm over long rows: a pass for the sum of squares, a pass to write.
-@autotune(R in [1], C in [2048, 4096], NT in [256, 512])
+@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
 @launch(NT)
 @grid(cdiv(M, R))
 kernel rms_norm_wide_{T}(X: tensor<{T}>[M, N], G: tensor<{T}>[1, N], Y: tensor<{T}>[M, N], eps: f32) {
@@ -115,7 +119,7 @@ kernel rms_norm_wide_{T}(X: tensor<{T}>[M, N], G: tensor<{T}>[1, N], Y: tensor<{
 }
 
 // LayerNorm over long rows: one pass for the sum and the sum of squares, one to write.
-@autotune(R in [1], C in [2048, 4096], NT in [256, 512])
+@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
 @launch(NT)
 @grid(cdiv(M, R))
 kernel layer_norm_wide_{T}(X: tensor<{T}>[M, N], W: tensor<{T}>[1, N], B: tensor<{T}>[1, N],
@@ -136,7 +140,7 @@ kernel layer_norm_wide_{T}(X: tensor<{T}>[M, N], W: tensor<{T}>[1, N], B: tensor
 }
 
 // Softmax over long rows: an online pass for the maximum and the sum, one to write.
-@autotune(R in [1], C in [2048, 4096], NT in [256, 512])
+@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
 @launch(NT)
 @grid(cdiv(M, R))
 kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
