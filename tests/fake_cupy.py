@@ -179,4 +179,5 @@ def install(monkeypatch, cache_dir, cupy=None):
     tilenb.api.clear_caches()
     tc._arch_of.cache_clear()
     tc._device_name.cache_clear()
+    tc._optin_smem.cache_clear()
     return cp

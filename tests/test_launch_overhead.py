@@ -31,6 +31,7 @@ def cp(monkeypatch, tmp_path):
     tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
     tc._arch_of.cache_clear()
     tc._device_name.cache_clear()
+    tc._optin_smem.cache_clear()
 
 
 def _arrays(cp, n, k=3, seed=0):

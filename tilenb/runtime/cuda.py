@@ -244,8 +244,7 @@ def _launch(fn, ks, grid, da: _DeviceArgs):
 def _fits(fn, ks) -> Optional[str]:
     """None if the variant can run on this device, else why not."""
     cp = _cupy()
-    dev = cp.cuda.Device()
-    optin = dev.attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024)
+    optin = _optin_smem(cp.cuda.runtime.getDevice())
     if ks.smem_bytes > (optin if ks.dynamic_smem else 48 * 1024):
         return f"needs {ks.smem_bytes} bytes of shared memory; the device allows {optin} per block"
     try:
@@ -257,6 +256,12 @@ def _fits(fn, ks) -> Optional[str]:
         return (f"uses {regs} registers per thread, so at most {mt} threads fit a CTA; the kernel has "
                 f"@launch({ks.threads})")
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _optin_smem(device_id: int) -> int:
+    """Shared memory a block may opt in to (cached: `Device.attributes` queries every attribute)."""
+    return int(_cupy().cuda.Device(device_id).attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
 
 
 @functools.lru_cache(maxsize=None)
