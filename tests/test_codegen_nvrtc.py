@@ -169,7 +169,7 @@ def test_f16_and_bf16_gemm_loops_use_tensor_cores():
 def test_f16_dot_into_a_shared_tile_uses_tensor_cores_fenced():
     code = _mod(EXTRA["f16_dots"]).f16_dots.cuda_source()
     body = code.split("#endif  // TILENB_PRELUDE")[1]
-    assert body.count("tnb_mma_f16(&frag") == 2
+    assert len(set(re.findall(r"tnb_mma_f16\(&(frag\d+)\[", body))) == 2   # both dots, each into its fragments
     assert re.search(r"tile acc \(line \d+\): shared", code)
     assert "codegen-internal: (the same, after the statement)" in code
 

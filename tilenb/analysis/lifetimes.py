@@ -5,7 +5,8 @@ reads, which are staged in shared memory) gets a live range in statement positio
 pre-order index of the IR statement, `Lifetimes.positions`): from its declaration to its last
 use, widened to cover the whole of every loop it is used in but not declared in (a later turn of
 the loop reads it again); a use in a `while` condition counts as a use inside that loop. Tiles in
-registers (@registers, and GEMM accumulators: see `gemm_accumulators`) take no shared memory.
+registers (@registers, GEMM accumulators: see `gemm_accumulators`, and the tiles of tensor-core
+work on the mma.sync row layout: see `tilenb.analysis.mma_tiles`) take no shared memory.
 Shared tiles whose ranges overlap never overlap in bytes; each offset is a multiple of `ALIGN`.
 `footprint` is the end of the highest tile; it never exceeds the sum of the tiles, is at least
 the largest live set, and equals it whenever such a packing exists and the exact search finds
@@ -19,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..types import DTYPES
+from .mma_tiles import mma_register_tiles
 
 ALIGN = 16          # bytes: the widest vector access (16-byte loads and stores)
 EXACT_BUDGET = 200_000   # offsets tried by the exact packer before it gives up
@@ -187,7 +189,11 @@ def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
                     used_at[id(sym)].append(p)
                     last[id(sym)] = max(last[id(sym)], p)
 
-    in_regs = {id(s) for s in kir.registers} | {id(s) for s in gemm_accumulators(kir)}
+    accs = gemm_accumulators(kir)
+    # tiles kept in registers: @registers, GEMM accumulators, and the tiles of tensor-core work
+    # that stay on the mma.sync row layout (flash attention's s, p, acc, m, l: see mma_tiles)
+    in_regs = ({id(s) for s in kir.registers} | {id(s) for s in accs}
+               | set(mma_register_tiles(kir, accs)))
     ranges: Dict[int, Tuple[int, int]] = {}
     for k, (p0, _) in decl.items():
         start, end = p0, last[k]

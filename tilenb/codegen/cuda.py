@@ -33,8 +33,12 @@ from ..lang.diagnostics import UnsupportedError
 from ..types import operand_dtype
 from . import ctypes_ as C
 from . import gemm_sm90
+from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import PRELUDE
+from ..analysis.lifetimes import gemm_accumulators
+from ..analysis.mma_tiles import mma_register_tiles
+from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
 STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
@@ -122,28 +126,6 @@ class ChunkLayout:
     @property
     def slots(self):
         return self.steps * self.V
-
-
-@dataclass(frozen=True)
-class MmaLayout:
-    """Registers: the m16n8 f32 accumulator fragments of mma.sync; warp w holds the 16x8 blocks
-    q = w, w + W, ... (q = block row * N/8 + block column); lane l holds rows l/4 and l/4 + 8,
-    columns 2(l%4) and 2(l%4) + 1 of each block."""
-    M: int
-    N: int
-    W: int
-
-    @property
-    def blocks(self):
-        return (self.M // 16) * (self.N // 8)
-
-    @property
-    def per_warp(self):
-        return -(-self.blocks // self.W)
-
-    @property
-    def slots(self):
-        return self.per_warp * 4
 
 
 @dataclass(frozen=True)
@@ -255,7 +237,7 @@ def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: i
 
 
 # ---- the generator -----------------------------------------------------------------------------
-class _Gen:
+class _Gen(MmaGen):
     def __init__(self, kir: ir.KernelIR, source_text, line_offset, arch=None):
         self.kir = kir
         self.arch = arch
@@ -321,6 +303,7 @@ class _Gen:
         self.gemm = gemm_sm90.prepare(self)
         self.swz = self.tile_swizzles()
         self.choose_layouts()
+        self.mma_prepare()                      # tensor-core routes and their shared scratch (mma.py)
         params_c, params_meta = [], []
         prologue = []
         for p in kir.params:
@@ -342,7 +325,7 @@ class _Gen:
             self.dims[dname] = n
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
-        fp = self.plan.footprint
+        fp = self.mma_smem_total(self.plan.footprint)
         if self.gemm is not None:
             gemm_text, gemm_params = gemm_sm90.source_parts(self.gemm)
             params_c.extend(gemm_params)
@@ -368,6 +351,8 @@ class _Gen:
             extra = ""
             if isinstance(lay, MmaLayout):
                 extra = " (mma.sync accumulator fragments)"
+            elif isinstance(lay, RowLayout):
+                extra = " (the rows of mma.sync fragments, per lane)"
             head.append(f"//   tile {t.sym.name} (line {t.sym.line + self.line_offset}): {where}{extra}")
         head.append(f'extern "C" __global__ void __launch_bounds__({self.T}) {sym}({", ".join(params_c)}) {{')
         pro = []
@@ -409,6 +394,7 @@ class _Gen:
     # ---- register layouts
     def choose_layouts(self):
         regs = {k for k, t in self.plan.tiles.items() if t.space == "registers"}
+        rows = set(mma_register_tiles(self.kir, gemm_accumulators(self.kir))) & regs
         decl_vec = {}
         accs: Dict[int, List[ir.Assign]] = {}
         for s in ir.walk_stmts(self.kir.body):
@@ -436,8 +422,10 @@ class _Gen:
             lst = accs.get(k, [])
             if self.gemm is not None and k in self.gemm.layouts:
                 self.layouts[k] = self.gemm.layouts[k]   # the wgmma accumulator layout (gemm_sm90)
+            elif k in rows:
+                self.layouts[k] = mma_rows_layout(sym.type.shape, self.T // 32)   # mma_tiles: the row layout
             elif lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
-                self.layouts[k] = MmaLayout(R, Cc, self.T // 32)
+                self.layouts[k] = mma_grid_layout(R, Cc, self.T // 32)            # GEMM accumulator: warp grid
             else:
                 if Cc % v:
                     v = 1
@@ -624,6 +612,7 @@ class _Gen:
             self.prefetch_loop(s, v, lo, hv, step, cand)     # a chunked loop: its copy loaded a turn ahead
         elif s.unroll <= 1:
             wrapped = any(isinstance(j, ir.Continue) for j in jumps) and False
+            self.mma_loop_begin(s, v, hv)        # double-buffered tensor-core operands (mma.py)
             self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
             self.ind += 1
             self.loop_ctx.append({"mode": "native", "wrapped": wrapped, "brk": None})
@@ -800,6 +789,10 @@ class _Gen:
         """C value expression of `e` (at element `at` for tiles). May emit statements."""
         if at is not None and id(e) in self.pre and (at.ident or id(e) in self.pre_bcast):
             return self.pre[id(e)]
+        if at is not None and self.mma_on:
+            v = self.mma_value(e, at)         # fragments, scratch dots, hoisted row reductions (mma.py)
+            if v is not None:
+                return v
         if isinstance(e, ir.Const):
             return C.literal(e.value, e.type.dtype)
         if isinstance(e, ir.Ctx):
@@ -908,6 +901,9 @@ class _Gen:
     def child_at(self, parent, child, at: Optional[At]) -> Optional[At]:
         if at is None or not isinstance(child.type, ir.TileT):
             return None
+        row = self.mma_child_at(parent, child, at)   # a [M, 1] operand of rows-mode fragments (mma.py)
+        if row is not None:
+            return row
         P = shape2(parent.type.shape)
         Q = shape2(child.type.shape)
         i = at.i if Q[0] == P[0] else 0
@@ -1304,6 +1300,8 @@ class _Gen:
                 self.emit(f"// {n} is swizzled: element offset o is stored at o ^ (((o >> {sw.base + sw.shift}) & "
                           f"{(1 << sw.bits) - 1}) << {sw.base}), i.e. the {1 << sw.base}-element units of a row "
                           f"are permuted by row bits (column reads spread over the banks; vectors stay whole)")
+        elif self.mma_declare(tv):
+            pass
         else:
             lay = tv.layout
             cty = C.VALUE_C[dt]
@@ -1327,9 +1325,7 @@ class _Gen:
                 return
             self.emit("{")
             self.ind += 1
-            if self.mma_dot_ok(s.value, tv):
-                self.dot_to_shared(s, tv, s.value, accumulate=False)
-            else:
+            if not self.mma_stmt(s, tv):          # tensor-core dots and fragment layouts (mma.py)
                 self.assign_whole(s, tv, s.value)
             self.ind -= 1
             self.emit("}")
@@ -1339,13 +1335,10 @@ class _Gen:
             self.ind += 1
             t = s.target
             tv = self.tile_of(t.sym) if isinstance(t, ir.Ref) else None
-            if tv is not None:
-                if s.op == "+" and isinstance(tv.layout, MmaLayout) and isinstance(s.value, ir.Dot) and self.mma_ok(s):
-                    self.gemm_mma(s, tv)
-                elif s.op in (None, "+") and self.mma_dot_ok(s.value, tv):
-                    self.dot_to_shared(s, tv, s.value, accumulate=s.op == "+")
-                else:
-                    self.assign_whole(s, tv, self.compound(s.op, t, s.value))
+            if self.mma_stmt(s, tv):                # tensor-core dots and fragment layouts (mma.py)
+                pass
+            elif tv is not None:
+                self.assign_whole(s, tv, self.compound(s.op, t, s.value))
             else:
                 loc = self.loc_of(t)
                 if loc is None:
@@ -2025,30 +2018,9 @@ class _Gen:
         if isinstance(lay, gemm_sm90.WgmmaLayout):
             gemm_sm90.emit_sweep(self, lay, with_mask)
             return
-        if isinstance(lay, MmaLayout):
-            nb = lay.N // 8
-            s, q = self.new("s"), self.new("q")
-            self.emit(f"// elements of the mma.sync accumulator layout this thread holds")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int {s} = 0; {s} < {lay.per_warp}; ++{s}) {{")
-            self.ind += 1
-            self.emit(f"const int {q} = tnb_warp + {s} * {lay.W};")
-            self.emit(f"if ({q} < {lay.blocks}) {{")
-            self.ind += 1
-            e = self.new("e")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int {e} = 0; {e} < 4; ++{e}) {{")
-            self.ind += 1
-            i, j = self.new("i"), self.new("j")
-            self.emit(f"const int {i} = ({q} / {nb}) * 16 + (tnb_lane >> 2) + ({e} >> 1) * 8;")
-            self.emit(f"const int {j} = ({q} % {nb}) * 8 + (tnb_lane & 3) * 2 + ({e} & 1);")
-            with_mask(At(i, j, f"{s} * 4 + {e}", lay, True))
-            self.ind -= 1
-            self.emit("}")
-            self.ind -= 1
-            self.emit("}")
-            self.ind -= 1
-            self.emit("}")
+        if isinstance(lay, (MmaLayout, RowLayout)):
+            self.emit("// elements of the mma.sync fragments this thread holds")
+            self.frag_sweep(lay, with_mask)
             return
         if isinstance(lay, ChunkLayout):
             V = lay.V
@@ -2384,180 +2356,7 @@ class _Gen:
         self.emit("}")
         self.ind -= 1
         self.emit("}")
-
-    def region_full(self, rg: Region, shape) -> str:
-        """C condition: the region covers the whole tile."""
-        R, Cc = shape
-        conds = []
-        for x, lim, lo in ((rg[0], 0, True), (rg[1], R, False), (rg[2], 0, True), (rg[3], Cc, False)):
-            if _is_int(x):
-                if (lo and x > lim) or (not lo and x < lim):
-                    return "false"
-                continue
-            conds.append(f"{x} <= {lim}" if lo else f"{x} >= {lim}")
-        return " && ".join(conds) or "true"
-
-    # ---- tensor cores
-    def raw_tile(self, e, dt) -> Optional[str]:
-        """The shared pointer of a whole tile (or staged view) read as stored, else None."""
-        if not isinstance(e, ir.Ref):
-            return None
-        tv = self.tile_of(e.sym)
-        if tv is None or tv.space != "shared" or tv.dtype != dt or tv.shape != shape2(e.type.shape):
-            return None
-        return tv.cname
-
-    def gemm_mma(self, s: ir.Assign, tv: TileVar):
-        """acc += dot(a, b) on mma.sync m16n8k16 (f16/bf16 in, f32 accumulators in registers)."""
-        d: ir.Dot = s.value
-        ar, br = self.mma_accumulate(d, tv.cname, tv.layout)
-        # acc = acc + dot(a, b): the region is the intersection
-        n = tv.cname
-        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
-        self.emit(f"{n}_r0 = max({n}_r0, {ar[0]}); {n}_r1 = min({n}_r1, {ar[1]}); "
-                  f"{n}_c0 = max({n}_c0, {bc[0]}); {n}_c1 = min({n}_c1, {bc[1]});")
-
-    def mma_dot_ok(self, d, tv: Optional[TileVar]) -> bool:
-        """A dot that tensor cores can compute into the whole shared tile `tv`."""
-        if not isinstance(d, ir.Dot) or tv is None or tv.space != "shared" or tv.dtype != "f32":
-            return False
-        if self.plan.source != "analysis" or d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
-            return False
-        M, K = d.a.type.shape
-        N = d.b.type.shape[0] if d.trans_b else d.b.type.shape[1]
-        if M % 16 or N % 8 or K % 16 or tv.shape != (M, N):
-            return False
-        return MmaLayout(M, N, self.T // 32).slots <= MAX_STAGED_SLOTS
-
-    def dot_to_shared(self, s, tv: TileVar, d: ir.Dot, accumulate: bool):
-        """t = dot(a, b) / t += dot(a, b) with f16/bf16 operands into a shared f32 tile, on tensor
-        cores: the fragments live in registers, then each thread writes the elements it holds."""
-        M, K = d.a.type.shape
-        N = tv.shape[1]
-        lay = MmaLayout(M, N, self.T // 32)
-        p = self.plan.positions.get(id(s))
-        has_before = any(b.where == "before" for b in self.plan.barriers.get(p, ()))
-        if not has_before:
-            self.emit("__syncthreads();  // codegen-internal: tensor-core fragments are not the partition the barrier "
-                      "analysis assumes for this statement's target")
-        frag = self.new("frag")
-        self.emit(f"float {frag}[{lay.slots}];  // mma.sync accumulator fragments of the result")
-        tr = tv.region
-
-        def init(at):
-            if accumulate:
-                self.emit(f"{frag}[{at.slot}] = {tv.cname}[({at.i}) * {N} + ({at.j})];")
-            else:
-                self.emit(f"{frag}[{at.slot}] = 0.0f;")
-        self.sweep((M, N), lay, 1, init, mask=None)
-        ar, br = self.mma_accumulate(d, frag, lay)
-
-        def put(at):
-            self.emit(f"{tv.cname}[({at.i}) * {N} + ({at.j})] = {frag}[{at.slot}];")
-        self.sweep((M, N), lay, 1, put, mask=None)
-        self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
-        bc = (br[0], br[1]) if d.trans_b else (br[2], br[3])
-        n = tv.cname
-        if accumulate:
-            self.emit(f"{n}_r0 = max({tr[0]}, {ar[0]}); {n}_r1 = min({tr[1]}, {ar[1]}); "
-                      f"{n}_c0 = max({tr[2]}, {bc[0]}); {n}_c1 = min({tr[3]}, {bc[1]});")
-        else:
-            self.emit(f"{n}_r0 = {ar[0]}; {n}_r1 = {ar[1]}; {n}_c0 = {bc[0]}; {n}_c1 = {bc[1]};")
-
-    def mma_accumulate(self, d: ir.Dot, frag: str, lay: "MmaLayout"):
-        """frag += dot(a, b) over the mma layout; returns the regions of a and b."""
-        M, K = d.a.type.shape
-        N = lay.N
-        nb = N // 8
-        ar, br = self.region(d.a), self.region(d.b)
-        self.prepare_regions(d.a)
-        self.prepare_regions(d.b)
-        kind = "f16" if d.a.type.dtype == "f16" else "bf16"
-        bshape0 = shape2(d.b.type.shape)
-        full = self.region_full(ar, (M, K)) + " && " + self.region_full(br, bshape0)
-        if "false" in full.split(" && "):
-            full = "false"
-        full = " && ".join(c for c in full.split(" && ") if c != "true") or "true"
-        if full not in ("true", "false"):
-            fv = self.new("full")
-            self.emit(f"const bool {fv} = {full};  // a and b wholly valid (interior CTAs)")
-            full = fv
-        pack = "tnb_pack_h2" if kind == "f16" else "tnb_pack_b2"
-        self.emit(f"// tensor cores: mma.sync m16n8k16 {kind} x {kind} -> f32; invalid elements of a and b read as 0")
-        q, sl = self.new("q"), self.new("s")
-        self.emit("#pragma unroll")
-        self.emit(f"for (int {sl} = 0; {sl} < {lay.per_warp}; ++{sl}) {{")
-        self.ind += 1
-        self.emit(f"const int {q} = tnb_warp + {sl} * {lay.W};")
-        self.emit(f"if ({q} < {lay.blocks}) {{  // the same in every lane of the warp")
-        self.ind += 1
-        g, tg, r0, n0 = self.new("g"), self.new("tg"), self.new("ra"), self.new("nb")
-        self.emit(f"const int {g} = tnb_lane >> 2, {tg} = tnb_lane & 3;")
-        self.emit(f"const int {r0} = ({q} / {nb}) * 16 + {g}, {n0} = ({q} % {nb}) * 8 + {g};")
-        kk = self.new("kk")
-        self.emit("#pragma unroll")
-        self.emit(f"for (int {kk} = 0; {kk} < {K}; {kk} += 16) {{")
-        self.ind += 1
-        ka = self.new("ka")
-        self.emit(f"const int {ka} = {kk} + {tg} * 2;")
-        adt, bdt = d.a.type.dtype, d.b.type.dtype
-
-        def aval(i, k):
-            cond = self.in_region(ar, i, k, (M, K))
-            v = self.ev(d.a, At(i, k, None, None, False))
-            v = C.convert(v, adt, "f32")
-            return v if cond is True else (("0.0f" if cond is False else f"(({cond}) ? {v} : 0.0f)"))
-
-        def bval(k, n):
-            bshape = shape2(d.b.type.shape)
-            i, j = (n, k) if d.trans_b else (k, n)
-            cond = self.in_region(br, i, j, bshape)
-            v = self.ev(d.b, At(i, j, None, None, False))
-            v = C.convert(v, bdt, "f32")
-            return v if cond is True else (("0.0f" if cond is False else f"(({cond}) ? {v} : 0.0f)"))
-
-        fast_a = self.raw_tile(d.a, adt)
-        fast_b = self.raw_tile(d.b, bdt)
-        names = [self.new(nm) for nm in ("a0", "a1", "a2", "a3", "b0", "b1")]
-        self.emit(f"unsigned {', '.join(names)};")
-        pairs_a = ((r0, ka), (f"{r0} + 8", ka), (r0, f"{ka} + 8"), (f"{r0} + 8", f"{ka} + 8"))
-        pairs_b = (ka, f"{ka} + 8")
-
-        def masked():
-            for v, (ri, ki) in zip(names[:4], pairs_a):
-                self.emit(f"{v} = {pack}({aval(ri, ki)}, {aval(ri, f'{ki} + 1')});")
-            for v, ki in zip(names[4:], pairs_b):
-                self.emit(f"{v} = {pack}({bval(ki, n0)}, {bval(f'{ki} + 1', n0)});")
-
-        if fast_a and fast_b:
-            self.emit(f"if ({full}) {{  // every element valid: 32-bit loads of two {kind} values")
-            self.ind += 1
-            for v, (ri, ki) in zip(names[:4], pairs_a):
-                self.emit(f"{v} = *(const unsigned*)({fast_a} + ({ri}) * {K} + ({ki}));")
-            bs = shape2(d.b.type.shape)
-            for v, ki in zip(names[4:], pairs_b):
-                if d.trans_b:
-                    self.emit(f"{v} = *(const unsigned*)({fast_b} + ({n0}) * {bs[1]} + ({ki}));")
-                else:
-                    self.emit(f"{v} = (unsigned){fast_b}[({ki}) * {bs[1]} + {n0}] | ((unsigned){fast_b}[({ki} + 1) * {bs[1]} + {n0}] << 16);")
-            self.ind -= 1
-            self.emit("} else {")
-            self.ind += 1
-            masked()
-            self.ind -= 1
-            self.emit("}")
-        else:
-            masked()
-        regs = names
-        self.emit(f"tnb_mma_{kind}(&{frag}[{sl} * 4], {', '.join(regs)});")
-        self.ind -= 1
-        self.emit("}")
-        self.ind -= 1
-        self.emit("}")
-        self.ind -= 1
-        self.emit("}")
-        return ar, br
-
+    # (tensor cores: tilenb/codegen/mma.py, mixed into this class)
 
 def C_val_dt(dt):
     return dt

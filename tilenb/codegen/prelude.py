@@ -175,5 +175,49 @@ __device__ __forceinline__ void tnb_mma_bf16(float* c, unsigned a0, unsigned a1,
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+// ---- tensor cores, mma.sync path (tilenb/codegen/mma.py): operand loads, cp.async, 16-bit pairs ----
+__device__ __forceinline__ unsigned tnb_saddr(const void* p) {  // a shared-memory address as ldmatrix/cp.async take it
+  unsigned r; asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p)); return r;
+}
+// four (two) 8x8 b16 matrices; lanes 8q .. 8q + 7 give the row addresses of matrix q; _t: transposed
+__device__ __forceinline__ void tnb_ldsm_x4(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
+__device__ __forceinline__ void tnb_ldsm_x2(unsigned a, unsigned& r0, unsigned& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(a));
+}
+__device__ __forceinline__ void tnb_ldsm_x4_t(unsigned a, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
+__device__ __forceinline__ void tnb_ldsm_x2_t(unsigned a, unsigned& r0, unsigned& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(a));
+}
+// 16 bytes global -> shared, asynchronous on sm_80+ (complete after tnb_cp_wait<n> and a barrier)
+__device__ __forceinline__ void tnb_cp16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(tnb_saddr(dst)), "l"(src) : "memory");
+#else
+  *(uint4*)dst = *(const uint4*)src;
+#endif
+}
+__device__ __forceinline__ void tnb_cp_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void tnb_cp_wait() {  // all but the N most recent groups are complete
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+#endif
+}
+// the halves of a fragment register for k and k + 1 kept where lo <= k < hi, zeroed elsewhere
+__device__ __forceinline__ unsigned tnb_kmask(int k, int lo, int hi) {
+  return (k >= lo && k < hi ? 0x0000ffffu : 0u) | (k + 1 >= lo && k + 1 < hi ? 0xffff0000u : 0u);
+}
+// a register holding two 16-bit values (low half: the even slot)
+__device__ __forceinline__ float tnb_lo_b2f(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float tnb_hi_b2f(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float tnb_lo_h2f(unsigned w) { return tnb_h2f((tnb_f16)(w & 0xffffu)); }
+__device__ __forceinline__ float tnb_hi_h2f(unsigned w) { return tnb_h2f((tnb_f16)(w >> 16)); }
 #endif  // TILENB_PRELUDE
 """

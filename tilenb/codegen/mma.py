@@ -1,0 +1,1059 @@
+"""Tensor cores for every f16/bf16 dot (mma.sync m16n8k16), wherever the dot appears.
+
+The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
+
+- Every dot with f16/bf16 operands of one type, an f32 result and tile shapes M, N, K multiples
+  of 16, 8, 16 (`tilenb.analysis.mma_tiles.mma_dot`) runs on tensor cores, whatever surrounds it:
+  * at the statement's own coordinates (`s = dot_t(q, k) * scale`, `acc = acc * r + dot(p, v)`,
+    `acc += dot(a, b)`, `C[...] = dot(a, b) + c`): into m16n8 accumulator fragments in registers
+    (the target's own registers when it is an f32 register tile and the value allows), and the
+    rest of the statement is evaluated on those fragments, element by element, in their layout;
+  * anywhere else (`rowsum(dot(a, b))`, `transpose(dot(a, b))`): into an f32 scratch tile in
+    shared memory first, which the statement then reads like any tile.
+  Invalid elements (spec section 8) read as 0: operand fragments are masked along K wherever the
+  K range valid in both operands is not the whole of K; invalid rows of a and columns of b only
+  reach output elements that are themselves invalid, whose values nothing observes.
+- Operands: tiles in shared memory (and staged let views) are read with `ldmatrix` (`.trans` for
+  b in [K, N] form), through the tile's XOR swizzle when the analysis gave it one; an f16/bf16
+  register tile on the mma row layout (`mma_tiles`) is already in the A-operand layout and is
+  read from registers; a tensor slice is staged into a shared scratch tile whose rows are padded
+  to an odd number of 16-byte units (no bank conflicts for ldmatrix), with 16-byte `cp.async`
+  copies (elements outside the tensor are zero-filled, never read). In a loop whose turns run
+  every statement (no break/continue/return), whose slice start depends only on the loop variable
+  and on values fixed during the loop, the staging is double-buffered: the next turn's tile is
+  copied while this turn computes (one `cp.async.wait_group` and one barrier per staged operand
+  and turn). Anything else (an expression operand, a window with a start known at run time) is
+  read element by element with the masks of its region.
+- Fragments: the [M, N] result is split over the warps as a WM x WN grid of MT x NT blocks of
+  16 x 8 (`MmaLayout`); a warp loads each A fragment once per 16-deep K step and reuses it over its
+  NT blocks, each B fragment over its MT blocks. Tiles of the mma row layout (WN = 1, each warp
+  owns whole rows) keep row reductions inside the warp: each lane reduces its elements, then two
+  shuffles within its quad; [M, 1] tiles are held per lane for its rows (`RowLayout`).
+- Barriers: every barrier this module adds is marked "codegen-internal" and names the scratch or
+  the mma.sync fragments it is for; a statement that reads or writes shared tiles elementwise while
+  iterating over fragments (not the partition the barrier analysis assumes) is fenced before and
+  after, as the generic path does for register layouts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+from ..analysis.mma_tiles import identity_dots, mma_dot, rows_ok, shape2, statement_parts
+from . import ctypes_ as C
+
+SCRATCH_ALIGN = 128
+FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
+
+
+def _cg():
+    from . import cuda
+    return cuda
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+# ---- layouts -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MmaLayout:
+    """Registers: the m16n8 f32 accumulator fragments of mma.sync for an [M, N] tile. Warps form a
+    WM x WN grid (warp w at grid row w // WN, column w % WN; warps past WM * WN hold nothing); each
+    holds MT x NT blocks of 16 x 8: block rows (w // WN) * MT + mi, block columns (w % WN) * NT + ni,
+    slot (mi * NT + ni) * 4 + e; lane l holds rows l / 4 (e = 0, 1) and l / 4 + 8 (e = 2, 3) and
+    columns 2 (l % 4) + (e & 1) of its blocks. 16-bit tiles are kept two values a register (slot s
+    in word s / 2, low half for even s)."""
+    M: int
+    N: int
+    W: int
+    WM: int
+    WN: int
+
+    @property
+    def MT(self) -> int:
+        return self.M // (16 * self.WM)
+
+    @property
+    def NT(self) -> int:
+        return self.N // (8 * self.WN)
+
+    @property
+    def per_warp(self) -> int:
+        return self.MT * self.NT
+
+    @property
+    def slots(self) -> int:
+        return self.per_warp * 4
+
+    @property
+    def used(self) -> int:
+        return self.WM * self.WN
+
+    @property
+    def rows_mode(self) -> bool:
+        return self.WN == 1 and self.WM == self.W
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Registers: an [M, 1] tile next to rows-mode fragments of M rows: lane l of warp w holds the
+    rows it holds there, slot mi * 2 + h for row (w * MT + mi) * 16 + l / 4 + 8 h (the four lanes of
+    a quad hold the same values)."""
+    M: int
+    W: int
+
+    @property
+    def N(self) -> int:
+        return 1
+
+    @property
+    def MT(self) -> int:
+        return self.M // (16 * self.W)
+
+    @property
+    def slots(self) -> int:
+        return self.MT * 2
+
+
+def rows_layout(domain, W):
+    M, N = domain
+    return RowLayout(M, W) if N == 1 else MmaLayout(M, N, W, W, 1)
+
+
+def grid_layout(M: int, N: int, W: int) -> MmaLayout:
+    """The warp grid for an [M, N] result: as many warps used as the blocks allow, then the fewest
+    fragment loads per mma (A fragments MT, B fragments NT / 2 per 16-deep step)."""
+    best = None
+    bm, bn = M // 16, N // 8
+    for wm in range(1, W + 1):
+        for wn in range(1, W // wm + 1):
+            if bm % wm or bn % wn:
+                continue
+            mt, nt = bm // wm, bn // wn
+            key = (-(wm * wn), (mt + nt / 2) / (mt * nt), -mt)
+            if best is None or key < best[0]:
+                best = (key, wm, wn)
+    return MmaLayout(M, N, W, best[1], best[2])
+
+
+def packed(lay, dtype) -> bool:
+    return isinstance(lay, MmaLayout) and dtype in ("f16", "bf16")
+
+
+@dataclass
+class Route:
+    """How a tile statement meets the tensor cores: `lay` the fragment layout it is swept in (None:
+    the generic path), `frag` the dots at its own coordinates computed into fragments, `scratch` the
+    other tensor-core dots, computed into shared scratch tiles first."""
+    lay: object
+    frag: List[ir.Dot]
+    scratch: List[ir.Dot]
+    domain: Tuple[int, int]
+    value: object
+
+
+@dataclass
+class Stage:
+    """A tensor slice read by a tensor-core dot, copied into shared scratch: `off` its (first)
+    buffer's byte offset from the scratch base, `bytes` one buffer, `pitch` the row pitch in
+    elements; `loop` the For whose turns double-buffer it (None: copied where it is used)."""
+    off: int
+    bytes: int
+    rows: int
+    cols: int
+    pitch: int
+    dtype: str
+    loop: Optional[ir.For] = None
+    local: bool = True
+
+
+@dataclass
+class LoopPipe:
+    stages: List[int] = field(default_factory=list)     # id(operand) in body order
+
+
+# ---- the mixin ---------------------------------------------------------------------------------
+class MmaGen:
+    mma_on = False
+
+    # ---- set-up, before the body is written
+    def mma_prepare(self) -> int:
+        """Routes, scratch offsets and pipelined loops; returns the scratch bytes after the plan's
+        footprint (0 when none is needed)."""
+        self.mma_on = True
+        self.lay_pre: Dict[int, Tuple[str, object]] = {}
+        self.dot_scratch: Dict[int, Tuple[str, int]] = {}
+        self.mma_routes: Dict[int, Route] = {}
+        self.stages: Dict[int, Stage] = {}
+        self.scratch_local: Dict[int, int] = {}      # id(dot) -> byte offset of its f32 scratch tile
+        self.mma_pipes: Dict[int, LoopPipe] = {}
+        self.mma_live_loops: Dict[int, dict] = {}
+        self.W = self.T // 32
+        parent: Dict[int, ir.For] = {}
+
+        def walk(body, loop):
+            for s in body:
+                if loop is not None:
+                    parent[id(s)] = loop
+                for b in ir.child_blocks(s):
+                    walk(b, s if isinstance(s, ir.For) else None)
+        walk(self.kir.body, None)
+        skip = set()
+        gemm = getattr(self, "gemm", None)
+        if gemm is not None:
+            for s in ir.walk_stmts(self.kir.body):
+                if isinstance(s, ir.For) and id(s) in gemm.loops:
+                    skip |= {id(t) for t in ir.walk_stmts(s.body)}
+        pipe_bytes = 0
+        local_max = 0
+        for s in ir.walk_stmts(self.kir.body):
+            if id(s) in skip or not self._tile_stmt(s):
+                continue
+            r = self.mma_route(s)
+            off = 0
+            for d in r.scratch + r.frag:
+                if any(d is x for x in r.scratch):
+                    M, N = shape2(d.type.shape)
+                    self.scratch_local[id(d)] = off
+                    off += _align(M * N * 4)
+                for op in (d.a, d.b):
+                    if not (isinstance(op, ir.Slice) and op.base.kind == "tensor"):
+                        continue
+                    R, Cc = shape2(op.type.shape)
+                    units = Cc // 8
+                    pitch = Cc + (8 if units % 2 == 0 else 0)
+                    nbytes = _align(R * pitch * 2)
+                    loop = self._pipe_loop(s, op, parent, skip)
+                    if loop is not None:
+                        st = Stage(pipe_bytes, nbytes, R, Cc, pitch, op.base.type.dtype, loop, False)
+                        pipe_bytes += 2 * nbytes
+                        self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
+                    else:
+                        st = Stage(off, nbytes, R, Cc, pitch, op.base.type.dtype)
+                        off += nbytes
+                    self.stages[id(op)] = st
+            local_max = max(local_max, off)
+        self.pipe_bytes = pipe_bytes
+        self.scratch_bytes = pipe_bytes + local_max
+        self.scratch_base = _align(self.plan.footprint) if self.scratch_bytes else self.plan.footprint
+        return self.scratch_bytes
+
+    def mma_smem_total(self, fp: int) -> int:
+        """The shared memory of the kernel: the plan's footprint, then this module's scratch."""
+        if not getattr(self, "scratch_bytes", 0):
+            return fp
+        return max(fp, self.scratch_base + self.scratch_bytes)
+
+    def _tile_stmt(self, s) -> bool:
+        if isinstance(s, (ir.Let, ir.VarDecl)):
+            return isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view"
+        return isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT)
+
+    def _pipe_loop(self, s, op: ir.Slice, parent, skip) -> Optional[ir.For]:
+        """The loop whose turns double-buffer the staging of `op` in statement `s`, or None."""
+        L = parent.get(id(s))
+        if L is None or L.unroll > 1 or id(L) in skip or not any(t is s for t in L.body):
+            return None
+        body = list(ir.walk_stmts(L.body))
+        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in body):
+            return None
+        declared = {id(t.sym) for t in body if isinstance(t, (ir.Let, ir.VarDecl))}
+        assigned = {id(t.target.sym) for t in body if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref)}
+        for sub in op.subs:
+            e = sub.index if isinstance(sub, ir.SubIndex) else sub.start
+            for x in ir.walk_expr(e):
+                if isinstance(x, (ir.Element, ir.Slice)):
+                    return None
+                if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
+                    return None
+                if isinstance(x, ir.Ref):
+                    if x.sym is L.var or x.sym.kind in ("dim", "scalar_param", "tensor"):
+                        continue
+                    if id(x.sym) in declared or id(x.sym) in assigned:
+                        return None
+        return L
+
+    # ---- routes
+    def mma_route(self, s) -> Route:
+        r = self.mma_routes.get(id(s))
+        if r is None:
+            r = self._route(s)
+            self.mma_routes[id(s)] = r
+        return r
+
+    def _reg_layout(self, sym):
+        place = self.plan.tiles.get(id(sym))
+        if place is None or place.space != "registers":
+            return None
+        return self.layouts.get(id(sym))
+
+    def _route(self, s) -> Route:
+        target, window, domain, value = statement_parts(s)
+        if isinstance(s, ir.Assign) and s.op is not None:
+            value = self.compound(s.op, s.target, s.value)
+        none = Route(None, [], [], domain, value)
+        if target is None or value is None or not isinstance(value.type, (ir.TileT, ir.ScalarT)):
+            return none
+        dots = [x for x in ir.walk_expr(value) if mma_dot(x)] if isinstance(value.type, ir.TileT) else []
+        tlay = None if window else self._reg_layout(target)
+        mine = (MmaLayout, RowLayout)
+        read_mine, read_other = [], False
+        for x in ir.walk_expr(value):
+            if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
+                lay = self._reg_layout(x.sym)
+                if isinstance(lay, mine):
+                    read_mine.append(lay)
+                elif lay is not None:
+                    read_other = True
+        lay = None
+        if isinstance(tlay, mine):
+            lay = tlay
+        elif read_mine:
+            if any(isinstance(l, RowLayout) or l.rows_mode for l in read_mine):
+                lay = rows_layout(domain, self.W)
+            else:
+                lay = read_mine[0]
+                if any(l != lay for l in read_mine) or (lay.M, lay.N) != tuple(domain):
+                    self.fail("tiles in registers with different tensor-core layouts in one statement", s)
+        elif tlay is None and not read_other and dots:
+            idots = identity_dots(value, domain)
+            p = self.plan.positions.get(id(s))
+            within = any(b.where == "within" for b in self.plan.barriers.get(p, ()))
+            if idots and not within:
+                lay = grid_layout(domain[0], domain[1], self.W)
+        frag = identity_dots(value, domain) if isinstance(lay, MmaLayout) else []
+        scratch = [d for d in dots if not any(d is f for f in frag)]
+        return Route(lay, frag, scratch, domain, value)
+
+    # ---- hooks called by the generator
+    def mma_stmt(self, s, tv) -> bool:
+        """Write a tile statement that meets the tensor cores; False: the generic path writes it
+        (after this has computed its scratch dots, which `ev` then reads)."""
+        if not self.mma_on:
+            return False
+        r = self.mma_route(s)
+        if r.lay is None and not r.scratch:
+            return False
+        for d in r.scratch:
+            self.mma_dot_to_scratch(d)
+        if r.lay is None:
+            return False
+        self.mma_frag_stmt(s, tv, r)
+        return True
+
+    def mma_value(self, e, at) -> Optional[str]:
+        """`ev` for what this module holds: dots and reductions computed before the sweep, scratch
+        dots, and register tiles on the fragment layouts (None: not one of those)."""
+        hit = self.lay_pre.get(id(e))
+        if hit is not None and at.slot is not None and at.layout == hit[1]:
+            return f"{hit[0]}[{at.slot}]"
+        hit = self.dot_scratch.get(id(e))
+        if hit is not None:
+            return f"{hit[0]}[({at.i}) * {hit[1]} + ({at.j})]"
+        if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT):
+            tv = self.tile_of(e.sym)
+            if tv is not None and tv.space == "registers" and isinstance(tv.layout, (MmaLayout, RowLayout)):
+                if at.slot is None or at.layout != tv.layout:
+                    self.fail(f"'{e.sym.name}' is kept in registers (each thread holds its own elements), but this "
+                              f"statement reads elements of it that another thread holds", e)
+                return self.reg_read(tv, at.slot)
+        return None
+
+    def mma_child_at(self, parent, child, at):
+        """A [M, 1] operand broadcast along the columns of rows-mode fragments: the lane's own row."""
+        lay = at.layout
+        if not (isinstance(lay, MmaLayout) and lay.rows_mode and at.slot is not None and at.ident):
+            return None
+        P, Q = shape2(parent.type.shape), shape2(child.type.shape)
+        if Q != (P[0], 1) or P[1] == 1 or P[0] != lay.M:
+            return None
+        slot = f"((({at.slot}) / {lay.NT * 4}) * 2 + ((({at.slot}) & 3) >> 1))"
+        return _cg().At(at.i, 0, slot, RowLayout(lay.M, lay.W), True)
+
+    def mma_declare(self, tv) -> bool:
+        lay = tv.layout
+        if not isinstance(lay, (MmaLayout, RowLayout)):
+            return False
+        R, Cc = tv.shape
+        if packed(lay, tv.dtype):
+            self.emit(f"unsigned {tv.cname}[{lay.slots // 2}];  // [{R}, {Cc}] {tv.dtype} in registers: "
+                      f"mma.sync fragments, two values a register ({self._lay_text(lay)})")
+        else:
+            what = "mma.sync fragments" if isinstance(lay, MmaLayout) else "the values of this lane's fragment rows"
+            self.emit(f"{C.VALUE_C[tv.dtype]} {tv.cname}[{lay.slots}];  // [{R}, {Cc}] {tv.dtype} in registers: "
+                      f"{what} ({self._lay_text(lay)})")
+        return True
+
+    def _lay_text(self, lay) -> str:
+        if isinstance(lay, RowLayout):
+            return f"warp w: rows {16 * lay.MT}w .. {16 * lay.MT}w + {16 * lay.MT - 1}"
+        if lay.rows_mode:
+            return f"warp w: rows {16 * lay.MT}w .., all {lay.N} columns"
+        return f"warps {lay.WM} x {lay.WN}, each {16 * lay.MT} x {8 * lay.NT}"
+
+    def mma_loop_begin(self, s: ir.For, var: str, hi: str):
+        """Before a native `for`: the turn counter of its double-buffered stagings."""
+        if not getattr(self, "mma_on", False) or id(s) not in self.mma_pipes:
+            return
+        it = self.new("tnb_it")
+        self.emit(f"int {it} = 0;  // turns done: the parity of the double-buffered tensor-core operands")
+        self.mma_live_loops[id(s)] = {"it": it, "hi": hi, "var": var, "step": s.step, "left": None}
+
+    # ---- register tiles
+    def reg_read(self, tv, slot) -> str:
+        if packed(tv.layout, tv.dtype):
+            f = "b2f" if tv.dtype == "bf16" else "h2f"
+            return f"((({slot}) & 1) ? tnb_hi_{f}({tv.cname}[({slot}) >> 1]) : tnb_lo_{f}({tv.cname}[({slot}) >> 1]))"
+        return f"{tv.cname}[{slot}]"
+
+    # ---- sweeps over the fragment layouts
+    def frag_sweep(self, lay, body, pairs: bool = False):
+        """body(at) for every element this thread holds (pairs: body((at0, at1)) for the two
+        adjacent columns of each fragment row)."""
+        At = _cg().At
+        g, tg = "(tnb_lane >> 2)", "(tnb_lane & 3)"
+        if isinstance(lay, RowLayout):
+            mi, h = self.new("mi"), self.new("h")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {mi} = 0; {mi} < {lay.MT}; ++{mi}) {{")
+            self.ind += 1
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {h} = 0; {h} < 2; ++{h}) {{")
+            self.ind += 1
+            i = self.new("i")
+            self.emit(f"const int {i} = (tnb_warp * {lay.MT} + {mi}) * 16 + {g} + {h} * 8;")
+            body(At(i, 0, f"({mi} * 2 + {h})", lay, True))
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+            return
+        guard = lay.used < lay.W
+        if guard:
+            self.emit(f"if (tnb_warp < {lay.used}) {{  // warps past the {lay.WM} x {lay.WN} grid hold no fragments")
+            self.ind += 1
+        wr, wc = self.new("wr"), self.new("wc")
+        self.emit(f"const int {wr} = (tnb_warp / {lay.WN}) * {16 * lay.MT}, {wc} = (tnb_warp % {lay.WN}) * {8 * lay.NT};")
+        mi, ni, e = self.new("mi"), self.new("ni"), self.new("e")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {mi} = 0; {mi} < {lay.MT}; ++{mi}) {{")
+        self.ind += 1
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {ni} = 0; {ni} < {lay.NT}; ++{ni}) {{")
+        self.ind += 1
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {e} = 0; {e} < {2 if pairs else 4}; ++{e}) {{")
+        self.ind += 1
+        i, j = self.new("i"), self.new("j")
+        base = f"({mi} * {lay.NT} + {ni}) * 4"
+        if pairs:
+            self.emit(f"const int {i} = {wr} + {mi} * 16 + {g} + {e} * 8, {j} = {wc} + {ni} * 8 + {tg} * 2;")
+            s0 = f"({base} + {e} * 2)"
+            body((At(i, j, s0, lay, True), At(i, f"({j} + 1)", f"({s0} + 1)", lay, True)))
+        else:
+            self.emit(f"const int {i} = {wr} + {mi} * 16 + {g} + ({e} >> 1) * 8, {j} = {wc} + {ni} * 8 + {tg} * 2 + ({e} & 1);")
+            body(At(i, j, f"({base} + {e})", lay, True))
+        for _ in range(3):
+            self.ind -= 1
+            self.emit("}")
+        if guard:
+            self.ind -= 1
+            self.emit("}")
+
+    def frag_fill(self, arr: str, lay, value: str = "0.0f"):
+        self.emit("#pragma unroll")
+        k = self.new("z")
+        self.emit(f"for (int {k} = 0; {k} < {lay.slots}; ++{k}) {arr}[{k}] = {value};")
+
+    # ---- a statement swept over fragments
+    def mma_frag_stmt(self, s, tv, r: Route):
+        cg = _cg()
+        lay, domain, value = r.lay, r.domain, r.value
+        M, N = domain
+        loc = None
+        if isinstance(s, ir.Assign) and not isinstance(s.target, ir.Ref):
+            loc = self.loc_of(s.target)
+            if loc is None:
+                self.fail("a store into a window of a register tile", s)
+        elif isinstance(s, ir.Assign):
+            tv = self.tile_of(s.target.sym)
+        fence = self.plan.source == "analysis" and id(s) in self.plan.shared_partition
+        if fence:
+            self.emit(f"__syncthreads();  // codegen-internal: this statement sweeps {FRAG_NOTE}, not the partition "
+                      "the barrier analysis assumes for its shared-memory operands")
+        tile_value = isinstance(value.type, ir.TileT)
+        if tile_value:
+            vr = self.name_region(self.broadcast_region(self.region(value), value.type.shape, domain))
+            self.prepare_regions(value)
+        else:
+            vr = (0, M, 0, N)
+        if loc is not None:
+            bounds = self.loc_bounds(loc, False)
+            mask = self.name_region(self.intersect(vr, bounds)) if tile_value else bounds
+        else:
+            mask = None
+        in_regs = tv is not None and loc is None and tv.space == "registers"
+        if in_regs and tv.layout != lay:
+            self.fail("a register tile assigned in a layout other than its own", s)
+        added: List[int] = []
+        swept_value = value
+        skip_sweep = False
+        frag = list(r.frag)
+        red_dot = any(isinstance(x, ir.Reduce) and any(isinstance(y, ir.Dot) for y in ir.walk_expr(x.x))
+                      for x in ir.walk_expr(value)) if tile_value else False
+        direct = (in_regs and isinstance(lay, MmaLayout) and tv.dtype == "f32" and len(frag) == 1
+                  and not red_dot and not self._refs(frag[0], tv.sym))
+        d0 = frag[0] if frag else None
+        if direct and isinstance(value, ir.Binary) and value.op == "+" and (value.a is d0 or value.b is d0):
+            # t = x + dot(a, b): x into t, then the tensor cores accumulate onto it
+            x = value.a if value.b is d0 else value.b
+            self.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then mma.sync accumulates onto {tv.cname}")
+            if not (isinstance(x, ir.Ref) and x.sym is tv.sym):
+                added += self._hoist_reductions(x, lay)
+                self._sweep_into(s, tv, lay, x, None, domain)
+            self.mma_accumulate(d0, tv.cname, lay)
+            frag, skip_sweep = [], True
+        elif direct and value is d0:
+            self.frag_fill(tv.cname, lay)
+            self.mma_accumulate(d0, tv.cname, lay)
+            frag, skip_sweep = [], True
+        elif direct and not self._refs(value, tv.sym):
+            self.frag_fill(tv.cname, lay)
+            self.mma_accumulate(d0, tv.cname, lay)
+            self.lay_pre[id(d0)] = (tv.cname, lay)
+            added.append(id(d0))
+            frag = []
+        for d in frag:
+            arr = self.new("frag")
+            self.emit(f"float {arr}[{lay.slots}];  // {FRAG_NOTE}: dot at line {d.span.line + self.line_offset}")
+            self.frag_fill(arr, lay)
+            self.mma_accumulate(d, arr, lay)
+            self.lay_pre[id(d)] = (arr, lay)
+            added.append(id(d))
+        if not skip_sweep:
+            added += self._hoist_reductions(value, lay)
+            if loc is not None:
+                self._sweep_window(s, loc, lay, value, mask, domain)
+            elif tv.space == "registers":
+                self._sweep_into(s, tv, lay, value, None, domain)
+            else:
+                self._sweep_shared(s, tv, lay, value, domain)
+        if loc is None and tv is not None:
+            n = tv.cname
+            self.emit(f"{n}_r0 = {vr[0]}; {n}_r1 = {vr[1]}; {n}_c0 = {vr[2]}; {n}_c1 = {vr[3]};")
+        for k in added:
+            self.lay_pre.pop(k, None)
+        if fence:
+            self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
+        del cg
+
+    def _val(self, value, at, domain) -> str:
+        """The value at `at` of the statement's iteration space (a value of a smaller shape is
+        broadcast to it, as the generic sweeps do through child_at)."""
+        if not isinstance(value.type, ir.TileT):
+            return self.scalar(value)
+        if shape2(value.type.shape) == tuple(domain):
+            return self.ev(value, at)
+        from types import SimpleNamespace
+        whole = SimpleNamespace(type=ir.TileT(value.type.dtype, tuple(domain)))
+        return self.ev(value, self.child_at(whole, value, at))
+
+    def _refs(self, e, sym) -> bool:
+        return any(isinstance(x, ir.Ref) and x.sym is sym for x in ir.walk_expr(e))
+
+    def _sweep_into(self, s, tv, lay, value, mask, domain):
+        vdt = value.type.dtype
+        if packed(lay, tv.dtype):
+            if vdt not in C.F32_FAMILY:
+                self.fail(f"a {vdt} value stored into the {tv.dtype} register tile '{tv.sym.name}'", s)
+            pack = "tnb_pack_b2" if tv.dtype == "bf16" else "tnb_pack_h2"
+
+            def body(ats):
+                a0, a1 = ats
+                v0 = C.convert(self._val(value, a0, domain), vdt, "f32")
+                v1 = C.convert(self._val(value, a1, domain), vdt, "f32")
+                self.emit(f"{tv.cname}[({a0.slot}) >> 1] = {pack}({v0}, {v1});")
+            self.frag_sweep(lay, body, pairs=True)
+            return
+
+        def body(at):
+            self.emit(f"{tv.cname}[{at.slot}] = {C.convert(self._val(value, at, domain), vdt, tv.dtype)};")
+        self.frag_sweep(lay, body)
+
+    def _sweep_shared(self, s, tv, lay, value, domain):
+        vdt = value.type.dtype
+        N = domain[1]
+        cg = _cg()
+
+        def body(at):
+            idx = f"({at.i}) * {N} + ({at.j})"
+            idx = cg.swz_c(tv.swz, idx) if hasattr(cg, "swz_c") and getattr(tv, "swz", None) is not None else idx
+            line = f"{tv.cname}[{idx}] = {C.store_bits(self._val(value, at, domain), vdt, tv.dtype)};"
+            self.emit(("if (tnb_lane % 4 == 0) " if isinstance(lay, RowLayout) else "") + line)
+        self.frag_sweep(lay, body)
+
+    def _sweep_window(self, s, loc, lay, value, mask, domain):
+        vdt = value.type.dtype
+
+        def write(at):
+            line = f"{loc.ptr}[{loc.index(at.i, at.j)}] = {C.store_bits(self._val(value, at, domain), vdt, loc.dtype)};"
+            self.emit(line)
+
+        def body(at):
+            if isinstance(lay, RowLayout):
+                self.emit("if (tnb_lane % 4 == 0) {  // the four lanes of a quad hold the same row values")
+                self.ind += 1
+                self.masked(mask, at, domain, write)
+                self.ind -= 1
+                self.emit("}")
+            else:
+                self.masked(mask, at, domain, write)
+        self.frag_sweep(lay, body)
+
+    # ---- row reductions on rows-mode fragments
+    def _hoist_reductions(self, value, lay) -> List[int]:
+        """Compute, before the sweep, every row reduction the value reads at this lane's rows; `ev`
+        then reads them from registers. Returns the keys added to lay_pre."""
+        if not isinstance(value.type, ir.TileT):
+            return []
+        if not (isinstance(lay, RowLayout) or (isinstance(lay, MmaLayout) and lay.rows_mode)):
+            return []
+        M = lay.M
+        found: List[ir.Reduce] = []
+        elementwise = (ir.Unary, ir.Binary, ir.Math, ir.Convert)
+
+        def visit(e, ok):
+            if isinstance(e, ir.Reduce):
+                x = e.x
+                if (ok and e.axis == 1 and len(x.type.shape) == 2 and shape2(x.type.shape)[0] == M
+                        and shape2(x.type.shape)[1] % 8 == 0):
+                    visit(x, True)
+                    if not any(r is e for r in found):
+                        found.append(e)
+                return
+            if isinstance(e, elementwise) and isinstance(e.type, ir.TileT):
+                P = shape2(e.type.shape)
+                for c in ir.sub_exprs(e):
+                    if isinstance(c.type, ir.TileT):
+                        visit(c, ok and shape2(c.type.shape)[0] == P[0])
+        visit(value, shape2(value.type.shape)[0] == M)
+        added = []
+        for red in found:
+            arr = self.mma_row_reduce(red, M)
+            self.lay_pre[id(red)] = (arr, RowLayout(M, self.W))
+            added.append(id(red))
+        return added
+
+    def mma_row_reduce(self, red: ir.Reduce, M: int) -> str:
+        At = _cg().At
+        x = red.x
+        Nx = shape2(x.type.shape)[1]
+        xl = MmaLayout(M, Nx, self.W, self.W, 1)
+        rl = RowLayout(M, self.W)
+        dt, xdt = red.type.dtype, x.type.dtype
+        arr = self.new("rr")
+        xr = self.region(x)
+        self.prepare_regions(x)
+        lo, hi = xr[2], xr[3]
+        static_full = _is_int(lo) and _is_int(hi) and lo <= 0 and hi >= Nx
+        self.emit(f"{C.VALUE_C[dt]} {arr}[{rl.slots}];  // row{red.op} of this lane's rows (line {red.span.line + self.line_offset}): "
+                  "its elements, then the quad")
+
+        def body(masked: bool):
+            mi, h, ni, c = self.new("mi"), self.new("h"), self.new("ni"), self.new("c")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {mi} = 0; {mi} < {rl.MT}; ++{mi}) {{")
+            self.ind += 1
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {h} = 0; {h} < 2; ++{h}) {{")
+            self.ind += 1
+            acc = self.new("red")
+            i = self.new("i")
+            self.emit(f"const int {i} = (tnb_warp * {rl.MT} + {mi}) * 16 + (tnb_lane >> 2) + {h} * 8;")
+            self.emit(f"{C.VALUE_C[dt]} {acc} = {self.reduce_ident(red.op, dt)};")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {ni} = 0; {ni} < {xl.NT}; ++{ni}) {{")
+            self.ind += 1
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {c} = 0; {c} < 2; ++{c}) {{")
+            self.ind += 1
+            j = self.new("j")
+            self.emit(f"const int {j} = {ni} * 8 + (tnb_lane & 3) * 2 + {c};")
+            slot = f"(({mi} * {xl.NT} + {ni}) * 4 + {h} * 2 + {c})"
+            v = C.convert(self.ev(x, At(i, j, slot, xl, True)), xdt, dt)
+            comb = self.reduce_combine(red.op, dt, acc, v)
+            if masked:
+                self.emit(f"if ({j} >= {lo} && {j} < {hi}) {acc} = {comb};")
+            else:
+                self.emit(f"{acc} = {comb};")
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+            self.emit(f"{arr}[{mi} * 2 + {h}] = {acc};")
+            self.ind -= 1
+            self.emit("}")
+            self.ind -= 1
+            self.emit("}")
+
+        if static_full:
+            body(False)
+        else:
+            self.emit(f"if ({lo} <= 0 && {hi} >= {Nx}) {{  // every column valid")
+            self.ind += 1
+            body(False)
+            self.ind -= 1
+            self.emit("} else {")
+            self.ind += 1
+            body(True)
+            self.ind -= 1
+            self.emit("}")
+        k = self.new("k")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {k} = 0; {k} < {rl.slots}; ++{k}) {{  // the quad's four lanes share each row")
+        self.ind += 1
+        for off in (1, 2):
+            comb = self.reduce_combine(red.op, dt, f"{arr}[{k}]", f"__shfl_xor_sync(0xffffffffu, {arr}[{k}], {off})")
+            self.emit(f"{arr}[{k}] = {comb};")
+        self.ind -= 1
+        self.emit("}")
+        return arr
+
+    # ---- dots elsewhere: into a shared f32 scratch tile
+    def mma_dot_to_scratch(self, d: ir.Dot):
+        M, N = shape2(d.type.shape)
+        lay = grid_layout(M, N, self.W)
+        arr = self.new("frag")
+        self.emit(f"// dot at line {d.span.line + self.line_offset} on tensor cores, into a shared f32 scratch tile "
+                  "that the statement reads")
+        self.emit(f"float {arr}[{lay.slots}];  // {FRAG_NOTE}")
+        self.frag_fill(arr, lay)
+        self.mma_accumulate(d, arr, lay)
+        ptr = self.new("dsc")
+        off = self.scratch_base + self.pipe_bytes + self.scratch_local[id(d)]
+        self.emit(f"float* const {ptr} = (float*)(tnb_smem + {off});  // [{M}, {N}] f32 scratch")
+        self.emit("__syncthreads();  // codegen-internal: the dot scratch's previous readers are done")
+
+        def put(at):
+            self.emit(f"{ptr}[({at.i}) * {N} + ({at.j})] = {arr}[{at.slot}];")
+        self.frag_sweep(lay, put)
+        self.emit("__syncthreads();  // codegen-internal: the dot scratch is written; every thread may read it")
+        self.dot_scratch[id(d)] = (ptr, N)
+
+    # ---- operands
+    def _source(self, d: ir.Dot, op, role: str, lay: MmaLayout):
+        """('regs', TileVar) | ('smem', C pointer, row pitch, swizzle or None) | ('elem',)."""
+        dt = op.type.dtype
+        R, Cc = shape2(op.type.shape)
+        if isinstance(op, ir.Slice) and op.base.kind == "tensor" and id(op) in self.stages:
+            return ("stage", self.stages[id(op)])
+        if isinstance(op, ir.Ref):
+            tv = self.tile_of(op.sym)
+            if tv is None:
+                return ("elem",)
+            if tv.space == "registers":
+                tl = tv.layout
+                if (role == "a" and isinstance(tl, MmaLayout) and tl.rows_mode and lay.rows_mode and tl.M == lay.M
+                        and packed(tl, tv.dtype)):
+                    return ("regs", tv)
+                return ("elem",)
+            if tv.dtype == dt and tuple(tv.shape) == (R, Cc) and tv.rank == 2:
+                sw = getattr(tv, "swz", None)
+                if sw is None or (1 << sw.base) % 8 == 0:
+                    return ("smem", tv.cname, Cc, sw)
+        return ("elem",)
+
+    def _stage_now(self, stages: List[Tuple[object, Stage]]):
+        """Copy tensor slices into their scratch buffers where the statement needs them."""
+        self.emit("__syncthreads();  // codegen-internal: staging scratch: the previous reads of these bytes are done")
+        for op, st in stages:
+            self._copy_tile(op, st, self._stage_off(st), asynchronous=True)
+        self.emit("tnb_cp_commit(); tnb_cp_wait<0>();")
+        self.emit("__syncthreads();  // codegen-internal: the staged scratch tile is visible to every warp")
+
+    def _stage_off(self, st: Stage) -> int:
+        """Byte offset in shared memory of a staging buffer (the first, for a double buffer)."""
+        return self.scratch_base + (self.pipe_bytes if st.local else 0) + st.off
+
+    def _stage_pipelined(self, op, st: Stage) -> str:
+        """The double-buffered staging of `op` in its loop; returns the C pointer of this turn's tile."""
+        lp = self.mma_live_loops[id(st.loop)]
+        pipe = self.mma_pipes[id(st.loop)]
+        P = len(pipe.stages)
+        it = lp["it"]
+        base = self.scratch_base + st.off
+        cur = self.new("stg")
+        self.emit(f"// {op.base.name}[...] in a double-buffered staging scratch: this turn's tile was copied during the "
+                  "previous turn (cp.async); the next turn's copy starts below")
+        self.emit(f"unsigned char* const {cur} = tnb_smem + {base} + ({it} & 1) * {st.bytes};")
+        self.emit(f"if ({it} == 0) {{  // the first turn: nothing is in flight for this operand yet")
+        self.ind += 1
+        self.emit("tnb_cp_wait<0>();")
+        self.emit("__syncthreads();  // codegen-internal: staging scratch: no warp still reads it from a previous entry")
+        self._copy_tile(op, st, f"{base}", asynchronous=True)
+        self.emit("tnb_cp_commit(); tnb_cp_wait<0>();")
+        self.ind -= 1
+        self.emit("} else {")
+        self.emit(f"  tnb_cp_wait<{P - 1}>();  // this turn's group: {P - 1} later group(s) may still be in flight")
+        self.emit("}")
+        self.emit("__syncthreads();  // codegen-internal: the staged scratch tile is visible to every warp, and every warp "
+                  "is done with the other buffer")
+        nx = self.new("nx")
+        var = lp["var"]
+        self.emit("{")
+        self.ind += 1
+        self.emit(f"const long long {nx} = {var} + {lp['step']};")
+        self.emit(f"if ({nx} < {lp['hi']}) {{  // the next turn's tile, into the other buffer")
+        self.ind += 1
+        self.emit(f"const long long {var} = {nx};")
+        saved = self.regions
+        self.regions = {}
+        self._copy_tile(op, st, f"{base} + (({it} + 1) & 1) * {st.bytes}", asynchronous=True)
+        self.regions = saved
+        self.ind -= 1
+        self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        self.emit("tnb_cp_commit();")
+        if pipe.stages and pipe.stages[-1] == id(op):
+            self.emit(f"++{it};")
+        return cur
+
+    def _copy_tile(self, op: ir.Slice, st: Stage, off, asynchronous: bool):
+        """Copy the tensor slice `op` into scratch at byte offset `off` (int or C text) with rows of
+        st.pitch elements: 16-byte cp.async where a chunk is whole and aligned, zeros outside the
+        tensor, element copies at a partial edge."""
+        loc = self.loc_of(op)
+        b = self.loc_bounds(loc, False)
+        per = st.cols // 8
+        nch = st.rows * per
+        steps = -(-nch // self.T)
+        sb, k, r, c = self.new("sb"), self.new("k"), self.new("r"), self.new("c")
+        self.emit(f"unsigned char* const {sb} = tnb_smem + {off};")
+        self.emit(f"// {op.base.name}[...] -> scratch [{st.rows}, {st.cols}] {st.dtype}, rows of {st.pitch} elements "
+                  f"(16-byte chunk k -> thread k % {self.T})")
+        stp = self.new("s")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int {stp} = 0; {stp} < {steps}; ++{stp}) {{")
+        self.ind += 1
+        self.emit(f"const int {k} = tnb_tid + {stp} * {self.T};")
+        if nch % self.T:
+            self.emit(f"if ({k} < {nch}) {{")
+            self.ind += 1
+        self.emit(f"const int {r} = {k} / {per}, {c} = ({k} % {per}) * 8;")
+        dst = self.new("dst")
+        src = self.new("src")
+        st_c = C.STORE_C[st.dtype]
+        self.emit(f"unsigned char* const {dst} = {sb} + ({r} * {st.pitch} + {c}) * 2;")
+        self.emit(f"const {st_c}* const {src} = {loc.ptr} + ({loc.index(r, c)});")
+        rows = []
+        if not (_is_int(b[0]) and b[0] <= 0):
+            rows.append(f"{r} >= {b[0]}")
+        if not (_is_int(b[1]) and b[1] >= st.rows):
+            rows.append(f"{r} < {b[1]}")
+        cols_full = []
+        if not (_is_int(b[2]) and b[2] <= 0):
+            cols_full.append(f"{c} >= {b[2]}")
+        if not (_is_int(b[3]) and b[3] >= st.cols):
+            cols_full.append(f"{c} + 8 <= {b[3]}")
+        full = " && ".join(rows + cols_full + [f"(((unsigned long long){src}) & 15) == 0"])
+        copy = f"tnb_cp16({dst}, {src});" if asynchronous else f"*(uint4*){dst} = *(const uint4*){src};"
+        self.emit(f"if ({full}) {copy}")
+        empty = []
+        if rows:
+            empty.append("!(" + " && ".join(rows) + ")")
+        if not (_is_int(b[2]) and b[2] <= 0):
+            empty.append(f"{c} + 8 <= {b[2]}")
+        if not (_is_int(b[3]) and b[3] >= st.cols):
+            empty.append(f"{c} >= {b[3]}")
+        empty_c = " || ".join(empty) or "false"
+        self.emit(f"else if ({empty_c}) *(uint4*){dst} = make_uint4(0u, 0u, 0u, 0u);  // outside the tensor: zeros")
+        v = self.new("v")
+        cond = []
+        if not (_is_int(b[2]) and b[2] <= 0):
+            cond.append(f"{c} + {v} >= {b[2]}")
+        if not (_is_int(b[3]) and b[3] >= st.cols):
+            cond.append(f"{c} + {v} < {b[3]}")
+        cc = " && ".join(cond) or "true"
+        self.emit(f"else for (int {v} = 0; {v} < 8; ++{v}) (({st_c}*){dst})[{v}] = ({cc}) ? {src}[{v}] : ({st_c})0;")
+        if nch % self.T:
+            self.ind -= 1
+            self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+
+    # ---- the tensor-core core
+    def mma_accumulate(self, d: ir.Dot, out: str, lay: MmaLayout):
+        """out[slot] += dot(a, b) over the fragments this thread holds in `lay`."""
+        At = _cg().At
+        M, K = shape2(d.a.type.shape)
+        N = lay.N
+        kind = "f16" if d.a.type.dtype == "f16" else "bf16"
+        pack = "tnb_pack_h2" if kind == "f16" else "tnb_pack_b2"
+        ar, br = self.region(d.a), self.region(d.b)
+        self.prepare_regions(d.a)
+        self.prepare_regions(d.b)
+        sa = self._source(d, d.a, "a", lay)
+        sb = self._source(d, d.b, "b", lay)
+        # staging of tensor slices (double-buffered in their loop, or here)
+        now = []
+        srcs = []
+        for op, src in ((d.a, sa), (d.b, sb)):
+            if src[0] == "stage":
+                st = src[1]
+                if st.loop is not None and id(st.loop) in self.mma_live_loops:
+                    ptr = self._stage_pipelined(op, st)
+                else:
+                    now.append((op, st))
+                    ptr = f"(tnb_smem + {self._stage_off(st)})"
+                src = ("smem", f"(({C.STORE_C[st.dtype]}*)({ptr}))", st.pitch, None)
+            srcs.append(src)
+        if now:
+            self._stage_now(now)
+        sa, sb = srcs
+        kb = (br[2], br[3]) if d.trans_b else (br[0], br[1])
+        klo, khi = self.intersect((0, 1, ar[2], ar[3]), (0, 1, kb[0], kb[1]))[2:]
+        static_full = _is_int(klo) and _is_int(khi) and klo <= 0 and khi >= K
+        self.emit(f"// tensor cores: mma.sync m16n8k16 {kind} -> f32, {self._lay_text(lay)}; "
+                  f"a from {self._src_text(sa)}, b from {self._src_text(sb)}")
+        if not static_full:
+            kl, kh, kf = self.new("klo"), self.new("khi"), self.new("kfull")
+            self.emit(f"const int {kl} = {klo}, {kh} = {khi};  // k valid in both a and b")
+            self.emit(f"const bool {kf} = {kl} <= 0 && {kh} >= {K};")
+            klo, khi = kl, kh
+        guard = lay.used < lay.W
+        self.emit("{")
+        self.ind += 1
+        if guard:
+            self.emit(f"if (tnb_warp < {lay.used}) {{")
+            self.ind += 1
+        g, tg = "(tnb_lane >> 2)", "(tnb_lane & 3)"
+        wr, wc = self.new("wr"), self.new("wc")
+        self.emit(f"const int {wr} = (tnb_warp / {lay.WN}) * {16 * lay.MT}, {wc} = (tnb_warp % {lay.WN}) * {8 * lay.NT};")
+        # ldmatrix lane addresses (bytes), without the swizzle
+        la = lb = None
+        if sa[0] == "smem":
+            la = self.new("la")
+            self.emit(f"const int {la} = ({wr} + (tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sa[2]} + (tnb_lane >> 4) * 8;"
+                      "  // a: this lane's ldmatrix row (element offset)")
+        if sb[0] == "smem":
+            lb = self.new("lb")
+            if d.trans_b:
+                self.emit(f"const int {lb} = ({wc} + (tnb_lane & 7) + (tnb_lane >> 4) * 8) * {sb[2]} + ((tnb_lane >> 3) & 1) * 8;"
+                          "  // b [N, K]: this lane's ldmatrix row")
+            else:
+                self.emit(f"const int {lb} = ((tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sb[2]} + {wc} + (tnb_lane >> 4) * 8;"
+                          "  // b [K, N]: this lane's ldmatrix.trans row")
+        bs = shape2(d.b.type.shape)
+        MT, NT = lay.MT, lay.NT
+
+        def smem_addr(src, lane_off, extra):
+            ptr, pitch, sw = src[1], src[2], src[3]
+            o = f"({lane_off} + {extra})"
+            if sw is not None:
+                o = f"({o} ^ ((({o}) >> {sw.base + sw.shift}) & {(1 << sw.bits) - 1}) << {sw.base})"
+            return f"tnb_saddr({ptr} + {o})"
+
+        def aval(i, k):
+            cond = self.in_region(ar, i, k, (M, K))
+            if cond is False:
+                return "0.0f"
+            v = C.convert(self.ev(d.a, At(i, k, None, None, False)), d.a.type.dtype, "f32")
+            return v if cond is True else f"(({cond}) ? {v} : 0.0f)"
+
+        def bval(k, n):
+            i, j = (n, k) if d.trans_b else (k, n)
+            cond = self.in_region(br, i, j, bs)
+            if cond is False:
+                return "0.0f"
+            v = C.convert(self.ev(d.b, At(i, j, None, None, False)), d.b.type.dtype, "f32")
+            return v if cond is True else f"(({cond}) ? {v} : 0.0f)"
+
+        def loop(masked: bool):
+            kk = self.new("kk")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {kk} = 0; {kk} < {K // 16}; ++{kk}) {{")
+            self.ind += 1
+            fa, fb = self.new("fa"), self.new("fb")
+            self.emit(f"unsigned {fa}[{MT * 4}], {fb}[{NT * 2}];")
+            k0 = self.new("k0")
+            self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
+            for mi in range(MT):
+                regs = [f"{fa}[{mi * 4 + q}]" for q in range(4)]
+                if sa[0] == "smem":
+                    self.emit(f"tnb_ldsm_x4({smem_addr(sa, la, f'{mi * 16 * sa[2]} + {kk} * 16')}, {', '.join(regs)});")
+                elif sa[0] == "regs":
+                    tv = sa[1]
+                    ntp = tv.layout.NT
+                    w = f"({mi * ntp} + {kk} * 2) * 2"
+                    self.emit(f"{regs[0]} = {tv.cname}[{w}]; {regs[1]} = {tv.cname}[{w} + 1]; "
+                              f"{regs[2]} = {tv.cname}[{w} + 2]; {regs[3]} = {tv.cname}[{w} + 3];")
+                else:
+                    r0 = f"({wr} + {mi * 16} + {g})"
+                    for q, (ri, ki) in enumerate(((r0, k0), (f"{r0} + 8", k0), (r0, f"{k0} + 8"), (f"{r0} + 8", f"{k0} + 8"))):
+                        self.emit(f"{regs[q]} = {pack}({aval(ri, ki)}, {aval(ri, f'{ki} + 1')});")
+            ni = 0
+            while ni < NT:
+                if sb[0] == "smem":
+                    two = ni + 1 < NT
+                    regs = [f"{fb}[{ni * 2 + q}]" for q in range(4 if two else 2)]
+                    if d.trans_b:
+                        extra = f"{ni * 8 * sb[2]} + {kk} * 16"
+                    else:
+                        extra = f"{kk} * {16 * sb[2]} + {ni * 8}"
+                    fn = ("tnb_ldsm_x4" if two else "tnb_ldsm_x2") + ("" if d.trans_b else "_t")
+                    self.emit(f"{fn}({smem_addr(sb, lb, extra)}, {', '.join(regs)});")
+                    ni += 2 if two else 1
+                else:
+                    n0 = f"({wc} + {ni * 8} + {g})"
+                    for q, ki in enumerate((k0, f"{k0} + 8")):
+                        self.emit(f"{fb}[{ni * 2 + q}] = {pack}({bval(ki, n0)}, {bval(f'{ki} + 1', n0)});")
+                    ni += 1
+            if masked:
+                ml, mh = self.new("ml"), self.new("mh")
+                self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
+                if sa[0] != "elem":
+                    for mi in range(MT):
+                        self.emit(f"{fa}[{mi * 4}] &= {ml}; {fa}[{mi * 4 + 1}] &= {ml}; {fa}[{mi * 4 + 2}] &= {mh}; "
+                                  f"{fa}[{mi * 4 + 3}] &= {mh};")
+                if sb[0] != "elem":
+                    for n in range(NT):
+                        self.emit(f"{fb}[{n * 2}] &= {ml}; {fb}[{n * 2 + 1}] &= {mh};")
+            for mi in range(MT):
+                for n in range(NT):
+                    self.emit(f"tnb_mma_{kind}(&{out}[{(mi * NT + n) * 4}], {fa}[{mi * 4}], {fa}[{mi * 4 + 1}], "
+                              f"{fa}[{mi * 4 + 2}], {fa}[{mi * 4 + 3}], {fb}[{n * 2}], {fb}[{n * 2 + 1}]);")
+            self.ind -= 1
+            self.emit("}")
+
+        if static_full:
+            loop(False)
+        else:
+            self.emit(f"if ({kf}) {{  // the whole K range valid in a and b")
+            self.ind += 1
+            loop(False)
+            self.ind -= 1
+            self.emit("} else {  // fragments masked to the valid K range (invalid elements read as 0)")
+            self.ind += 1
+            loop(True)
+            self.ind -= 1
+            self.emit("}")
+        if guard:
+            self.ind -= 1
+            self.emit("}")
+        self.ind -= 1
+        self.emit("}")
+        return ar, br
+
+    def _src_text(self, src) -> str:
+        if src[0] == "smem":
+            return f"shared memory (ldmatrix, rows of {src[2]})"
+        if src[0] == "regs":
+            return f"the registers of {src[1].sym.name}"
+        return "elements (masked)"
