@@ -321,7 +321,7 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             try:
                 # compiled-source line numbers throughout, relabelled below like every view's
                 from ..codegen import cuda_source
-                code = cuda_source(kernel.ir(**(tune or {})), kernel.module.source, 0)
+                code = cuda_source(kernel.ir(**(tune or {})), kernel.module.source, 0, arch=_device_arch(kernel))
             except TileError as e:
                 note = str(e)
             except ImportError:
@@ -331,6 +331,18 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             out.append(W.CudaView(kernel=name, lines=lines, note=note, cuda=cuda_tokens(code, labels),
                                   origin=cuda_origins(code)))
     return out
+
+
+def _device_arch(kernel):
+    """The GPU's arch ("sm_90", ...) when the kernel's module runs on CUDA and one is usable:
+    the CUDA view then shows the code that GPU runs. None otherwise."""
+    if getattr(kernel.module, "backend", None) != "cuda":
+        return None
+    try:
+        from ..runtime.cuda import device_arch
+        return device_arch()
+    except Exception:  # no CuPy or no device: the code for any target
+        return None
 
 
 def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS,

@@ -76,11 +76,13 @@ class Kernel:
         from ..analysis import analyze
         return analyze(self.ir(**tune))
 
-    def cuda_source(self, **tune) -> str:
-        """The CUDA C++ generated for one variant (works without a GPU)."""
+    def cuda_source(self, arch: Optional[str] = None, **tune) -> str:
+        """The CUDA C++ generated for one variant (works without a GPU). arch: the target to
+        generate for ("sm_90" shows GEMM loops as the TMA + wgmma pipelines an H100/H200 runs;
+        None: the code for any target)."""
         from ..codegen import cuda_source
         src = self.module.checked.source
-        return cuda_source(self.ir(**tune), src.text, src.line_offset)
+        return cuda_source(self.ir(**tune), src.text, src.line_offset, arch=arch)
 
     # -- launching
     def __getitem__(self, grid):
