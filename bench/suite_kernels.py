@@ -99,11 +99,13 @@ kernel softmax_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 }
 """
 
-# ---- the same over rows too long for shared memory (N = 131072): chunks of C columns ----------
+# ---- the same over rows too long for shared memory (N = 131072): chunks of C columns (@dynshared:
+# a 65536-element bf16 chunk is 128 KB, one CTA an SM) -----------------------------------------
 WIDE = """
 // RMSNorm over long rows: a pass for the sum of squares, a pass to write.
-@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
+@autotune(R in [1], C in [2048, 4096, 65536], NT in [128, 256, 512, 1024])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel rms_norm_wide_{T}(X: tensor<{T}>[M, N], G: tensor<{T}>[1, N], Y: tensor<{T}>[M, N], eps: f32) {
   let r = ctx.block.x * R
@@ -119,8 +121,9 @@ kernel rms_norm_wide_{T}(X: tensor<{T}>[M, N], G: tensor<{T}>[1, N], Y: tensor<{
 }
 
 // LayerNorm over long rows: one pass for the sum and the sum of squares, one to write.
-@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
+@autotune(R in [1], C in [2048, 4096, 65536], NT in [128, 256, 512, 1024])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel layer_norm_wide_{T}(X: tensor<{T}>[M, N], W: tensor<{T}>[1, N], B: tensor<{T}>[1, N],
                            Y: tensor<{T}>[M, N], eps: f32) {
@@ -140,8 +143,9 @@ kernel layer_norm_wide_{T}(X: tensor<{T}>[M, N], W: tensor<{T}>[1, N], B: tensor
 }
 
 // Softmax over long rows: an online pass for the maximum and the sum, one to write.
-@autotune(R in [1], C in [2048, 4096], NT in [128, 256, 512])
+@autotune(R in [1], C in [2048, 4096, 65536], NT in [128, 256, 512, 1024])
 @launch(NT)
+@dynshared
 @grid(cdiv(M, R))
 kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
   let r = ctx.block.x * R

@@ -101,7 +101,7 @@ kernel softmax_{T}(X: tensor<{T}>[M, 512], Y: tensor<{T}>[M, 512]) {
 }
 
 // The same over rows too long for one tile: chunks of C columns, two passes.
-@autotune(C in [256, 512], NT in [64, 128])
+@autotune(C in [256, 512, 4096], NT in [64, 128])
 @launch(NT)
 @grid(M)
 kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
@@ -119,7 +119,7 @@ kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
   }
 }
 
-@autotune(C in [256, 512], NT in [64, 128])
+@autotune(C in [256, 512, 4096], NT in [64, 128])
 @launch(NT)
 @grid(M)
 kernel layer_norm_wide_{T}(X: tensor<{T}>[M, N], W: tensor<{T}>[1, N], B: tensor<{T}>[1, N], Y: tensor<{T}>[M, N],
@@ -337,10 +337,14 @@ def test_gpu_rows(gmod, dt, variant):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt", TYPES)
-@pytest.mark.parametrize("variant", [dict(C=256, NT=64), dict(C=512, NT=128)])
-def test_gpu_wide_rows(gmod, dt, variant):
+@pytest.mark.parametrize("variant, N", [(dict(C=256, NT=64), 1300), (dict(C=512, NT=128), 1300),
+                                        (dict(C=4096, NT=64), 9000)])
+def test_gpu_wide_rows(gmod, dt, variant, N):
+    # the last chunk is partial (1300 = 5 * 256 + 20 = 2 * 512 + 276, 9000 = 2 * 4096 + 808); with
+    # C = 4096 and 64 threads, 16 chunks a thread: the prefetch holds 16 (bf16) or is not taken
+    # (f32, 256 B), and the store pass loads in two batches of 8
     rng = np.random.default_rng(5)
-    M, N = 7, 1300                           # 1300 = 5 * 256 + 20: the last chunk is partial
+    M = 7
     x = _rand(rng, (M, N), dt) * 3
     w, b = _rand(rng, (1, N), dt), _rand(rng, (1, N), dt)
     y = np.zeros_like(x)

@@ -22,6 +22,14 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 - A `for` whose body has tile statements and a break/continue taken by some threads only keeps
   running no-op turns (per-thread effects are skipped) so every thread reaches the same
   barriers; a `while` stops at its next test.
+- Memory-bound paths (none changes which thread touches which element, so the barriers hold):
+  a shared tile the analysis swizzles (`tilenb.analysis.copies.tile_swizzles`: read or written
+  along a column) is addressed through its swizzle everywhere; a vector sweep loads a batch of
+  a thread's chunks before computing any; a plain loop that writes no tensor loads its top-level
+  tensor copy a turn ahead into registers (`prefetch_candidate`); f32 `exp` is `tnb_exp` and a
+  division by a value shared by a chunk is a multiplication by its reciprocal where that is a
+  normal number, 0 or inf, both within spec 17's f32 bound (relative error <= 5.5e-6 and
+  <= 1.5 ulp), special values exact.
 """
 from __future__ import annotations
 

@@ -14,6 +14,10 @@ Its helpers implement the language's arithmetic rules exactly:
 - float -> int truncates toward zero and saturates, NaN -> 0;
 - float min/max and the max/min reductions follow fminf/fmaxf (a NaN operand yields the other);
 - f64 -> f16/bf16 rounds once (through f32 rounded to odd).
+
+Two helpers trade the last ulps for speed, within spec 17's f32 bound: `tnb_exp` (exp on the
+special-function unit, relative error <= |x| 2^-24 + 2^-22, results below 2^-126 flushed to 0)
+and the reciprocal a chunk shares (`tnb_rcp_ok` says when x * (1 / d) stands for x / d).
 """
 
 PRELUDE = r"""
