@@ -41,7 +41,7 @@ EMU_PRELUDE = r"""
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __align__(x) alignas(x)
 #define __restrict__
 struct tnb_dim3 { unsigned x = 0, y = 0, z = 0; };
@@ -190,6 +190,9 @@ inline void tnb_cp16(void* dst, const void* src) {
   if (((unsigned long long)src) & 15) { std::fprintf(stderr, "cp.async: source not 16-byte aligned\n"); std::abort(); }
   t_open.push_back(CpCopy{(unsigned char*)dst, (const unsigned char*)src});
 }
+inline void tnb_cp16u(unsigned dst, const void* src) { tnb_cp16(g_smem + dst, src); }
+inline void tnb_st16u(unsigned dst, uint4 v) { tnb_saddr(g_smem + dst); std::memcpy(g_smem + dst, &v, 16); }
+inline void tnb_st2u(unsigned dst, unsigned short v) { tnb_saddr(g_smem + dst); std::memcpy(g_smem + dst, &v, 2); }
 inline void tnb_cp_commit() { t_groups.push_back(t_open); t_open.clear(); }
 template <int N> inline void tnb_cp_wait() {
   while ((int)t_groups.size() > N) {

@@ -106,7 +106,7 @@ def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout
     for name in ("s", "p", "acc", "m", "l"):
         assert re.search(rf"tile {name} \(line \d+\): registers", code), name
     assert "tnb_ldsm_x4(" in body and "tnb_ldsm_x4_t(" in body        # K by ldmatrix, V by ldmatrix.trans
-    assert "tnb_cp16(" in body and "tnb_cp_wait<1>()" in body           # staged by cp.async, double-buffered
+    assert "tnb_cp16u(" in body and "tnb_cp_wait<1>()" in body          # staged by cp.async, double-buffered
     assert "a from the registers of q" in body and "a from the registers of p" in body
     assert re.search(r"float dot\d+ = ", body) is None                   # no per-element dot on CUDA cores
     assert "__shfl_xor_sync(0xffffffffu, rr" in body                     # row statistics in the quad

@@ -362,7 +362,7 @@ class _Gen(MmaGen):
             elif isinstance(lay, RowLayout):
                 extra = " (the rows of mma.sync fragments, per lane)"
             head.append(f"//   tile {t.sym.name} (line {t.sym.line + self.line_offset}): {where}{extra}")
-        head.append(f'extern "C" __global__ void __launch_bounds__({self.T}) {sym}({", ".join(params_c)}) {{')
+        head.append(f'extern "C" __global__ void __launch_bounds__({self.T}{self.mma_min_blocks()}) {sym}({", ".join(params_c)}) {{')
         pro = []
         if fp > 0:
             if dynamic:

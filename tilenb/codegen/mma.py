@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
-from ..analysis.mma_tiles import identity_dots, mma_dot, rows_ok, shape2, statement_parts
+from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, rows_ok, shape2, statement_parts
 from . import ctypes_ as C
 
 SCRATCH_ALIGN = 128
@@ -243,6 +243,25 @@ class MmaGen:
         self.scratch_bytes = pipe_bytes + local_max
         self.scratch_base = _align(self.plan.footprint) if self.scratch_bytes else self.plan.footprint
         return self.scratch_bytes
+
+    def mma_min_blocks(self) -> str:
+        """`, n` for __launch_bounds__: as many CTAs an SM as the register tiles on the mma row
+        layout leave room for (their 32-bit registers plus 16 for the rest, under the cap of n
+        CTAs of this size on 64K registers); empty when the kernel has none (ptxas then uses up to
+        255 registers a thread, holding loop invariants, which costs CTAs an SM)."""
+        words = 0
+        for k, lay in self.layouts.items():
+            if isinstance(lay, RowLayout) or (isinstance(lay, MmaLayout) and lay.rows_mode):
+                t = self.plan.tiles.get(k)
+                if t is not None and t.space == "registers":
+                    words += register_words(t.sym.type.shape, t.sym.type.dtype, self.W)
+        if not words:
+            return ""
+        for mb in (4, 3, 2):
+            cap = min(255, (65536 // (self.T * mb)) // 8 * 8)
+            if words + 16 <= cap:
+                return f", {mb}"
+        return ""
 
     def mma_smem_total(self, fp: int) -> int:
         """The shared memory of the kernel: the plan's footprint, then this module's scratch."""
@@ -777,6 +796,16 @@ class MmaGen:
         self.emit("tnb_cp_commit(); tnb_cp_wait<0>();")
         self.emit("__syncthreads();  // codegen-internal: the staged scratch tile is visible to every warp")
 
+    def _chunks_aligned(self, loc) -> bool:
+        """Every 8-element chunk of the slice that starts on a column multiple of 8 starts on a
+        16-byte boundary of the tensor (its base is 16-byte aligned): the row length is a constant
+        multiple of 8 and the slice's first column a constant multiple of 8."""
+        last = loc.entries[-1]
+        ext = loc.extents[-1]
+        if last[0] != "rng" or not (_is_int(ext) and ext % 8 == 0):
+            return False
+        return _is_int(last[1]) and last[1] % 8 == 0
+
     def _stage_off(self, st: Stage) -> int:
         """Byte offset in shared memory of a staging buffer (the first, for a double buffer)."""
         return self.scratch_base + (self.pipe_bytes if st.local else 0) + st.off
@@ -835,7 +864,7 @@ class MmaGen:
         nch = st.rows * per
         steps = -(-nch // self.T)
         sb, k, r, c = self.new("sb"), self.new("k"), self.new("r"), self.new("c")
-        self.emit(f"unsigned char* const {sb} = tnb_smem + {off};")
+        self.emit(f"const unsigned {sb} = tnb_saddr(tnb_smem + {off});")
         self.emit(f"// {op.base.name}[...] -> scratch [{st.rows}, {st.cols}] {st.dtype}, rows of {st.pitch} elements "
                   f"(16-byte chunk k -> thread k % {self.T})")
         stp = self.new("s")
@@ -850,7 +879,7 @@ class MmaGen:
         dst = self.new("dst")
         src = self.new("src")
         st_c = C.STORE_C[st.dtype]
-        self.emit(f"unsigned char* const {dst} = {sb} + ({r} * {st.pitch} + {c}) * 2;")
+        self.emit(f"const unsigned {dst} = {sb} + ({r} * {st.pitch} + {c}) * 2;")
         self.emit(f"const {st_c}* const {src} = {loc.ptr} + ({loc.index(r, c)});")
         rows = []
         if not (_is_int(b[0]) and b[0] <= 0):
@@ -862,8 +891,9 @@ class MmaGen:
             cols_full.append(f"{c} >= {b[2]}")
         if not (_is_int(b[3]) and b[3] >= st.cols):
             cols_full.append(f"{c} + 8 <= {b[3]}")
-        full = " && ".join(rows + cols_full + [f"(((unsigned long long){src}) & 15) == 0"])
-        copy = f"tnb_cp16({dst}, {src});" if asynchronous else f"*(uint4*){dst} = *(const uint4*){src};"
+        aligned = [] if self._chunks_aligned(loc) else [f"(((unsigned long long){src}) & 15) == 0"]
+        full = " && ".join(rows + cols_full + aligned) or "true"
+        copy = f"tnb_cp16u({dst}, {src});" if asynchronous else f"tnb_st16u({dst}, *(const uint4*){src});"
         self.emit(f"if ({full}) {copy}")
         empty = []
         if rows:
@@ -873,7 +903,7 @@ class MmaGen:
         if not (_is_int(b[3]) and b[3] >= st.cols):
             empty.append(f"{c} >= {b[3]}")
         empty_c = " || ".join(empty) or "false"
-        self.emit(f"else if ({empty_c}) *(uint4*){dst} = make_uint4(0u, 0u, 0u, 0u);  // outside the tensor: zeros")
+        self.emit(f"else if ({empty_c}) tnb_st16u({dst}, make_uint4(0u, 0u, 0u, 0u));  // outside the tensor: zeros")
         v = self.new("v")
         cond = []
         if not (_is_int(b[2]) and b[2] <= 0):
@@ -881,7 +911,7 @@ class MmaGen:
         if not (_is_int(b[3]) and b[3] >= st.cols):
             cond.append(f"{c} + {v} < {b[3]}")
         cc = " && ".join(cond) or "true"
-        self.emit(f"else for (int {v} = 0; {v} < 8; ++{v}) (({st_c}*){dst})[{v}] = ({cc}) ? {src}[{v}] : ({st_c})0;")
+        self.emit(f"else for (int {v} = 0; {v} < 8; ++{v}) tnb_st2u({dst} + {v} * 2, ({cc}) ? {src}[{v}] : ({st_c})0);")
         if nch % self.T:
             self.ind -= 1
             self.emit("}")
@@ -936,12 +966,14 @@ class MmaGen:
         g, tg = "(tnb_lane >> 2)", "(tnb_lane & 3)"
         wr, wc = self.new("wr"), self.new("wc")
         self.emit(f"const int {wr} = (tnb_warp / {lay.WN}) * {16 * lay.MT}, {wc} = (tnb_warp % {lay.WN}) * {8 * lay.NT};")
-        # ldmatrix lane addresses (bytes), without the swizzle
+        # ldmatrix lane addresses: the element offset of this lane's row, and (unswizzled tiles) its
+        # 32-bit shared address, to which each load adds a constant
         la = lb = None
         if sa[0] == "smem":
             la = self.new("la")
             self.emit(f"const int {la} = ({wr} + (tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sa[2]} + (tnb_lane >> 4) * 8;"
                       "  // a: this lane's ldmatrix row (element offset)")
+            sa = self._lane_base(sa, la)
         if sb[0] == "smem":
             lb = self.new("lb")
             if d.trans_b:
@@ -950,15 +982,17 @@ class MmaGen:
             else:
                 self.emit(f"const int {lb} = ((tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sb[2]} + {wc} + (tnb_lane >> 4) * 8;"
                           "  // b [K, N]: this lane's ldmatrix.trans row")
+            sb = self._lane_base(sb, lb)
         bs = shape2(d.b.type.shape)
         MT, NT = lay.MT, lay.NT
 
         def smem_addr(src, lane_off, extra):
             ptr, pitch, sw = src[1], src[2], src[3]
+            if len(src) > 4 and src[4] is not None:   # the lane's 32-bit address plus a constant
+                return f"{src[4]} + ({extra}) * 2"
             o = f"({lane_off} + {extra})"
-            if sw is not None:
-                o = f"({o} ^ ((({o}) >> {sw.base + sw.shift}) & {(1 << sw.bits) - 1}) << {sw.base})"
-            return f"tnb_saddr({ptr} + {o})"
+            o = f"({o} ^ ((({o}) >> {sw.base + sw.shift}) & {(1 << sw.bits) - 1}) << {sw.base})"
+            return f"{src[5]} + {o} * 2"
 
         def aval(i, k):
             cond = self.in_region(ar, i, k, (M, K))
@@ -1050,6 +1084,17 @@ class MmaGen:
         self.ind -= 1
         self.emit("}")
         return ar, br
+
+    def _lane_base(self, src, lane_off):
+        """An ldmatrix source with its 32-bit shared base: (..., lane address) for a row-major
+        tile, (..., None, tile address) for a swizzled one (the swizzle applies per load)."""
+        ptr, pitch, sw = src[1], src[2], src[3]
+        v = self.new("sa")
+        if sw is None:
+            self.emit(f"const unsigned {v} = tnb_saddr({ptr}) + {lane_off} * 2;  // this lane's row, 32-bit shared address")
+            return src + (v,)
+        self.emit(f"const unsigned {v} = tnb_saddr({ptr});")
+        return src + (None, v)
 
     def _src_text(self, src) -> str:
         if src[0] == "smem":

@@ -204,6 +204,19 @@ __device__ __forceinline__ void tnb_cp16(void* dst, const void* src) {
   *(uint4*)dst = *(const uint4*)src;
 #endif
 }
+__device__ __forceinline__ void tnb_cp16u(unsigned dst, const void* src) {  // the same, to a 32-bit shared address
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+#else
+  uint4 v = *(const uint4*)src; asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" :: "r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#endif
+}
+__device__ __forceinline__ void tnb_st16u(unsigned dst, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" :: "r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+__device__ __forceinline__ void tnb_st2u(unsigned dst, unsigned short v) {
+  asm volatile("st.shared.u16 [%0], %1;" :: "r"(dst), "h"(v) : "memory");
+}
 __device__ __forceinline__ void tnb_cp_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;" ::: "memory");
