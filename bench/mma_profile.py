@@ -94,7 +94,7 @@ def run_d(a, k, D, torch, tc, prepare, written_tensors):
     if a.variant:
         variants = [dict((x.split("=")[0], int(x.split("=")[1])) for x in a.variant.split(","))]
     else:
-        variants = [{x: y for x, y in dict(key).items() if x in ("BR", "NT")} for key in k.checked.variants
+        variants = [{x: y for x, y in dict(key).items() if x in ("BR", "BC", "NT")} for key in k.checked.variants
                     if dict(key)["D"] == D]
     args = tuple(_Dev(x) for x in (q, kk, v, o)) + (scale,)
     for var in variants:

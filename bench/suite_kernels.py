@@ -186,7 +186,7 @@ kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]
 ATTENTION = """
 // Flash-attention forward (no mask): O = softmax(Q K^T * scale) V per head, one pass over the
 // keys with a running maximum m and sum l per query row; Q, K, V, O as [heads, seq, D].
-@autotune(BR in [64, 128], BC in [64], D in [64, 128], NT in [128, 256])
+@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
 @launch(NT)
 @dynshared
 @grid(cdiv(N, BR), H)

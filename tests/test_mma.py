@@ -65,7 +65,8 @@ kernel kloop(A: tensor<f16>[M, K], B: tensor<f16>[N, K], Y: tensor<f16>[M, N]) {
 }
 """
 
-ATTENTION_VARIANTS = [dict(BR=br, D=d, NT=nt) for d in (64, 128) for br, nt in ((64, 128), (64, 256), (128, 128), (128, 256))]
+ATTENTION_VARIANTS = [dict(BR=br, BC=bc, D=d, NT=nt) for d in (64, 128) for bc in (64, 128)
+                      for br, nt in ((64, 128), (64, 256), (128, 128), (128, 256))]
 
 
 def _attention_args(rng, H, N, Nk, D):
@@ -97,11 +98,11 @@ def _mod(text, backend="cpu"):
 # ---- what the generated code does (no GPU) ----------------------------------------------------------
 def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout():
     k = _mod(SK.ATTENTION).attention_bf16
-    an = k.analysis(BR=64, D=64, NT=128)
+    an = k.analysis(BR=64, BC=64, D=64, NT=128)
     for name in ("q", "acc", "m", "l", "s", "m_new", "p", "rescale"):
         assert an.tile(name).space == "registers", name
     assert an.footprint == 0 and not an.barriers
-    code = k.cuda_source(BR=64, D=64, NT=128)
+    code = k.cuda_source(BR=64, BC=64, D=64, NT=128)
     body = code.split("#endif  // TILENB_PRELUDE")[1]
     for name in ("s", "p", "acc", "m", "l"):
         assert re.search(rf"tile {name} \(line \d+\): registers", code), name
@@ -116,11 +117,11 @@ def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout
 
 def test_big_variants_keep_tiles_in_shared_memory_and_still_use_tensor_cores():
     k = _mod(SK.ATTENTION).attention_bf16
-    an = k.analysis(BR=128, D=128, NT=128)          # [128, 128] f32 per 4 warps: over the register budget
+    an = k.analysis(BR=128, BC=64, D=128, NT=128)          # [128, 128] f32 per 4 warps: over the register budget
     assert an.tile("acc").space == "shared"
-    body = k.cuda_source(BR=128, D=128, NT=128).split("#endif  // TILENB_PRELUDE")[1]
+    body = k.cuda_source(BR=128, BC=64, D=128, NT=128).split("#endif  // TILENB_PRELUDE")[1]
     assert "tnb_mma_bf16(" in body and re.search(r"float dot\d+ = ", body) is None
-    an = k.analysis(BR=128, D=64, NT=128)           # q is given up first: read by ldmatrix each turn
+    an = k.analysis(BR=128, BC=64, D=64, NT=128)           # q is given up first: read by ldmatrix each turn
     assert an.tile("q").space == "shared" and an.tile("s").space == "registers"
 
 
@@ -152,7 +153,8 @@ def _emulate(text, name, args, grid, dims, variant=None):
 
 
 @needs_gxx
-@pytest.mark.parametrize("variant", [dict(BR=64, D=64, NT=128), dict(BR=128, D=64, NT=128), dict(BR=64, D=64, NT=256)],
+@pytest.mark.parametrize("variant", [dict(BR=64, BC=64, D=64, NT=128), dict(BR=128, BC=64, D=64, NT=128),
+                                     dict(BR=64, BC=64, D=64, NT=256), dict(BR=128, BC=128, D=64, NT=256)],
                          ids=lambda v: "-".join(f"{a}{b}" for a, b in v.items()))
 def test_emulated_attention_matches_the_cpu_executor(variant, tmp_path):
     rng = np.random.default_rng(1)
