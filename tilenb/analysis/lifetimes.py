@@ -136,6 +136,18 @@ def _uses(e, views: Dict[int, ir.Sym]):
 
 
 def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
+    """The lifetimes of `kir`'s tiles (see the module's guarantees). Computed once per KernelIR
+    object and kept on it (the IR is immutable): the checker's budget check, the analysis and
+    the code generator all ask for the same variant's."""
+    hit = kir.__dict__.get("_tile_lifetimes")
+    if hit is not None:
+        return hit
+    lt = _tile_lifetimes(kir)
+    object.__setattr__(kir, "_tile_lifetimes", lt)   # KernelIR is frozen; not a field (no eq, repr)
+    return lt
+
+
+def _tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
     positions: List[Tuple[int, ir.Stmt]] = []
     loops: List[Tuple[int, int]] = []          # (start, end) positions of each loop
     loop_of: Dict[int, List[int]] = {}         # position -> indices of enclosing loops

@@ -17,6 +17,15 @@ ATTRIBUTES = ("launch", "autotune", "dynshared", "registers", "grid")
 CONSTANTS = {"true": True, "false": False}
 
 
-def all_names():
-    from ..types import CONVERSIONS
-    return set(UNARY_MATH) | set(BINARY_MATH) | set(REDUCTIONS) | set(ATOMICS) | set(OTHER) | set(CONVERSIONS)
+_ALL_NAMES = None
+
+
+def all_names() -> frozenset:
+    """Every built-in function name (conversions included); built once: the checker asks for
+    it on every declaration and call."""
+    global _ALL_NAMES
+    if _ALL_NAMES is None:
+        from ..types import CONVERSIONS
+        _ALL_NAMES = frozenset(set(UNARY_MATH) | set(BINARY_MATH) | set(REDUCTIONS) | set(ATOMICS) | set(OTHER)
+                               | set(CONVERSIONS))
+    return _ALL_NAMES

@@ -1842,9 +1842,18 @@ class _KernelChecker:
                 self.err(TileRuleError, f"'{s.value.sym.name}' is kept in registers (@registers) and cannot be viewed by a let", s.span)
 
     def check_budget(self, kir):
-        from ..analysis.lifetimes import tile_lifetimes
-        lt = tile_lifetimes(kir)
+        from ..analysis.lifetimes import ALIGN, tile_lifetimes
         limit = DYNAMIC_SMEM_BYTES if kir.dynshared else STATIC_SMEM_BYTES
+        # The footprint never exceeds the sum of the tiles (tilenb.analysis.lifetimes): when every
+        # tile declared fits at once, the variant fits without computing its lifetimes.
+        total = 0
+        for s in ir.walk_stmts(kir.body):
+            if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT:
+                t = s.sym.type
+                total += (t.size * T.DTYPES[t.dtype].itemsize + ALIGN - 1) // ALIGN * ALIGN
+        if total <= limit:
+            return
+        lt = tile_lifetimes(kir)
         if lt.footprint <= limit:
             return
         shared = [t for t in lt.tiles if t.space == "shared"]
@@ -1917,10 +1926,48 @@ def _convert_const(v, dt):
 
 _IR_NODES = (ir.Unary, ir.Binary, ir.Math, ir.Convert, ir.Reduce, ir.Dot, ir.Transpose, ir.Slice,
              ir.Element, ir.SubIndex, ir.SubRange)
+# Per IR node class, the names of its fields (dataclasses.fields() is slow on this path: `fin`
+# runs on every statement and nested subscript).
+_NODE_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _IR_NODES}
 
 
 def _finalize(e, fit):
     """`e` with every open literal (`_Lit`) replaced by a plain `Const` of its own type."""
+    cls = type(e)
+    if cls is _Lit:
+        return fit(e, e.type.dtype, e.span)
+    if cls is tuple:
+        new = tuple([_finalize(x, fit) for x in e])
+        for a, b in zip(new, e):
+            if a is not b:
+                return new
+        return e
+    names = _NODE_FIELDS.get(cls)
+    if names is None:
+        if isinstance(e, _IR_NODES + (tuple,)):   # a subclass: the general path
+            return _finalize_slow(e, fit)
+        return e
+    changes = None
+    for name in names:
+        v = getattr(e, name)
+        t = type(v)
+        if t is tuple or t is _Lit or t in _NODE_FIELDS:
+            nv = _finalize(v, fit)
+            if nv is not v:
+                if changes is None:
+                    changes = {}
+                changes[name] = nv
+        elif t is not ir.Const and isinstance(v, (tuple, ir.Const) + _IR_NODES):
+            nv = _finalize_slow(v, fit)
+            if nv is not v:
+                if changes is None:
+                    changes = {}
+                changes[name] = nv
+    return replace(e, **changes) if changes else e
+
+
+def _finalize_slow(e, fit):
+    """`_finalize` for instances of subclasses of the IR node classes (none today)."""
     if isinstance(e, _Lit):
         return fit(e, e.type.dtype, e.span)
     if isinstance(e, tuple):
