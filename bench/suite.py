@@ -451,9 +451,10 @@ ROW_SHAPES = {"norms": (32768, 4096), "norms_mid": (16384, 16384), "norms_wide":
 
 
 def _row_kernel(op: str, N: int, dt: str) -> str:
-    """The tilenb kernel for a row op: the whole-row kernels are written for D = 4096 (an
-    @autotune value), every other row length takes the chunked `_wide` kernel (runtime N)."""
-    return f"{op}{'_wide' if N != 4096 else ''}_{dt}"
+    """The tilenb kernel for a row op: the whole-row kernels are written for D = 4096 and
+    16384 (@autotune values: the launch picks the variants whose D is the row length), every
+    other row length takes the chunked `_wide` kernel (runtime N)."""
+    return f"{op}{'_wide' if N not in (4096, 16384) else ''}_{dt}"
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
