@@ -3,11 +3,20 @@
 Guarantees: `parse` returns a Program whose every node has a span, or raises a
 `TileSyntaxError` at the offending token's line and column. No other exception escapes for
 any input string.
+
+How: Lark's LALR parser over the grammar of record builds the syntax tree directly, one
+callback per reduction (`_Builder`), with spans computed from the tokens each rule consumed
+(the spans Lark's propagate_positions gives: a node spans the tokens of its own derivation,
+its operands' enclosing parentheses included). A program nested deeper than `_DEEP` levels
+(long operator chains) goes the other way, through Lark's parse tree and `_ToAst`, which
+reports nesting too deep for Python's recursion where it lies. Both give the same Program.
 """
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
+from typing import Tuple
 
 import lark
 from lark import Token, Transformer, v_args
@@ -57,8 +66,26 @@ class _Newlines:
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
+    """The grammar of record as a parse-tree builder (positions on every node)."""
     return lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True,
                      postlex=_Newlines(), maybe_placeholders=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _fast() -> Tuple[lark.Lark, "_Builder"]:
+    """The same grammar and LALR tables, reducing straight to AST nodes through `_Builder`
+    (every token kept, so that spans can start and end at keywords and brackets)."""
+    builder = _Builder()
+    parser = lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=False,
+                       postlex=_Newlines(), maybe_placeholders=False, keep_all_tokens=True,
+                       transformer=builder)
+    return parser, builder
+
+
+_fast_lock = threading.Lock()   # _Builder keeps per-parse state
+# Parse-tree depth past which `parse` takes the parse-tree path (see the module docstring). The
+# suite's kernels are 13 levels deep; the tree path's recursion needs about 2 frames a level.
+_DEEP = 100
 
 
 def _span(meta_or_tok) -> A.Span:
@@ -212,6 +239,226 @@ class _ToAst(Transformer):
         return A.FloatLit(float(ch[0]), _span(ch[0]))
 
 
+class _Block:
+    """A block while it is being parsed: its statements and the span from '{' to '}'."""
+    __slots__ = ("stmts", "span")
+
+    def __init__(self, stmts, span):
+        self.stmts = stmts
+        self.span = span
+
+
+class _Builder:
+    """Lark callbacks (one per rule, named after it) that build the AST during the LALR parse.
+
+    Each receives every child of its reduction: tokens (keywords and brackets included) and the
+    values of sub-rules, with the `_`-rules spliced in and no placeholders for what is absent.
+    A node's span runs from the start of its first child to the end of its last, where a child
+    expression written in parentheses extends over them (`paren`), as with propagate_positions.
+    `depth` records each node's parse-tree depth; `bad` the first literal out of range (raised
+    after the parse, so that a syntax error anywhere still comes first, as with `_ToAst`)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.paren = {}    # id(expr) -> (line, column, end_line, end_column) of its parentheses
+        self.depth = {}    # id(value) -> parse-tree depth
+        self.keep = []     # every value made: no id is reused while the tables hold it
+        self.bad = None
+
+    def _span(self, ch) -> A.Span:
+        a, b = ch[0], ch[-1]
+        if isinstance(a, Token):
+            line, col = a.line, a.column
+        else:
+            p = self.paren.get(id(a))
+            if p is None:
+                sp = a.span
+                line, col = sp.line, sp.column
+            else:
+                line, col = p[0], p[1]
+        if isinstance(b, Token):
+            eline, ecol = b.end_line, b.end_column
+        else:
+            p = self.paren.get(id(b))
+            if p is None:
+                sp = b.span
+                eline, ecol = sp.end_line, sp.end_column
+            else:
+                eline, ecol = p[2], p[3]
+        return A.Span(line, col, eline, ecol)
+
+    def _done(self, value, ch):
+        get = self.depth.get
+        m = 0
+        for c in ch:
+            d = get(id(c))
+            if d is not None and d > m:
+                m = d
+        self.depth[id(value)] = m + 1
+        self.keep.append(value)
+        return value
+
+    def _int(self, tok):
+        try:
+            return _int(tok)
+        except _BadLiteral as e:
+            if self.bad is None:
+                self.bad = e
+            return 0
+
+    # ---- top level
+    def start(self, ch):
+        kernels = tuple(i for i in ch if isinstance(i, A.Kernel))
+        fns = tuple(i for i in ch if isinstance(i, A.Function))
+        return self._done((kernels, fns), ch)
+
+    def kernel_def(self, ch):
+        attrs = tuple(c for c in ch if type(c) is A.Attribute)
+        name = next(c for c in ch if isinstance(c, Token) and c.type == "NAME")
+        params = tuple(c for c in ch if type(c) is A.Param)
+        return self._done(A.Kernel(str(name), attrs, params, ch[-1].stmts, self._span(ch), _span(name)), ch)
+
+    def attribute(self, ch):
+        args = tuple(c for c in ch[2:] if not isinstance(c, Token))
+        return self._done(A.Attribute(str(ch[1]), args, len(args) > 0, self._span(ch)), ch)
+
+    def tune_arg(self, ch):
+        vals = tuple(c for c in ch[1:] if not isinstance(c, Token))
+        return self._done(A.TuneArg(str(ch[0]), vals, self._span(ch)), ch)
+
+    def param(self, ch):
+        return self._done(A.Param(str(ch[0]), ch[-1], self._span(ch)), ch)
+
+    def _fn(self, ch, is_expr):
+        names = [str(c) for c in ch if isinstance(c, Token) and c.type == "NAME"]
+        body = ch[-1] if is_expr else ch[-1].stmts
+        return self._done(A.Function(names[0], tuple(names[1:]), body, is_expr, self._span(ch)), ch)
+
+    def expr_fn(self, ch):
+        return self._fn(ch, True)
+
+    def stmt_fn(self, ch):
+        return self._fn(ch, False)
+
+    # ---- types
+    def tensor_type(self, ch):
+        toks = [c for c in ch if isinstance(c, Token) and c.type in ("NAME", "INT")]
+        dims = tuple(self._int(d) if d.type == "INT" else str(d) for d in toks[1:])
+        spans = tuple(_span(d) for d in toks[1:])
+        return self._done(A.TensorTypeExpr(str(toks[0]), dims, spans, self._span(ch)), ch)
+
+    def tile_type(self, ch):
+        dims = tuple(c for c in ch if not isinstance(c, Token))
+        return self._done(A.TileTypeExpr(str(ch[2]), dims, self._span(ch)), ch)
+
+    def scalar_type(self, ch):
+        return self._done(A.ScalarTypeExpr(str(ch[0]), self._span(ch)), ch)
+
+    # ---- statements
+    def block(self, ch):
+        return self._done(_Block(tuple(c for c in ch if not isinstance(c, Token)), self._span(ch)), ch)
+
+    def let_stmt(self, ch):
+        typ = ch[3] if len(ch) > 4 else None
+        return self._done(A.Let(str(ch[1]), typ, ch[-1], self._span(ch)), ch)
+
+    def var_stmt(self, ch):
+        n = len(ch)
+        has_type = n > 2 and isinstance(ch[2], Token) and ch[2].type == "COLON"
+        has_value = isinstance(ch[-2], Token) and ch[-2].type == "EQUAL"
+        return self._done(A.VarDecl(str(ch[1]), ch[3] if has_type else None, ch[-1] if has_value else None,
+                                    self._span(ch)), ch)
+
+    def assign(self, ch):
+        return self._done(A.Assign(ch[0], None, ch[-1], self._span(ch)), ch)
+
+    def aug_assign(self, ch):
+        return self._done(A.Assign(ch[0], str(ch[1])[:-1], ch[2], self._span(ch)), ch)
+
+    def unroll(self, ch):
+        t = ch[2]
+        return self._done(((self._int(t) if t.type == "INT" else str(t)), _span(t)), ch)
+
+    def for_stmt(self, ch):
+        unroll = ch[1] if type(ch[1]) is tuple else None
+        name = next(c for c in ch if isinstance(c, Token) and c.type == "NAME")
+        args = tuple(c for c in ch[:-1] if not isinstance(c, (Token, tuple)))
+        n, nspan = unroll if unroll is not None else (None, None)
+        return self._done(A.For(str(name), args, n, nspan, ch[-1].stmts, self._span(ch)), ch)
+
+    def while_stmt(self, ch):
+        return self._done(A.While(ch[1], ch[2].stmts, self._span(ch)), ch)
+
+    def if_stmt(self, ch):
+        if len(ch) > 3:
+            o = ch[4]
+            orelse = (o,) if isinstance(o, A.If) else o.stmts
+        else:
+            orelse = ()
+        return self._done(A.If(ch[1], ch[2].stmts, orelse, self._span(ch)), ch)
+
+    def break_stmt(self, ch):
+        return self._done(A.Break(self._span(ch)), ch)
+
+    def continue_stmt(self, ch):
+        return self._done(A.Continue(self._span(ch)), ch)
+
+    def return_stmt(self, ch):
+        return self._done(A.Return(self._span(ch)), ch)
+
+    def expr_stmt(self, ch):
+        return self._done(A.ExprStmt(ch[0], self._span(ch)), ch)
+
+    # ---- expressions
+    def atom(self, ch):
+        """`( expr )`: the expression itself, its parentheses recorded for its parent's span."""
+        e = ch[1]
+        a, b = ch[0], ch[-1]
+        self.paren[id(e)] = (a.line, a.column, b.end_line, b.end_column)
+        return e
+
+    def binop(self, ch):
+        return self._done(A.Binary(str(ch[1]), ch[0], ch[2], self._span(ch)), ch)
+
+    def unop(self, ch):
+        return self._done(A.Unary(str(ch[0]), ch[1], self._span(ch)), ch)
+
+    def index(self, ch):
+        subs = []
+        for c in ch[1:]:
+            if isinstance(c, Token):
+                continue
+            if isinstance(c, (A.RangeSub, A.FullSub)):
+                subs.append(c)
+            else:
+                subs.append(A.IndexSub(c, c.span))
+        return self._done(A.Index(ch[0], tuple(subs), self._span(ch)), ch)
+
+    def range_sub(self, ch):
+        return self._done(A.RangeSub(ch[0], ch[2], self._span(ch)), ch)
+
+    def full_sub(self, ch):
+        return self._done(A.FullSub(self._span(ch)), ch)
+
+    def field(self, ch):
+        return self._done(A.Field(ch[0], str(ch[2]), self._span(ch)), ch)
+
+    def call(self, ch):
+        args = tuple(c for c in ch[2:] if not isinstance(c, Token))
+        return self._done(A.Call(str(ch[0]), args, self._span(ch), _span(ch[0])), ch)
+
+    def name(self, ch):
+        return self._done(A.Name(str(ch[0]), _span(ch[0])), ch)
+
+    def int_lit(self, ch):
+        return self._done(A.IntLit(self._int(ch[0]), _span(ch[0])), ch)
+
+    def float_lit(self, ch):
+        return self._done(A.FloatLit(float(ch[0]), _span(ch[0])), ch)
+
+
 class _BadLiteral(Exception):
     def __init__(self, tok, why):
         super().__init__(why)
@@ -247,7 +494,7 @@ def _word(term: str) -> str:
     if term in _TOKEN_WORDS:
         return _TOKEN_WORDS[term]
     try:
-        pattern = _lark().get_terminal(term).pattern
+        pattern = _fast()[0].get_terminal(term).pattern
     except KeyError:
         return term.lower()
     return f"'{pattern.value}'" if pattern.type == "str" else term.lower()
@@ -342,41 +589,61 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         column = offset - (text.rfind("\n", 0, offset) + 1) + 1
         return src.error(TileSyntaxError, message, line, column)
 
-    try:
-        tree = _lark().parse(text)
-    except lark.exceptions.UnexpectedToken as e:
-        tok = e.token
-        line, col = _token_pos(tok, text)
-        at_end = tok is None or tok.type == "$END"
-        offset = len(text) if at_end or getattr(tok, "start_pos", None) is None else tok.start_pos
-        bracket = _bracket_problem(text, offset, "" if at_end else str(tok), line_offset)
-        if bracket is not None:
-            raise error_at(*bracket) from None
-        if tok.type == "ELSE" and _after_close_brace(text, tok):
-            raise src.error(TileSyntaxError, "'else' must follow the '}' of its 'if' on the same line",
-                            line, col) from None
-        expected = set(e.expected or ())
-        if (not at_end and (tok.type == "NAME" or str(tok) in KEYWORDS) and "SEMICOLON" in expected
-                and _same_line_as_previous(text, tok)):
-            hint = "; a statement ends at a newline or ';', so put one before this"
-        elif tok.type == "CMPOP":
-            hint = "; comparisons do not chain: write a < b && b < c, or add parentheses"
-        else:
-            hint = _expected(expected)
-        raise src.error(TileSyntaxError, f"unexpected {_describe(tok)}{hint}", line, col) from None
-    except lark.exceptions.UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
-        raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
-    except lark.exceptions.UnexpectedEOF:
-        bracket = _bracket_problem(text, len(text), line_offset=line_offset)
-        if bracket is not None:
-            raise error_at(*bracket) from None
-        lines = text.split("\n")
-        raise src.error(TileSyntaxError, "unexpected end of input", len(lines), len(lines[-1]) + 1) from None
-    except lark.exceptions.LarkError as e:  # any other parser failure is still a syntax error
-        raise src.error(TileSyntaxError, f"cannot parse: {e.__class__.__name__}", 1, 1) from None
-    except RecursionError:
-        raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
+    def syntax(parse_with):
+        """`parse_with(text)`, its failures turned into TileSyntaxErrors."""
+        try:
+            return parse_with(text)
+        except lark.exceptions.UnexpectedToken as e:
+            tok = e.token
+            line, col = _token_pos(tok, text)
+            at_end = tok is None or tok.type == "$END"
+            offset = len(text) if at_end or getattr(tok, "start_pos", None) is None else tok.start_pos
+            bracket = _bracket_problem(text, offset, "" if at_end else str(tok), line_offset)
+            if bracket is not None:
+                raise error_at(*bracket) from None
+            if tok.type == "ELSE" and _after_close_brace(text, tok):
+                raise src.error(TileSyntaxError, "'else' must follow the '}' of its 'if' on the same line",
+                                line, col) from None
+            expected = set(e.expected or ())
+            if (not at_end and (tok.type == "NAME" or str(tok) in KEYWORDS) and "SEMICOLON" in expected
+                    and _same_line_as_previous(text, tok)):
+                hint = "; a statement ends at a newline or ';', so put one before this"
+            elif tok.type == "CMPOP":
+                hint = "; comparisons do not chain: write a < b && b < c, or add parentheses"
+            else:
+                hint = _expected(expected)
+            raise src.error(TileSyntaxError, f"unexpected {_describe(tok)}{hint}", line, col) from None
+        except lark.exceptions.UnexpectedCharacters as e:
+            ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
+            raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
+        except lark.exceptions.UnexpectedEOF:
+            bracket = _bracket_problem(text, len(text), line_offset=line_offset)
+            if bracket is not None:
+                raise error_at(*bracket) from None
+            lines = text.split("\n")
+            raise src.error(TileSyntaxError, "unexpected end of input", len(lines), len(lines[-1]) + 1) from None
+        except lark.exceptions.LarkError as e:  # any other parser failure is still a syntax error
+            raise src.error(TileSyntaxError, f"cannot parse: {e.__class__.__name__}", 1, 1) from None
+        except RecursionError:
+            raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
+
+    parser, builder = _fast()
+    with _fast_lock:
+        builder.reset()
+        try:
+            result = syntax(parser.parse)
+            depth, bad = builder.depth.get(id(result), 0), builder.bad
+        finally:
+            builder.reset()
+    if depth <= _DEEP:
+        if bad is not None:
+            raise src.error(TileSyntaxError, str(bad), bad.tok.line, bad.tok.column) from None
+        kernels, fns = result
+        return A.Program(kernels, fns, text, filename)
+    # Deeply nested: through the parse tree, whose recursive transformation reports (at the
+    # statement) nesting too deep for Python's recursion limit.
+    tree = syntax(_lark().parse)
+
     def too_deep():
         line, col = _too_deep_at(tree)
         return src.error(TileSyntaxError, "this statement nests too deeply (hundreds of levels of operators, "
