@@ -202,7 +202,11 @@ def test_gpu_attention_every_variant_matches_the_cpu_executor(shape):
         args = _attention_args(rng, H, N, Nk, variant["D"])
         cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         cpu_mod.attention_bf16(*cpu, variant=variant)
-        gpu_mod.attention_bf16(*args, variant=variant)
+        try:
+            gpu_mod.attention_bf16(*args, variant=variant)
+        except tilenb.LaunchError as e:   # a variant over this device's shared memory per CTA
+            assert "cannot run on this GPU" in str(e), e
+            continue
         assert gpu_mod.attention_bf16.last_run.backend == "cuda"
         _close(args[3], cpu[3], 1.6e-2, 1.6e-2, f"attention {shape} {variant}")
 

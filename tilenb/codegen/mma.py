@@ -44,6 +44,7 @@ from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, rows_ok
 from . import ctypes_ as C
 
 SCRATCH_ALIGN = 128
+SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_90 (A100: 163 KB: autotune skips)
 FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
 
 
@@ -210,6 +211,15 @@ class MmaGen:
             for s in ir.walk_stmts(self.kir.body):
                 if isinstance(s, ir.For) and id(s) in gemm.loops:
                     skip |= {id(t) for t in ir.walk_stmts(s.body)}
+        self._allocate(parent, skip, pipelined=True)
+        if self.pipe_bytes and self.scratch_base + self.scratch_bytes > SMEM_OPTIN:
+            # double buffers would not fit a CTA: stage where each dot needs its operand instead
+            self.stages, self.mma_pipes = {}, {}
+            self._allocate(parent, skip, pipelined=False)
+        return self.scratch_bytes
+
+    def _allocate(self, parent, skip, pipelined: bool):
+        self.scratch_local = {}
         pipe_bytes = 0
         local_max = 0
         for s in ir.walk_stmts(self.kir.body):
@@ -229,7 +239,7 @@ class MmaGen:
                     units = Cc // 8
                     pitch = Cc + (8 if units % 2 == 0 else 0)
                     nbytes = _align(R * pitch * 2)
-                    loop = self._pipe_loop(s, op, parent, skip)
+                    loop = self._pipe_loop(s, op, parent, skip) if pipelined else None
                     if loop is not None:
                         st = Stage(pipe_bytes, nbytes, R, Cc, pitch, op.base.type.dtype, loop, False)
                         pipe_bytes += 2 * nbytes
@@ -242,7 +252,6 @@ class MmaGen:
         self.pipe_bytes = pipe_bytes
         self.scratch_bytes = pipe_bytes + local_max
         self.scratch_base = _align(self.plan.footprint) if self.scratch_bytes else self.plan.footprint
-        return self.scratch_bytes
 
     def mma_min_blocks(self) -> str:
         """`, n` for __launch_bounds__: as many CTAs an SM as the register tiles on the mma row
