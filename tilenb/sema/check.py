@@ -439,10 +439,24 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
     first_budget_errors = None
     failed = []  # (tune, errors) of variants with errors other than the budget
     names = [n for n, _ in tune_space]
+    # Variants whose @autotune values differ only in names the parameters, the body and the
+    # functions never mention (a CTA size used by @launch alone, say) check the body the same
+    # way: it is checked once per group of them and shared (see `_KernelChecker.run_shared`).
+    mentioned = _body_names(k, fns) if len(combos) > 1 else set()
+    shared: Dict[tuple, _Shared] = {}
     for combo in combos:
         tune = dict(zip(names, combo))
         key = tuple(sorted(tune.items()))
-        kir, errs = _KernelChecker(k, fns, recursive, src, tune, seen_attrs).run()
+        group = tuple(v for n, v in zip(names, combo) if n in mentioned)
+        res = None
+        if group in shared:
+            res = _KernelChecker(k, fns, recursive, src, tune, seen_attrs).run_shared(shared[group])
+        if res is None:
+            checker = _KernelChecker(k, fns, recursive, src, tune, seen_attrs)
+            res = checker.run()
+            if checker.shared is not None and group not in shared:
+                shared[group] = checker.shared
+        kir, errs = res
         if errs and all(isinstance(e, TileBudgetError) for e in errs):
             # a variant that needs too much shared memory is skipped while another one fits
             skipped[key] = errs[0].message
@@ -532,6 +546,34 @@ def _round_float(v: float, dtype: str) -> float:
         return float(np.asarray(v, dtype=np.float64).astype(T.DTYPES[dtype].numpy).astype(np.float64))
 
 
+@dataclass
+class _Shared:
+    """What a checked variant lends the variants whose body would check the same way."""
+    params: Tuple[ir.Param, ...]
+    dims: Dict[str, ir.Sym]
+    body: Tuple[ir.Stmt, ...]
+    registers: Tuple[ir.Sym, ...]
+    uniformity: Dict[int, int]
+    sym_uni: Dict[int, int]
+    inlined: int        # function bodies inlined by @launch and @grid
+
+
+def _body_names(k: A.Kernel, fns) -> set:
+    """Every string in the kernel's parameters, body and attributes other than @autotune,
+    @launch and @grid, and in every function: a superset of the names that checking the
+    parameters and the body can look up (walked without recursion)."""
+    out = set()
+    stack = [k.params, k.body, tuple(fns.values()),
+             tuple(a for a in k.attributes if a.name not in ("autotune", "launch", "grid"))]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, str):
+            out.add(n)
+        else:
+            stack.extend(_children(n))
+    return out
+
+
 class _KernelChecker:
     def __init__(self, k: A.Kernel, fns, recursive, src: Source, tune: Dict[str, int], attrs):
         self.k = k
@@ -584,6 +626,7 @@ class _KernelChecker:
 
     def check_kernel(self) -> ir.KernelIR:
         k = self.k
+        self.shared = None
         self.inlined = 0
         self.kernel_stmt = None
         env = _Env()
@@ -646,7 +689,70 @@ class _KernelChecker:
                 self.sym_uni[id(sym)] = ir.UNIFORM
             env.names[p.name] = sym
             params.append(ir.Param(sym, p.span))
-        # attributes that need the environment
+        threads, grid = self.launch_and_grid(env, params, dims)
+        self.dynshared = "dynshared" in self.attrs
+        self.register_names = []
+        if "registers" in self.attrs:
+            self.register_names = [(a.id, a.span) for a in self.attrs["registers"].args]
+        self.tile_decls: Dict[str, List[ir.Sym]] = {}
+        self.stmt_uni: Dict[int, int] = {}
+        self.loop_depth = 0
+        self.control: List[Tuple[int, A.Span, str]] = []
+        self.diverged: List[Optional[tuple]] = [None]  # per loop frame (0: the kernel body)
+        self.loop_keys: List[tuple] = []
+        self.fn_frames: List[dict] = []
+        inlined = self.inlined
+        body = self.block(k.body, env.child())
+        regs = []
+        for name, span in self.register_names:
+            syms = self.tile_decls.get(name)
+            if not syms:
+                self.err(TileNameError, f"@registers names '{name}', but the kernel declares no tile of that name", span)
+            else:
+                regs.extend(syms)
+        kir = ir.KernelIR(k.name, tuple(params), dims, dict(self.tune), threads, grid, self.dynshared,
+                          tuple(regs), body, k.span, dict(self.stmt_uni))
+        if not self.errors:
+            self.check_registers(kir)
+        if not self.errors:
+            self.shared = _Shared(tuple(params), dims, body, tuple(regs), dict(self.stmt_uni), dict(self.sym_uni),
+                                  inlined)
+            self.check_budget(kir)
+        return kir
+
+    def run_shared(self, shared: "_Shared"):
+        """This variant, with the parameters and the checked body of another whose @autotune
+        values differ only in names that the parameters, the body and the functions never
+        mention (`_body_names`), so that checking them again would make the same IR (same
+        Syms and uids) and no error. Only what such names can reach is checked for this variant:
+        @launch, @grid and the shared-memory budget (which counts threads through the mma
+        tiles). Returns (kir, errors) as `run` does, or None where @launch or @grid has an error
+        or inlines a different number of calls (the caller then checks the variant in full)."""
+        self.errors = []
+        self.sym_uni = dict(shared.sym_uni)
+        self.sym_key = {}
+        self.inlined = 0
+        self.kernel_stmt = None
+        env = _Env()
+        for n, v in self.tune.items():
+            env.names[n] = _Tune(v)
+        for n, sym in shared.dims.items():
+            env.names[n] = sym
+        for p in shared.params:
+            env.names[p.sym.name] = p.sym
+        threads, grid = self.launch_and_grid(env, list(shared.params), shared.dims)
+        if self.errors or self.inlined != shared.inlined:
+            return None
+        self.dynshared = "dynshared" in self.attrs
+        kir = ir.KernelIR(self.k.name, shared.params, dict(shared.dims), dict(self.tune), threads, grid,
+                          self.dynshared, shared.registers, shared.body, self.k.span, dict(shared.uniformity))
+        self.check_budget(kir)
+        if self.errors:
+            return None, self.errors
+        return kir, []
+
+    def launch_and_grid(self, env, params, dims):
+        """The attributes that need the environment: (threads per CTA, @grid extents or None)."""
         threads = 256
         if "launch" in self.attrs:
             at = self.attrs["launch"]
@@ -681,32 +787,7 @@ class _KernelChecker:
                 except _Abort:
                     pass
             grid = tuple(gl)
-        self.dynshared = "dynshared" in self.attrs
-        self.register_names = []
-        if "registers" in self.attrs:
-            self.register_names = [(a.id, a.span) for a in self.attrs["registers"].args]
-        self.tile_decls: Dict[str, List[ir.Sym]] = {}
-        self.stmt_uni: Dict[int, int] = {}
-        self.loop_depth = 0
-        self.control: List[Tuple[int, A.Span, str]] = []
-        self.diverged: List[Optional[tuple]] = [None]  # per loop frame (0: the kernel body)
-        self.loop_keys: List[tuple] = []
-        self.fn_frames: List[dict] = []
-        body = self.block(k.body, env.child())
-        regs = []
-        for name, span in self.register_names:
-            syms = self.tile_decls.get(name)
-            if not syms:
-                self.err(TileNameError, f"@registers names '{name}', but the kernel declares no tile of that name", span)
-            else:
-                regs.extend(syms)
-        kir = ir.KernelIR(k.name, tuple(params), dims, dict(self.tune), threads, grid, self.dynshared,
-                          tuple(regs), body, k.span, dict(self.stmt_uni))
-        if not self.errors:
-            self.check_registers(kir)
-        if not self.errors:
-            self.check_budget(kir)
-        return kir
+        return threads, grid
 
     # ---- control uniformity
     def control_reason(self):
