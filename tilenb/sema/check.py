@@ -793,8 +793,11 @@ class _KernelChecker:
     def control_reason(self):
         """The (level, span, clause) of the least uniform control around the current statement."""
         worst = None
-        for c in list(self.control) + [d for d in self.diverged if d is not None]:
+        for c in self.control:
             if c[0] > ir.UNIFORM and (worst is None or c[0] > worst[0]):
+                worst = c
+        for c in self.diverged:
+            if c is not None and c[0] > ir.UNIFORM and (worst is None or c[0] > worst[0]):
                 worst = c
         return worst
 
@@ -1906,6 +1909,8 @@ class _KernelChecker:
     def tile_arg(self, x, ast, f):
         if not isinstance(x.type, ir.TileT):
             self.fail(TileTypeError, f"{f}() takes a tile, not a {_type_str(x.type)}", ast.span)
+        if not self.register_names:
+            return x
         regs = [n for n, _ in self.register_names]
         for sub in ir.walk_expr(x):
             if isinstance(sub, ir.Ref) and sub.sym.name in regs and isinstance(sub.sym.type, ir.TileT):
@@ -2007,9 +2012,11 @@ def _convert_const(v, dt):
 
 _IR_NODES = (ir.Unary, ir.Binary, ir.Math, ir.Convert, ir.Reduce, ir.Dot, ir.Transpose, ir.Slice,
              ir.Element, ir.SubIndex, ir.SubRange)
-# Per IR node class, the names of its fields (dataclasses.fields() is slow on this path: `fin`
-# runs on every statement and nested subscript).
-_NODE_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in _IR_NODES}
+# Per IR node class, the names of its fields that can hold an expression (dataclasses.fields()
+# is slow on this path: `fin` runs on every statement and nested subscript). The others hold a
+# type, a span, a Sym, an operator or function name, a flag or an int, never an open literal.
+_NOT_EXPR_FIELDS = {"type", "span", "op", "fn", "sym", "base", "flat", "trans_b", "axis", "length", "full"}
+_NODE_FIELDS = {cls: tuple(f.name for f in fields(cls) if f.name not in _NOT_EXPR_FIELDS) for cls in _IR_NODES}
 
 
 def _finalize(e, fit):
