@@ -1928,16 +1928,20 @@ class _KernelChecker:
                 self.err(TileRuleError, f"'{s.value.sym.name}' is kept in registers (@registers) and cannot be viewed by a let", s.span)
 
     def check_budget(self, kir):
-        from ..analysis.lifetimes import ALIGN, tile_lifetimes
+        from ..analysis.lifetimes import ALIGN, gemm_accumulators, tile_lifetimes
         limit = DYNAMIC_SMEM_BYTES if kir.dynshared else STATIC_SMEM_BYTES
-        # The footprint never exceeds the sum of the tiles (tilenb.analysis.lifetimes): when every
-        # tile declared fits at once, the variant fits without computing its lifetimes.
-        total = 0
+        # The footprint never exceeds the sum of the shared tiles (tilenb.analysis.lifetimes): when
+        # every tile declared fits at once, or every one but those surely kept in registers
+        # (@registers, GEMM-loop accumulators), the variant fits without computing its lifetimes.
+        sizes = []
         for s in ir.walk_stmts(kir.body):
             if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT:
                 t = s.sym.type
-                total += (t.size * T.DTYPES[t.dtype].itemsize + ALIGN - 1) // ALIGN * ALIGN
-        if total <= limit:
+                sizes.append((s.sym, (t.size * T.DTYPES[t.dtype].itemsize + ALIGN - 1) // ALIGN * ALIGN))
+        if sum(n for _, n in sizes) <= limit:
+            return
+        in_regs = {id(x) for x in kir.registers} | {id(x) for x in gemm_accumulators(kir)}
+        if sum(n for sym, n in sizes if id(sym) not in in_regs) <= limit:
             return
         lt = tile_lifetimes(kir)
         if lt.footprint <= limit:
