@@ -98,10 +98,11 @@ def register_words(shape, dtype: str, warps: int) -> int:
 def statement_parts(s):
     """(target Sym or None, target is a window, iteration space, value) of a tile statement."""
     if isinstance(s, (ir.Let, ir.VarDecl)):
-        return s.sym, False, shape2(s.sym.type.shape), s.value
-    if isinstance(s, ir.Assign):
+        if isinstance(s.sym.type, ir.TileT):   # a scalar let or var is no tile statement
+            return s.sym, False, shape2(s.sym.type.shape), s.value
+    elif isinstance(s, ir.Assign):
         t = s.target
-        if isinstance(t, ir.Ref):
+        if isinstance(t, ir.Ref) and isinstance(t.type, ir.TileT):
             return t.sym, False, shape2(t.type.shape), s.value
         if isinstance(t, ir.Slice):
             return t.base, True, shape2(t.type.shape), s.value
