@@ -10,9 +10,13 @@ the shared-memory budget (from tile lifetimes).
 In the IR it returns: every `Const` holds a value representable in its type (a literal has
 taken the type its context gives it: in `x * 2` with x an f64, the 2 is an f64 `Const`), and
 `KernelIR.uniformity` maps `id(stmt)` to the uniformity of the control the statement runs under.
+Variants whose walk is shared (below) share their parameter Syms and statement objects (the
+IR is immutable); anything kept per variant is keyed by the KernelIR, not by a statement or Sym.
 
 How it works: one `_KernelChecker` walks a kernel's body once per @autotune combination,
-inlining function calls as it goes. An error inside a statement is recorded and abandons that
+inlining function calls as it goes (combinations that differ only in names the parameters, the
+body and the functions never mention, such as a CTA size used by @launch alone, share one walk:
+`_KernelChecker.run_shared`). An error inside a statement is recorded and abandons that
 statement only; a name whose declaration failed is "poisoned" so that its later uses stay
 quiet instead of cascading. Uniformity of scalar `var`s and of loops that threads leave early
 is found by re-walking until nothing rises (values only go up, so this ends).
