@@ -853,8 +853,7 @@ kernel g(A: tensor<bf16>[M, K], B: tensor<bf16>[K, N], C: tensor<f32>[M, N]) {
   }
   C[0 :+ 64, 0 :+ 64] = acc
 }""", False, "the tiles' declared f16 converts the bf16 tensor's elements: wgmma bf16 would skip that",
-    dict(M=70, N=60, K=72), (1,), _typed_ref, inputs=_typed_inputs,
-    bug={"lowering": BUG_TYPED_VAR, "emulate": BUG_TYPED_VAR, "gpu": BUG_TYPED_VAR})
+    dict(M=70, N=60, K=72), (1,), _typed_ref, inputs=_typed_inputs)
 
 
 def _mixed_layout_ref(x):
@@ -880,8 +879,7 @@ kernel g(A: tensor<bf16>[M, K], B: tensor<bf16>[K, N], C: tensor<f32>[M, N]) {
   }
   C[0 :+ 64, 0 :+ 64] = acc + acc2
 }""", False, "acc2's loop (slices of 16, step 32) stays on mma.sync; acc + acc2 needs one register layout",
-    dict(M=70, N=60, K=72), (1,), _mixed_layout_ref,
-    bug={"lowering": BUG_MIXED_LAYOUT, "generate": BUG_MIXED_LAYOUT, "gpu": BUG_MIXED_LAYOUT})
+    dict(M=70, N=60, K=72), (1,), _mixed_layout_ref)
 
 
 def _dot_store_ref(x):
@@ -904,7 +902,7 @@ kernel g(A: tensor<f16>[M, K], B: tensor<f16>[K, N], X: tensor<f16>[M, K], Y: te
   }
   C[0 :+ 64, 0 :+ 64] = acc + dot(X[0 :+ 64, 0 :+ 16], Y[0 :+ 16, 0 :+ 64])
 }""", True, "taken; the store of acc + dot(..) must not stage over the dot's scratch",
-    dict(M=70, N=68, K=100), (1,), _dot_store_ref, bug={"emulate": BUG_DOT_IN_STORE, "gpu": BUG_DOT_IN_STORE})
+    dict(M=70, N=68, K=100), (1,), _dot_store_ref)
 
 
 def _bcast_ref(x):
@@ -929,7 +927,7 @@ kernel g(A: tensor<bf16>[M, K], B: tensor<bf16>[K, N], Bias: tensor<f32>[M, N], 
   }
   C[0 :+ 64, ctx.block.y * 32 :+ 32] = acc
 }""", True, "taken; acc starts from one row of Bias broadcast down its 64 rows",
-    dict(M=70, N=100, K=72), (1, 4), _bcast_ref, bug={"emulate": BUG_BROADCAST, "gpu": BUG_BROADCAST})
+    dict(M=70, N=100, K=72), (1, 4), _bcast_ref)
 
 
 def _fixed_b_ref(x):
@@ -955,15 +953,14 @@ kernel g(A: tensor<bf16>[M, K], B: tensor<bf16>[Z, K, N], S: tensor<f32>[G, M, 4
   S[ctx.block.x, 0 :+ 64, 0 :+ 1] = rowsum(y)
   C[ctx.block.x, 0 :+ 64, 0 :+ 64] = acc
 }""", True, "taken; CTA 1 reads B[2] of 2: b invalid, so acc's columns empty and its rows a's (spec 8.6)",
-    dict(M=50, K=40, N=60, Z=2, G=2), (2,), _fixed_b_ref, outs=("S", "C"),
-    bug={"emulate": BUG_FIXED_B, "gpu": BUG_FIXED_B})
+    dict(M=50, K=40, N=60, Z=2, G=2), (2,), _fixed_b_ref, outs=("S", "C"))
 
 CASES["regs_512_threads"] = _shape_case(512, 256, 256, 64, False, "256 x 256 on 512 threads: 128 accumulators "
                                         "a thread, all the registers a thread has there", dict(M=200, N=260, K=72),
-                                        lowered=False, bug={"lowering": BUG_REGS, "nvrtc": BUG_REGS, "gpu": BUG_REGS})
+                                        lowered=False)
 CASES["regs_1024_threads"] = _shape_case(1024, 256, 192, 32, True, "256 x 192 on 1024 threads: wgmma n96 needs 48 "
                                          "of a thread's 64 registers", dict(M=200, N=196, K=72),
-                                         lowered=False, bug={"lowering": BUG_REGS, "nvrtc": BUG_REGS, "gpu": BUG_REGS})
+                                         lowered=False)
 
 
 # ---- running a case -----------------------------------------------------------------------------
@@ -1212,7 +1209,6 @@ def test_copy_path_lays_stages_out_as_the_tensor_maps_do(NT, TM, TN, TK, trans):
 
 
 # ---- other findings, outside the lowering ----------------------------------------------------------
-@pytest.mark.xfail(reason=BUG_CPU_FIXED, strict=True)
 def test_cpu_executor_slice_with_a_fixed_index_outside_the_tensor():
     mod = tilenb.compile("""
 @launch(128)
@@ -1226,7 +1222,6 @@ kernel g(B: tensor<f32>[Z, K, N], C: tensor<f32>[K, N], z: i32) {
 
 
 @needs_gxx
-@pytest.mark.xfail(reason=BUG_GENERIC_FIXED, strict=True)
 def test_generic_dot_with_b_fixed_index_outside_stores_nothing(tmp_path):
     text = """
 @launch(128)

@@ -244,6 +244,12 @@ def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: i
     return g.run()
 
 
+@dataclass(frozen=True)
+class _Shaped:
+    """Stands for an expression of a given type (the iteration space a value broadcasts to)."""
+    type: object
+
+
 # ---- the generator -----------------------------------------------------------------------------
 class _Gen(MmaGen):
     def __init__(self, kir: ir.KernelIR, source_text, line_offset, arch=None):
@@ -1081,7 +1087,8 @@ class _Gen(MmaGen):
             cond = " && ".join(ok)
             if cond == "false":
                 return (0, 0, 0, 0)
-            r1 = f"(({cond}) ? {r1} : 0)"
+            r1 = f"(({cond}) ? {r1} : 0)"      # a fixed index outside the base: no row
+            c1 = f"(({cond}) ? {c1} : 0)"      # and no column is valid (a dot takes b's columns)
         return self.name_region((r0, r1, c0, c1))
 
     def name_region(self, rg: Region) -> Region:
@@ -1576,7 +1583,7 @@ class _Gen(MmaGen):
             self.emit(f"{C.VALUE_C[vdt]} {stage}[{lay2.slots}];  // the new values, written after every thread has read the old ones")
 
             def compute(at):
-                v = self.elem_value(value, at)
+                v = self.elem_value(value, at, domain)
                 self.emit(f"{stage}[{at.slot}] = {v};")
 
             self.sweep(domain, lay2, V, compute, mask=None)
@@ -1601,7 +1608,7 @@ class _Gen(MmaGen):
             return
 
         def body(at):
-            v = self.elem_value(value, at)
+            v = self.elem_value(value, at, domain)
             write(at, v, vdt)
         self.sweep(domain, lay, V, body, mask=mask, hoist=value)
 
@@ -1990,9 +1997,14 @@ class _Gen(MmaGen):
             conds.append(f"{j0} + {V} <= {rg[3]}")
         return " && ".join(conds) if conds else True
 
-    def elem_value(self, value, at):
+    def elem_value(self, value, at, domain=None):
+        """The value at element `at` of a statement's iteration space `domain`; a value of a
+        smaller shape ([1, C], [R, 1]) is broadcast to it, as operands are through child_at."""
         if not isinstance(value.type, ir.TileT):
             return self.scalar(value)
+        if domain is not None and shape2(value.type.shape) != tuple(domain):
+            whole = ir.TileT(value.type.dtype, tuple(domain))
+            return self.ev(value, self.child_at(_Shaped(whole), value, at))
         return self.ev(value, at)
 
     def prepare_regions(self, e):

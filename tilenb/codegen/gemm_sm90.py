@@ -202,7 +202,8 @@ def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
         if isinstance(t, ir.Let) and t.sym.kind == "view":
             lets[id(t.sym)] = t
         elif (isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.value, ir.Slice)
-              and isinstance(t.sym.type, ir.TileT) and t.value.base.kind == "tensor"):
+              and isinstance(t.sym.type, ir.TileT) and t.value.base.kind == "tensor"
+              and t.sym.type.dtype == t.value.base.type.dtype):
             lets[id(t.sym)] = t      # a tile copied from a tensor and read by the dot alone
         elif isinstance(t, ir.Assign) and assign is None:
             assign = t
@@ -286,7 +287,9 @@ def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
     split = split_warpgroups(TM, TN, G, chunk)
     if split is None:
         return None
-    if TM * TN // threads > MAX_ACC_REGS:
+    # f32 accumulators a thread holds: at most 128, and room for ~56 others within the
+    # 65536 registers of an SM (H100/H200) that one CTA of `threads` may use
+    if TM * TN // threads > min(MAX_ACC_REGS, 65536 // threads - 56):
         return None
     a_bytes = TM * TK * 2
     b_bytes = TK * TN * 2
@@ -550,8 +553,10 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     bc0, bc1 = f"(int)tnb_clamp(-{b_n}, 0, {TN})", f"(int)tnb_clamp({nb_ext} - {b_n}, 0, {TN})"
     g.emit(f"if ({nk} > 0) {{")
     g.ind += 1
-    if ok_a != "true" or ok_b != "true":
-        g.emit(f"if (!({ok_a}) || !({ok_b})) {{ {n}_r1 = {n}_r0; }}  // a fixed index outside its tensor: nothing valid")
+    if ok_a != "true":
+        g.emit(f"if (!({ok_a})) {{ {n}_r1 = {n}_r0; }}  // a's fixed index outside A: none of a's rows is valid")
+    if ok_b != "true":
+        g.emit(f"if (!({ok_b})) {{ {n}_c1 = {n}_c0; }}  // b's fixed index outside B: none of b's columns is valid")
     g.emit(f"{n}_r0 = max({n}_r0, {ar0}); {n}_r1 = min({n}_r1, {ar1}); "
            f"{n}_c0 = max({n}_c0, {bc0}); {n}_c1 = min({n}_c1, {bc1});")
     g.ind -= 1
@@ -670,6 +675,19 @@ def prepare(g) -> Optional[Lowering]:
         for v in vals:
             if any(isinstance(x, ir.Dot) for x in ir.walk_expr(v)):
                 bad.add(id(s.target.sym if isinstance(s, ir.Assign) else s.sym))
+    # a statement that combines acc with another register tile needs both in one layout: the
+    # other keeps its own (mma.sync or partition), so such an acc keeps mma.sync too
+    regs = {k for k, t in plan.tiles.items() if t.space == "registers"}
+    for s in ir.walk_stmts(g.kir.body):
+        if id(s) in matched_assigns or isinstance(s, (ir.For, ir.While, ir.If)):
+            continue
+        touched = {id(x.sym) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, ir.Ref)}
+        touched |= {id(x.base) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, (ir.Slice, ir.Element))}
+        if isinstance(s, (ir.Let, ir.VarDecl)):
+            touched.add(id(s.sym))
+        mine = touched & accs
+        if mine and (touched & regs) - mine:
+            bad |= mine
     loops: Dict[int, Lowered] = {}
     layouts: Dict[int, WgmmaLayout] = {}
     tmaps: List[TmaSpec] = []
@@ -747,6 +765,8 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         return False
     if not isinstance(value.type, ir.TileT) or tuple(value.type.shape) != (lay.M, lay.N):
         return False
+    if any(isinstance(x, (ir.Dot, ir.Reduce)) for x in ir.walk_expr(value)):
+        return False     # a dot or reduction of the value may use shared scratch of its own
     if g.two_phase(s, value, loc.sym, loc.key) or g.coop_reduces(value, (lay.M, lay.N), 1, lay):
         return False
     isz = C.itemsize(loc.dtype)
@@ -768,7 +788,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     vdt = value.type.dtype
 
     def put(at):
-        v = g.elem_value(value, at)
+        v = g.elem_value(value, at, (M, N))
         g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
 
     g.sweep((M, N), lay, 1, put, mask=mask)

@@ -227,6 +227,8 @@ def read_window(win: Window, nb: int) -> TileVal:
         if win.is_tile:
             cl = (_batch_index(src.shape[0], pp),) + cl
         data = src[cl + basic]
+        if not win.is_tile and all(np.ndim(c) == 0 for c in cl):
+            data = data[None]                   # uniform indices only: the batch axis is kept
         if not valid.all():
             valid = valid.reshape(valid.shape + (1,) * (p - pp))
             data = np.where(valid, data, np.zeros((), data.dtype))
