@@ -1454,6 +1454,7 @@ inline void tnb_mbar_wait(unsigned bar, unsigned parity) {
     tnb_die("deadlock: an mbarrier phase never completes", bar);
 }
 inline void tnb_fence_async_smem() {}
+inline void tnb_fence_async_global() {}
 static inline unsigned tnb_emu_swz(unsigned a, int span) {
   int mask = span == 128 ? 7 : span == 64 ? 3 : span == 32 ? 1 : 0;
   return a ^ (((a >> 7) & mask) << 4);

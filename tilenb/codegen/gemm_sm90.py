@@ -340,6 +340,7 @@ __device__ __forceinline__ void tnb_mbar_wait(unsigned bar, unsigned parity) {
                " @!p bra tnb_wait_%=;\n}" :: "r"(bar), "r"(parity) : "memory");
 }
 __device__ __forceinline__ void tnb_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void tnb_fence_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 __device__ __forceinline__ void tnb_tma_2d(unsigned dst, const tnb_tmap* map, int c0, int c1, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
@@ -485,6 +486,7 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
 
     g.emit("if (tnb_tma) {")
     g.ind += 1
+    g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
     g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
     g.emit("if (tnb_tid == 0) {")
     g.ind += 1
