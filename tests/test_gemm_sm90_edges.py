@@ -28,8 +28,9 @@ elements LBO apart along N, 8-row groups SBO apart along K; swizzle = XOR of byt
 [4, 4 + log2(span / 16)) with the bits 3 above) and the accumulator fragment of m64nNk16 (lane l
 of warp w: rows 16 w + l / 4 (+ 8), columns 2 (l % 4) (+ 1) of each 8-column block).
 
-Known bugs are xfail(strict) with the bug named; tests marked `gpu` run the same programs on an
-H100/H200 against numpy at shapes that are not multiples of the tiles, on both copy paths.
+The bugs these tests found are listed below with the cases that guard them; tests marked `gpu`
+run the same programs on an H100/H200 against numpy at shapes that are not multiples of the
+tiles, on both copy paths.
 """
 from __future__ import annotations
 
@@ -58,27 +59,24 @@ NPDT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "f64": np.float64, "
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC is not installed")
 needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ is not available")
 
-# ---- bugs found (the lead fixes tilenb/; each xfail names one) --------------------------------
-BUG_TYPED_VAR = ("gemm_sm90.match_loop takes `var a: tile<bf16>[..] = A_f16[..]` (a tile whose declared type "
-                 "converts the tensor's) and multiplies the tensor's unconverted elements")
-BUG_MIXED_LAYOUT = ("gemm_sm90.prepare gives an accumulator the wgmma layout although a statement combines it "
-                    "with a register tile that keeps the mma.sync layout: UnsupportedError on sm_90 only")
-BUG_DOT_IN_STORE = ("gemm_sm90.staged_store stages the tile in the GEMM ring, which the value's own dot "
-                    "scratch (mma.py, after the plan's footprint) overlaps: threads overwrite scratch others still read")
-BUG_BROADCAST = ("cuda._run_sweep evaluates a value of a smaller shape ([1, N], [M, 1]) at the sweep's own row "
-                 "and column, not broadcast (mma.py's _val does): a wgmma accumulator started from a bias row reads "
-                 "rows past it (outside the tensor when it has one row); @registers tiles get zeros")
-BUG_FIXED_B = ("gemm_sm90.emit_gemm_loop empties acc's rows when b's fixed index is outside B; the spec empties "
-               "its columns (a's rows stay valid: a row reduction of them is 0, not invalid)")
-BUG_REGS = ("gemm_sm90.plan_shape caps accumulators at 128 registers a thread whatever the thread count: "
-            "at 512 or 1024 threads (128 / 64 registers a thread) ptxas cannot allocate one wgmma's registers")
-BUG_CPU_FIXED = ("the CPU executor (cpu_memory.read_window) loses the batch axis when a slice's uniform fixed "
-                 "index lies outside the tensor: internal ValueError")
-# bugs whose fix was in the working tree, not yet committed, when these tests were written: their
-# xfails are not strict (an XPASS is reported, not failed); make them strict or drop them once committed
-IN_FIX = {BUG_BROADCAST}
-BUG_GENERIC_FIXED = ("cuda.loc_bounds turns a fixed index outside the tensor into empty rows only; a dot takes "
-                     "b's columns, so the generic path stores zeros where the spec stores nothing")
+# ---- bugs these tests found (all fixed: eb94c90, c92fd93), and the cases that guard them ----------
+# - a `var a: tile<f16>[..] = A_bf16[..]` tile (its declared type converts) was lowered on the tensor's
+#   unconverted elements: typed_var_converts
+# - an accumulator combined with a register tile that keeps mma.sync got the wgmma layout: UnsupportedError
+#   on sm_90 only: acc_with_mma_sync_acc
+# - the staged store of `acc + dot(..)` staged over the dot's own shared scratch: store_value_with_a_dot
+# - a value of a smaller shape ([1, N]) swept over a register layout was not broadcast (wgmma accumulators
+#   read rows past a bias row, @registers tiles got zeros): acc_starts_from_a_row,
+#   test_generic_register_tile_from_a_broadcast_row
+# - b's fixed index outside B emptied acc's rows, not its columns: b_fixed_index_outside (and on the generic
+#   path test_generic_dot_with_b_fixed_index_outside_stores_nothing)
+# - 128 accumulator registers a thread at 512/1024 threads: ptxas could not allocate a wgmma's registers:
+#   regs_512_threads, regs_1024_threads
+# - the CPU executor lost the batch axis for a uniform fixed index outside the tensor:
+#   test_cpu_executor_slice_with_a_fixed_index_outside_the_tensor
+# - a TMA read of rows the CTA stored earlier had no proxy fence: layers_read_back_in_one_kernel (GPU)
+# A new bug goes in as Case.bug = {aspect: text} (aspects: lowering, generate, nvrtc, emulate, cpu, gpu),
+# which makes that aspect's test xfail(strict) with the text as its reason.
 
 
 # ---- numpy: the spec's rules, written out -------------------------------------------------------
@@ -1040,8 +1038,7 @@ def _params(aspect, only=None):
     for name, case in CASES.items():
         if only is not None and not only(case):
             continue
-        marks = [pytest.mark.xfail(reason=case.bug[aspect], strict=case.bug[aspect] not in IN_FIX)] \
-            if aspect in case.bug else []
+        marks = [pytest.mark.xfail(reason=case.bug[aspect], strict=True)] if aspect in case.bug else []
         out.append(pytest.param(name, marks=marks, id=name))
     return out
 
@@ -1078,7 +1075,7 @@ def test_what_is_lowered_compiles_for_sm90a(name):
     case = CASES[name]
     ks = _gen(case, "sm_90")
     if ks.arch != "sm_90a":
-        return                                    # left to mma.sync (the fix of BUG_REGS): nothing to compile
+        return                                    # left to mma.sync (regs_*): nothing to compile
     assert nvrtc_compile(ks.source, "sm_90a")
 
 
@@ -1208,7 +1205,7 @@ def test_copy_path_lays_stages_out_as_the_tensor_maps_do(NT, TM, TN, TK, trans):
         np.testing.assert_array_equal(got_b, want)
 
 
-# ---- other findings, outside the lowering ----------------------------------------------------------
+# ---- the same bugs outside the lowering (the CPU executor, the generic path) -------------------------
 def test_cpu_executor_slice_with_a_fixed_index_outside_the_tensor():
     mod = tilenb.compile("""
 @launch(128)
@@ -1238,7 +1235,6 @@ kernel g(A: tensor<f32>[M, K], B: tensor<f32>[Z, K, N], C: tensor<f32>[G, M, N])
 
 
 @needs_gxx
-@pytest.mark.xfail(reason=BUG_BROADCAST, strict=BUG_BROADCAST not in IN_FIX)
 def test_generic_register_tile_from_a_broadcast_row(tmp_path):
     """The same root cause as acc_starts_from_a_row, on the generic path: a @registers tile."""
     text = """
