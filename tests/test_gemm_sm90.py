@@ -88,6 +88,9 @@ def test_gemm_loop_lowered_only_for_sm90():
     ks = _ks(t, "gemm", "sm_90", TM=128, TN=128, TK=64, NT=256)
     assert ks.arch == "sm_90a" and [m.tensor for m in ks.tmaps] == ["A", "B"]
     assert "wgmma.mma_async" in ks.source and "cp.async.bulk.tensor" in ks.source
+    # a loop start that is not on a 16-byte boundary of K takes the copy path (on the H200 a box
+    # starting there stops the kernel with an illegal instruction)
+    assert "if (tnb_tma && ((lo" in ks.source and "& 7) == 0" in ks.source
     # B is [K, N] (N contiguous): 64-column boxes of 128-byte swizzled rows; A's rows are TK * 2 bytes
     assert ks.tmaps[0].box == (64, 128) and ks.tmaps[0].swizzle == 128
     assert ks.tmaps[1].box == (64, 64) and ks.tmaps[1].swizzle == 128

@@ -484,7 +484,11 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
                 emit_tma(g, tmap_b, f"{dst} + {a_pad} + {c * TK * swb}", f"{st}k",
                          f"{b_n} + {c * shp.chunk_b}", b_fixed, bar, k_inner=False)
 
-    g.emit("if (tnb_tma) {")
+    # a box must start on a 16-byte boundary of the contiguous dim (H200: an illegal instruction
+    # otherwise): K's start (then every turn, TK * 2 being 32, 64 or 128 bytes) and, for B as
+    # [K, N], its first column; elsewhere the copy path takes the loop
+    inner = [f"(({lov}) & 7) == 0"] + ([] if b.k_inner else [f"(({b_n}) & 7) == 0"])
+    g.emit(f"if (tnb_tma && {' && '.join(inner)}) {{")
     g.ind += 1
     g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
     g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
