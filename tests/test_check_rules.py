@@ -683,6 +683,20 @@ def test_tile_slice_start_must_be_uniform():
     """, TileRuleError, 2, 13, "the slice start 'ctx.thread' differs between threads")
 
 
+def test_tile_slice_scalar_index_must_be_uniform():
+    ok("""
+    kernel k(X: tensor<f32>[B, M, 64], Y: tensor<f32>[M, 64]) {
+      var a = X[ctx.block.x, 0 :+ 8, :]
+      Y[0, ctx.thread % 64] = X[ctx.thread % 4, 0, ctx.thread % 64]
+    }
+    """)
+    fails("""
+    kernel k(X: tensor<f32>[B, M, 64]) {
+      var a = X[ctx.thread % 4, 0 :+ 8, :]
+    }
+    """, TileRuleError, 2, 13, "the index 'ctx.thread % 4' differs between threads")
+
+
 def test_tile_filled_with_varying_value():
     fails("""
     kernel k(X: tensor<f32>[M, 64]) {

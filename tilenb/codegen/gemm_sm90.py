@@ -702,6 +702,12 @@ def prepare(g) -> Optional[Lowering]:
     for m in found:
         if id(m.acc) in bad:
             continue
+        # one thread issues the copies for the CTA: every coordinate must be the same in all threads
+        coords = list(m.a.fixed) + list(m.b.fixed) + [m.a.outer, m.b.outer if m.b.k_inner else m.b.inner,
+                                                      m.loop.lo, m.loop.hi]
+        if any(plan.uni.expr_varying(e) for e in coords):
+            bad.add(id(m.acc))
+            continue
         views = {id(v) for v in m.views}
         ring_off = 0
         for t in plan.tiles.values():

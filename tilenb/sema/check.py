@@ -1727,6 +1727,11 @@ class _KernelChecker:
                     self.fail(TileRuleError, f"the slice start '{self.text(s.start)}' differs between threads; a slice makes a tile that all threads share, so its start must be the same in every thread (uniform)", s.start.span)
                 subs.append(ir.SubRange(start, n))
                 shape.append(n)
+        if shape:
+            # a scalar index of a slice selects the tile all threads share, as its starts do
+            for s, sub in zip(e.subs, subs):
+                if isinstance(sub, ir.SubIndex) and self.uni(sub.index) > ir.UNIFORM:
+                    self.fail(TileRuleError, f"the index '{self.text(s.index)}' differs between threads; a slice makes a tile that all threads share, so its scalar indices must be the same in every thread (uniform), like its starts", s.index.span)
         if not shape:
             indices = tuple(x.index for x in subs)
             if sym.kind != "tensor":
