@@ -26,9 +26,14 @@ Guarantees:
 - acc lives in `WgmmaLayout`, the wgmma accumulator layout; every other statement that touches
   acc sweeps that layout (`emit_sweep`), so the rest of the kernel is unchanged.
 - A launch whose tensors cannot be described by a tensor map (row stride not a multiple of 16
-  bytes, say) takes a second path of the same kernel (kernel parameter `tnb_tma` = 0): all
-  threads copy each stage with bounds checks into the same swizzled layout, then wgmma; slower,
-  equally exact.
+  bytes, say; kernel parameter `tnb_tma` = 0), or whose boxes would not start on a 16-byte
+  boundary of the contiguous dimension (the loop's start, or B's first column when B is
+  [K, N]: on the H200 such a box stops the kernel with an illegal instruction), takes a second
+  path of the same kernel: all threads copy each stage with bounds checks into the same
+  swizzled layout, then wgmma; slower, equally exact.
+- Loops are taken only when every copy coordinate is uniform (thread 0 issues the copies for
+  the CTA), the accumulator is combined with no other register tile, and the accumulator
+  registers fit the thread count (`plan_shape`); anything else keeps mma.sync.
 - The pipeline's shared memory (stages and mbarriers) lies after every tile of the analysis'
   plan except the loop's own staged views, which this lowering does not use; the kernel's
   dynamic shared memory grows by that much (`KernelSource.smem_bytes` says the total).
@@ -368,9 +373,6 @@ template <int N> __device__ __forceinline__ void tnb_wgmma_wait() { asm volatile
 #endif
 """
 
-_ISSUED_SHAPES: set = set()
-
-
 def wgmma_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
     """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32
     accumulators d[0 .. n/2), A and B from shared memory by descriptor."""
@@ -397,7 +399,6 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     accn = acc_tv.cname
     lay: WgmmaLayout = acc_tv.layout
     S = shp.stages
-    kv = g.cname(s.var)
     lo = g.scalar_as(s.lo, "index")
     hi = g.scalar_as(s.hi, "index")
     TM, TN, TK = m.TM, m.TN, m.TK
@@ -439,7 +440,6 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     g.emit(f"const int {arow0} = ({wg} / {lay.GN}) * {lay.WM};  // its first row of the tile")
     g.emit(f"const int {bcol0} = ({wg} % {lay.GN}) * {lay.WN};  // its first column")
     swa, swb = shp.sw_a, shp.sw_b
-    kind = m.dtype
     # k16 step offsets (bytes) and the descriptors' offsets
     if b.k_inner:
         b_start = f"{bcol0} * {swb}"
@@ -793,7 +793,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     V = 16 // isz
     st = C.STORE_C[loc.dtype]
     buf = g.new("stg")
-    g.emit(f"// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
+    g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
     g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
     g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
     g.prepare_regions(value)
