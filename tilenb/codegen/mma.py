@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
-from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, rows_ok, shape2, statement_parts
+from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
 from . import ctypes_ as C
 
 SCRATCH_ALIGN = 128
@@ -530,7 +530,6 @@ class MmaGen:
         if in_regs and tv.layout != lay:
             self.fail("a register tile assigned in a layout other than its own", s)
         added: List[int] = []
-        swept_value = value
         skip_sweep = False
         frag = list(r.frag)
         red_dot = any(isinstance(x, ir.Reduce) and any(isinstance(y, ir.Dot) for y in ir.walk_expr(x.x))
@@ -581,17 +580,6 @@ class MmaGen:
             self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
         del cg
 
-    def _val(self, value, at, domain) -> str:
-        """The value at `at` of the statement's iteration space (a value of a smaller shape is
-        broadcast to it, as the generic sweeps do through child_at)."""
-        if not isinstance(value.type, ir.TileT):
-            return self.scalar(value)
-        if shape2(value.type.shape) == tuple(domain):
-            return self.ev(value, at)
-        from types import SimpleNamespace
-        whole = SimpleNamespace(type=ir.TileT(value.type.dtype, tuple(domain)))
-        return self.ev(value, self.child_at(whole, value, at))
-
     def _refs(self, e, sym) -> bool:
         return any(isinstance(x, ir.Ref) and x.sym is sym for x in ir.walk_expr(e))
 
@@ -604,14 +592,14 @@ class MmaGen:
 
             def body(ats):
                 a0, a1 = ats
-                v0 = C.convert(self._val(value, a0, domain), vdt, "f32")
-                v1 = C.convert(self._val(value, a1, domain), vdt, "f32")
+                v0 = C.convert(self.elem_value(value, a0, domain), vdt, "f32")
+                v1 = C.convert(self.elem_value(value, a1, domain), vdt, "f32")
                 self.emit(f"{tv.cname}[({a0.slot}) >> 1] = {pack}({v0}, {v1});")
             self.frag_sweep(lay, body, pairs=True)
             return
 
         def body(at):
-            self.emit(f"{tv.cname}[{at.slot}] = {C.convert(self._val(value, at, domain), vdt, tv.dtype)};")
+            self.emit(f"{tv.cname}[{at.slot}] = {C.convert(self.elem_value(value, at, domain), vdt, tv.dtype)};")
         self.frag_sweep(lay, body)
 
     def _sweep_shared(self, s, tv, lay, value, domain):
@@ -622,7 +610,7 @@ class MmaGen:
         def body(at):
             idx = f"({at.i}) * {N} + ({at.j})"
             idx = cg.swz_c(tv.swz, idx) if hasattr(cg, "swz_c") and getattr(tv, "swz", None) is not None else idx
-            line = f"{tv.cname}[{idx}] = {C.store_bits(self._val(value, at, domain), vdt, tv.dtype)};"
+            line = f"{tv.cname}[{idx}] = {C.store_bits(self.elem_value(value, at, domain), vdt, tv.dtype)};"
             self.emit(("if (tnb_lane % 4 == 0) " if isinstance(lay, RowLayout) else "") + line)
         self.frag_sweep(lay, body)
 
@@ -630,7 +618,7 @@ class MmaGen:
         vdt = value.type.dtype
 
         def write(at):
-            line = f"{loc.ptr}[{loc.index(at.i, at.j)}] = {C.store_bits(self._val(value, at, domain), vdt, loc.dtype)};"
+            line = f"{loc.ptr}[{loc.index(at.i, at.j)}] = {C.store_bits(self.elem_value(value, at, domain), vdt, loc.dtype)};"
             self.emit(line)
 
         def body(at):
@@ -932,7 +920,6 @@ class MmaGen:
         """out[slot] += dot(a, b) over the fragments this thread holds in `lay`."""
         At = _cg().At
         M, K = shape2(d.a.type.shape)
-        N = lay.N
         kind = "f16" if d.a.type.dtype == "f16" else "bf16"
         pack = "tnb_pack_h2" if kind == "f16" else "tnb_pack_b2"
         ar, br = self.region(d.a), self.region(d.b)
@@ -996,7 +983,7 @@ class MmaGen:
         MT, NT = lay.MT, lay.NT
 
         def smem_addr(src, lane_off, extra):
-            ptr, pitch, sw = src[1], src[2], src[3]
+            sw = src[3]
             if len(src) > 4 and src[4] is not None:   # the lane's 32-bit address plus a constant
                 return f"{src[4]} + ({extra}) * 2"
             o = f"({lane_off} + {extra})"
@@ -1097,7 +1084,7 @@ class MmaGen:
     def _lane_base(self, src, lane_off):
         """An ldmatrix source with its 32-bit shared base: (..., lane address) for a row-major
         tile, (..., None, tile address) for a swizzled one (the swizzle applies per load)."""
-        ptr, pitch, sw = src[1], src[2], src[3]
+        ptr, sw = src[1], src[3]
         v = self.new("sa")
         if sw is None:
             self.emit(f"const unsigned {v} = tnb_saddr({ptr}) + {lane_off} * 2;  // this lane's row, 32-bit shared address")
