@@ -202,6 +202,15 @@ template <int N> inline void tnb_cp_wait() {
 }
 """
 
+def main_template(hooks: dict) -> str:
+    """MAIN with its hook points (@ARGS@, @MAPS@, @CTA_START@, @THREAD_START@, @THREAD_END@)
+    filled from `hooks` (C++ text; an absent hook is left empty), for emulators built on this one."""
+    text = MAIN
+    for name in ("ARGS", "MAPS", "CTA_START", "THREAD_START", "THREAD_END"):
+        text = text.replace(f"@{name}@", hooks.get(name, ""))
+    return text
+
+
 MAIN = r"""
 static std::vector<unsigned char> load(const char* path, size_t n) {
   std::vector<unsigned char> b(n ? n : 1);
@@ -214,13 +223,16 @@ static void save(const char* path, const std::vector<unsigned char>& b, size_t n
 }
 int main(int argc, char** argv) {
   const char* dir = argv[1];
+@ARGS@
   char path[4096];
 @LOADS@
+@MAPS@
   g_smem = (unsigned char*)aligned_alloc(1024, SMEM);
   const int T = @T@;
   gridDim.x = @GX@; gridDim.y = @GY@; gridDim.z = @GZ@; blockDim.x = T; blockDim.y = 1; blockDim.z = 1;
   for (unsigned bz = 0; bz < gridDim.z; ++bz) for (unsigned by = 0; by < gridDim.y; ++by) for (unsigned bx = 0; bx < gridDim.x; ++bx) {
     std::memset(g_smem, 0xff, SMEM);
+@CTA_START@
     std::barrier<> cta(T);
     g_cta = &cta;
     std::vector<Warp> warps(T / 32);
@@ -228,8 +240,9 @@ int main(int argc, char** argv) {
     std::vector<std::thread> th;
     for (int t = 0; t < T; ++t) th.emplace_back([&, t, bx, by, bz] {
       t_tid = t; threadIdx.x = t; blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz;
-      t_groups.clear(); t_open.clear();
+      t_groups.clear(); t_open.clear();@THREAD_START@
       @CALL@;
+@THREAD_END@
     });
     for (auto& x : th) x.join();
   }
@@ -294,7 +307,7 @@ def run(ks, args, dims, grid, workdir=None, timeout=600):
         n = a.nbytes
         loads.append(f'  std::snprintf(path, sizeof path, "%s/in{k}.bin", dir); auto t{k} = load(path, {n});')
         saves.append(f'  std::snprintf(path, sizeof path, "%s/out{k}.bin", dir); save(path, t{k}, {n});')
-    main = (MAIN.replace("@LOADS@", "\n".join(loads)).replace("@SAVES@", "\n".join(saves))
+    main = (main_template({}).replace("@LOADS@", "\n".join(loads)).replace("@SAVES@", "\n".join(saves))
             .replace("@T@", str(ks.threads)).replace("@GX@", str(grid[0])).replace("@GY@", str(grid[1]))
             .replace("@GZ@", str(grid[2])).replace("@CALL@", f"{ks.symbol}({', '.join(call)})"))
     text = emulated_source(ks) + main

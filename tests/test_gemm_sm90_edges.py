@@ -1536,46 +1536,13 @@ static inline void tnb_wg_issue(float* d, unsigned long long da, unsigned long l
 }
 """
 
-EMU_MAIN = r"""
-static std::vector<unsigned char> load(const char* path, size_t n) {
-  std::vector<unsigned char> b(n ? n : 1);
-  FILE* f = std::fopen(path, "rb");
-  if (!f || std::fread(b.data(), 1, n, f) != n) { std::fprintf(stderr, "cannot read %s\n", path); std::exit(2); }
-  std::fclose(f); return b;
-}
-static void save(const char* path, const std::vector<unsigned char>& b, size_t n) {
-  FILE* f = std::fopen(path, "wb"); std::fwrite(b.data(), 1, n, f); std::fclose(f);
-}
-int main(int argc, char** argv) {
-  const char* dir = argv[1];
-  const int use_tma = std::atoi(argv[2]);
-  g_tma_early = std::atoi(argv[3]);
-  char path[4096];
-@LOADS@
-@MAPS@
-  g_smem = (unsigned char*)aligned_alloc(1024, SMEM);
-  const int T = @T@;
-  gridDim.x = @GX@; gridDim.y = @GY@; gridDim.z = @GZ@; blockDim.x = T; blockDim.y = 1; blockDim.z = 1;
-  for (unsigned bz = 0; bz < gridDim.z; ++bz) for (unsigned by = 0; by < gridDim.y; ++by) for (unsigned bx = 0; bx < gridDim.x; ++bx) {
-    std::memset(g_smem, 0xff, SMEM);
-    g_mbars.clear();
-    std::barrier<> cta(T);
-    g_cta = &cta;
-    std::vector<Warp> warps(T / 32);
-    g_warps = warps.data();
-    std::vector<std::thread> th;
-    for (int t = 0; t < T; ++t) th.emplace_back([&, t, bx, by, bz] {
-      t_tid = t; threadIdx.x = t; blockIdx.x = bx; blockIdx.y = by; blockIdx.z = bz;
-      t_groups.clear(); t_open.clear(); t_wg_groups.clear(); t_wg_open.clear();
-      @CALL@;
-      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");
-    });
-    for (auto& x : th) x.join();
-  }
-@SAVES@
-  return 0;
-}
-"""
+EMU_MAIN = EMU.main_template({
+    "ARGS": "  const int use_tma = std::atoi(argv[2]);\n  g_tma_early = std::atoi(argv[3]);",
+    "MAPS": "@MAPS@",
+    "CTA_START": "    g_mbars.clear();",
+    "THREAD_START": " t_wg_groups.clear(); t_wg_open.clear();",
+    "THREAD_END": '      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");',
+})
 
 _CTYPE = {"f16": "tnb_f16", "bf16": "tnb_bf16", "f32": "float", "f64": "double", "i8": "signed char", "i32": "int",
           "i64": "long long", "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int"}
