@@ -687,8 +687,12 @@ def prepare(g) -> Optional[Lowering]:
     for s in ir.walk_stmts(g.kir.body):
         if id(s) in matched_assigns or isinstance(s, (ir.For, ir.While, ir.If)):
             continue
-        touched = {id(x.sym) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, ir.Ref)}
-        touched |= {id(x.base) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, (ir.Slice, ir.Element))}
+        touched = set()
+        for x in (x for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)):
+            if isinstance(x, ir.Ref):
+                touched.add(id(x.sym))
+            elif isinstance(x, (ir.Slice, ir.Element)):
+                touched.add(id(x.base))
         if isinstance(s, (ir.Let, ir.VarDecl)):
             touched.add(id(s.sym))
         mine = touched & accs
