@@ -40,7 +40,7 @@ from .. import ir
 from ..lang.diagnostics import UnsupportedError
 from ..types import operand_dtype
 from . import ctypes_ as C
-from . import gemm_sm90
+from . import gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import PRELUDE
@@ -340,11 +340,21 @@ class _Gen(MmaGen):
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
         fp = self.mma_smem_total(self.plan.footprint)
-        if self.gemm is not None:
-            gemm_text, gemm_params = gemm_sm90.source_parts(self.gemm)
-            params_c.extend(gemm_params)
-            fp = max(fp, self.gemm.smem_end)
-        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT or self.gemm is not None
+        # loops on Hopper's wgmma (gemm_sm90, streamed_sm90): their functions and tensor maps
+        tmaps, sm90_text = [], None
+        if self.gemm is not None or self.stream is not None:
+            fns = ""
+            if self.gemm is not None:
+                fns += "".join(self.gemm.functions.values())
+                tmaps += self.gemm.tmaps
+                fp = max(fp, self.gemm.smem_end)
+            if self.stream is not None:
+                text, _ = streamed_sm90.source_parts(self.stream)
+                fns += text
+                tmaps += self.stream.tmaps
+            sm90_text, sm90_params = gemm_sm90.source_parts(fns, tmaps)
+            params_c.extend(sm90_params)
+        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT or sm90_text is not None
         self.smem_dynamic, self.extra_static_smem = dynamic, 0
         self.smem_bytes = fp
         body_start = len(self.out)
@@ -378,12 +388,11 @@ class _Gen(MmaGen):
         pro.append("const int tnb_tid = threadIdx.x;")
         pro.append("const int tnb_warp = tnb_tid >> 5, tnb_lane = tnb_tid & 31;")
         pro.extend(prologue)
-        prelude = PRELUDE.lstrip("\n") + ("" if self.gemm is None else gemm_text)
+        prelude = PRELUDE.lstrip("\n") + (sm90_text or "")
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
-        if self.gemm is None:
+        if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
-        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, "sm_90a",
-                            tuple(self.gemm.tmaps))
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, "sm_90a", tuple(tmaps))
 
     def tile_swizzles(self) -> Dict[int, object]:
         """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled
@@ -626,7 +635,7 @@ class _Gen(MmaGen):
             self.prefetch_loop(s, v, lo, hv, step, cand)     # a chunked loop: its copy loaded a turn ahead
         elif s.unroll <= 1:
             wrapped = any(isinstance(j, ir.Continue) for j in jumps) and False
-            self.mma_loop_begin(s, v, hv)        # double-buffered tensor-core operands (mma.py)
+            self.mma_loop_begin(s, v, lo, hv)    # double-buffered tensor-core operands (mma.py)
             self.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
             self.ind += 1
             self.loop_ctx.append({"mode": "native", "wrapped": wrapped, "brk": None})

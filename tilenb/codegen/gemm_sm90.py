@@ -751,12 +751,13 @@ def prepare(g) -> Optional[Lowering]:
     return Lowering(loops, layouts, tmaps, fns, end)
 
 
-def source_parts(low: Lowering) -> Tuple[str, List[str]]:
-    """(text placed after the prelude, extra kernel parameters in C) of a lowered kernel."""
-    text = PRELUDE_SM90 + "".join(low.functions.values())
+def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
+    """(text placed after the prelude, extra kernel parameters in C) of a kernel with loops on
+    wgmma (this module's and `streamed_sm90`'s): their device functions and tensor maps."""
+    text = PRELUDE_SM90 + functions
     text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
-             '#error "this kernel has a GEMM loop lowered to wgmma: compile it for sm_90a"\n#endif\n')
-    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in low.tmaps] + ["int tnb_tma"]
+             '#error "this kernel has loops lowered to wgmma: compile it for sm_90a"\n#endif\n')
+    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in tmaps] + ["int tnb_tma"]
     return text, params
 
 

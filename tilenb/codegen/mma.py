@@ -42,6 +42,7 @@ from typing import Dict, List, Optional, Tuple
 from .. import ir
 from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
 from . import ctypes_ as C
+from . import streamed_sm90
 
 SCRATCH_ALIGN = 128
 SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_90 (A100: 163 KB: autotune skips)
@@ -172,6 +173,7 @@ class Stage:
     dtype: str
     loop: Optional[ir.For] = None
     local: bool = True
+    ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
 
 
 @dataclass
@@ -182,6 +184,7 @@ class LoopPipe:
 # ---- the mixin ---------------------------------------------------------------------------------
 class MmaGen:
     mma_on = False
+    stream = None            # streamed_sm90.Streaming of this kernel (sm_90), if any
 
     # ---- set-up, before the body is written
     def mma_prepare(self) -> int:
@@ -211,15 +214,33 @@ class MmaGen:
             for s in ir.walk_stmts(self.kir.body):
                 if isinstance(s, ir.For) and id(s) in gemm.loops:
                     skip |= {id(t) for t in ir.walk_stmts(s.body)}
+        self.stream = None
         self._allocate(parent, skip, pipelined=True)
+        stream = streamed_sm90.prepare(self, self.stage_dots)
+        if stream is not None:
+            # loops whose operands stream by TMA into a ring (sm_90): no cp.async buffers for them
+            self.stages, self.mma_pipes = {}, {}
+            self._allocate(parent, skip, pipelined=True, rings=stream.rings)
+            base = self.scratch_base + self.scratch_bytes
+            ring_bytes = streamed_sm90.place(self, stream, base)
+            if ring_bytes < 0 or (self.pipe_bytes and base + ring_bytes > SMEM_OPTIN):
+                self.stages, self.mma_pipes = {}, {}
+                self._allocate(parent, skip, pipelined=True)
+            else:
+                streamed_sm90.functions_for(self, stream)
+                self.stream = stream
+                if not self.scratch_bytes:
+                    self.scratch_base = self.plan.footprint
+                self.scratch_bytes += ring_bytes
         if self.pipe_bytes and self.scratch_base + self.scratch_bytes > SMEM_OPTIN:
             # double buffers would not fit a CTA: stage where each dot needs its operand instead
-            self.stages, self.mma_pipes = {}, {}
+            self.stages, self.mma_pipes, self.stream = {}, {}, None
             self._allocate(parent, skip, pipelined=False)
         return self.scratch_bytes
 
-    def _allocate(self, parent, skip, pipelined: bool):
+    def _allocate(self, parent, skip, pipelined: bool, rings=None):
         self.scratch_local = {}
+        self.stage_dots = {}          # id(staged slice) -> (dot, statement layout, loop, slice)
         pipe_bytes = 0
         local_max = 0
         for s in ir.walk_stmts(self.kir.body):
@@ -240,7 +261,11 @@ class MmaGen:
                     pitch = Cc + (8 if units % 2 == 0 else 0)
                     nbytes = _align(R * pitch * 2)
                     loop = self._pipe_loop(s, op, parent, skip) if pipelined else None
-                    if loop is not None:
+                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, op)
+                    if loop is not None and rings and id(loop) in rings:
+                        st = Stage(0, 0, R, Cc, pitch, op.base.type.dtype, loop, False, ring=True)
+                        self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
+                    elif loop is not None:
                         st = Stage(pipe_bytes, nbytes, R, Cc, pitch, op.base.type.dtype, loop, False)
                         pipe_bytes += 2 * nbytes
                         self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
@@ -425,9 +450,13 @@ class MmaGen:
             return f"warp w: rows {16 * lay.MT}w .., all {lay.N} columns"
         return f"warps {lay.WM} x {lay.WN}, each {16 * lay.MT} x {8 * lay.NT}"
 
-    def mma_loop_begin(self, s: ir.For, var: str, hi: str):
-        """Before a native `for`: the turn counter of its double-buffered stagings."""
+    def mma_loop_begin(self, s: ir.For, var: str, lo: str, hi: str):
+        """Before a native `for`: the turn counter of its double-buffered stagings (or, for a loop
+        streamed on sm_90, its ring: streamed_sm90)."""
         if not getattr(self, "mma_on", False) or id(s) not in self.mma_pipes:
+            return
+        if self.stream is not None and id(s) in self.stream.rings:
+            self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], var, lo, hi)
             return
         it = self.new("tnb_it")
         self.emit(f"int {it} = 0;  // turns done: the parity of the double-buffered tensor-core operands")
@@ -927,11 +956,17 @@ class MmaGen:
         self.prepare_regions(d.b)
         sa = self._source(d, d.a, "a", lay)
         sb = self._source(d, d.b, "b", lay)
-        # staging of tensor slices (double-buffered in their loop, or here)
+        # staging of tensor slices (double-buffered in their loop, or here; or a TMA ring on sm_90)
         now = []
         srcs = []
+        ring = None
         for op, src in ((d.a, sa), (d.b, sb)):
-            if src[0] == "stage":
+            if src[0] == "stage" and src[1].ring:
+                live = self.mma_live_loops[id(src[1].loop)]
+                rop = self.stream.by_op[id(op)][1]
+                ring = (live, rop, streamed_sm90.acquire(self, live, rop))
+                src = ("ring",)
+            elif src[0] == "stage":
                 st = src[1]
                 if st.loop is not None and id(st.loop) in self.mma_live_loops:
                     ptr = self._stage_pipelined(op, st)
@@ -946,8 +981,12 @@ class MmaGen:
         kb = (br[2], br[3]) if d.trans_b else (br[0], br[1])
         klo, khi = self.intersect((0, 1, ar[2], ar[3]), (0, 1, kb[0], kb[1]))[2:]
         static_full = _is_int(klo) and _is_int(khi) and klo <= 0 and khi >= K
-        self.emit(f"// tensor cores: mma.sync m16n8k16 {kind} -> f32, {self._lay_text(lay)}; "
-                  f"a from {self._src_text(sa)}, b from {self._src_text(sb)}")
+        if ring is not None:
+            self.emit(f"// tensor cores: wgmma m64n{lay.N}k16 {kind} -> f32 (A from registers), {self._lay_text(lay)}; "
+                      f"a from {self._src_text(sa)}, b from the ring's stage")
+        else:
+            self.emit(f"// tensor cores: mma.sync m16n8k16 {kind} -> f32, {self._lay_text(lay)}; "
+                      f"a from {self._src_text(sa)}, b from {self._src_text(sb)}")
         if not static_full:
             kl, kh, kf = self.new("klo"), self.new("khi"), self.new("kfull")
             self.emit(f"const int {kl} = {klo}, {kh} = {khi};  // k valid in both a and b")
@@ -1005,15 +1044,8 @@ class MmaGen:
             v = C.convert(self.ev(d.b, At(i, j, None, None, False)), d.b.type.dtype, "f32")
             return v if cond is True else f"(({cond}) ? {v} : 0.0f)"
 
-        def loop(masked: bool):
-            kk = self.new("kk")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int {kk} = 0; {kk} < {K // 16}; ++{kk}) {{")
-            self.ind += 1
-            fa, fb = self.new("fa"), self.new("fb")
-            self.emit(f"unsigned {fa}[{MT * 4}], {fb}[{NT * 2}];")
-            k0 = self.new("k0")
-            self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
+        def load_a(fa: str, kk: str, k0: str):
+            """The A fragments of K step kk for this warp's MT row blocks, into fa[mi * 4 + q]."""
             for mi in range(MT):
                 regs = [f"{fa}[{mi * 4 + q}]" for q in range(4)]
                 if sa[0] == "smem":
@@ -1028,6 +1060,63 @@ class MmaGen:
                     r0 = f"({wr} + {mi * 16} + {g})"
                     for q, (ri, ki) in enumerate(((r0, k0), (f"{r0} + 8", k0), (r0, f"{k0} + 8"), (f"{r0} + 8", f"{k0} + 8"))):
                         self.emit(f"{regs[q]} = {pack}({aval(ri, ki)}, {aval(ri, f'{ki} + 1')});")
+
+        def wg_loop(masked: bool):
+            """wgmma: every K step's A fragments first (wgmma reads them asynchronously), one
+            fence, then the products of all K steps and row blocks, then wait for them."""
+            live, rop, addr = ring
+            steps = K // 16
+            fa = self.new("fa")
+            self.emit(f"unsigned {fa}[{steps * MT * 4}];  // A fragments of every K step: read by wgmma until its wait")
+            kk = self.new("kk")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
+            self.ind += 1
+            k0 = self.new("k0")
+            self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
+            fk = self.new("fk")
+            self.emit(f"unsigned* const {fk} = &{fa}[{kk} * {MT * 4}];")
+            load_a(fk, kk, k0)
+            if masked:
+                ml, mh = self.new("ml"), self.new("mh")
+                self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
+                for mi in range(MT):
+                    self.emit(f"{fk}[{mi * 4}] &= {ml}; {fk}[{mi * 4 + 1}] &= {ml}; {fk}[{mi * 4 + 2}] &= {mh}; "
+                              f"{fk}[{mi * 4 + 3}] &= {mh};")
+            self.ind -= 1
+            self.emit("}")
+            self.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
+            kk = self.new("kk")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
+            self.ind += 1
+            db = self.new("db")
+            self.emit(f"const unsigned long long {db} = {streamed_sm90.b_desc(rop, addr, kk, lay.N)};")
+            fn = f"tnb_wgmma_rs_{kind}_n{lay.N}_t{0 if d.trans_b else 1}"
+            for mi in range(MT):
+                w = f"{fa}[{kk} * {MT * 4} + {mi * 4}"
+                self.emit(f"{fn}(&{out}[{mi * NT * 4}], {w}], {w} + 1], {w} + 2], {w} + 3], {db});")
+            self.ind -= 1
+            self.emit("}")
+            self.emit("tnb_wgmma_commit();")
+            streamed_sm90.after_issue(self, live, rop)
+            self.emit("tnb_wgmma_wait<0>();")
+            self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{steps * MT * 4}>({fa});"
+                      "  // no read of these registers moves above the wait")
+
+        def loop(masked: bool):
+            if ring is not None:
+                wg_loop(masked)
+                return
+            kk = self.new("kk")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {kk} = 0; {kk} < {K // 16}; ++{kk}) {{")
+            self.ind += 1
+            fa, fb = self.new("fa"), self.new("fb")
+            self.emit(f"unsigned {fa}[{MT * 4}], {fb}[{NT * 2}];")
+            k0 = self.new("k0")
+            self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
+            load_a(fa, kk, k0)
             ni = 0
             while ni < NT:
                 if sb[0] == "smem":
@@ -1079,6 +1168,8 @@ class MmaGen:
             self.emit("}")
         self.ind -= 1
         self.emit("}")
+        if ring is not None:
+            streamed_sm90.release(self, ring[0], ring[1])
         return ar, br
 
     def _lane_base(self, src, lane_off):

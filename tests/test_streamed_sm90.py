@@ -1,0 +1,135 @@
+"""Loops whose tensor-core dots read register rows, streamed by TMA and run on wgmma (sm_90).
+
+Flash attention is the model (tilenb/codegen/streamed_sm90.py). What is checked, without a GPU:
+- which loops take the lowering (attention variants on the mma row layout of a multiple of 128
+  threads do; other targets and layouts keep cp.async + mma.sync), and that the sm_90a source
+  compiles with NVRTC;
+- the generated sm_90 CUDA, run by the emulator of TMA, mbarriers and wgmma of
+  tests/test_gemm_sm90_edges.py (extended with wgmma's register-A form), against numpy at
+  sequence lengths that are not multiples of the tiles, on the tensor-map path and on the
+  bounds-checked copy path, with copies late / products early and the reverse;
+- a GPU test (marked `gpu`) runs the same kernels on an H100/H200 against numpy.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilenb
+from tilenb.codegen import generate
+from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import suite_kernels  # noqa: E402
+
+from test_gemm_sm90_edges import assert_close, build_sm90, run_sm90  # noqa: E402
+
+BF16 = ml_dtypes.bfloat16
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulator")
+needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="needs NVRTC")
+
+# (BR, BC, D, NT): q from registers (64 x 64, 128 x 64 x 128) or from shared memory (128 x 128 x 128)
+TAKEN = [(64, 64, 64, 128), (128, 64, 128, 256), (128, 128, 128, 256), (64, 128, 64, 128)]
+
+
+def module():
+    return tilenb.compile(suite_kernels.ATTENTION)
+
+
+def ref_attention(q, k, v, scale):
+    """softmax(q k^T * scale) v per head in float64, from the bf16 inputs."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = np.einsum("hnd,hmd->hnm", q, k) * scale
+    s -= s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    return np.einsum("hnm,hmd->hnd", p / p.sum(axis=-1, keepdims=True), v)
+
+
+def inputs(H, N, Nk, D, seed=0):
+    r = np.random.default_rng(seed)
+    q = r.standard_normal((H, N, D)).astype(BF16)
+    k = r.standard_normal((H, Nk, D)).astype(BF16)
+    v = r.standard_normal((H, Nk, D)).astype(BF16)
+    return q, k, v
+
+
+@pytest.mark.parametrize("tune", TAKEN, ids=lambda t: "BR%d_BC%d_D%d_NT%d" % t)
+def test_attention_loop_is_streamed_on_sm90_only(tune):
+    BR, BC, D, NT = tune
+    k = module().attention_bf16
+    hop = k.cuda_source(arch="sm_90", BR=BR, BC=BC, D=D, NT=NT)
+    assert "tnb_wgmma_rs_bf16" in hop and "tnb_tma_3d" in hop and "tnb_cp16u" not in hop.split("extern \"C\"")[-1]
+    for arch in ("sm_80", None):
+        other = k.cuda_source(arch=arch, BR=BR, BC=BC, D=D, NT=NT)
+        assert "wgmma" not in other and "tnb_tma" not in other
+
+
+def test_rows_not_owned_by_whole_warpgroups_keep_mma_sync():
+    """64 rows on 256 threads: the mma row layout needs 16 rows a warp; nothing to stream."""
+    src = module().attention_bf16.cuda_source(arch="sm_90", BR=64, BC=64, D=64, NT=256)
+    assert "wgmma" not in src
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("tune", TAKEN, ids=lambda t: "BR%d_BC%d_D%d_NT%d" % t)
+def test_streamed_attention_compiles_for_sm90a(tune):
+    BR, BC, D, NT = tune
+    src = module().attention_bf16.cuda_source(arch="sm_90", BR=BR, BC=BC, D=D, NT=NT)
+    assert nvrtc_compile(src, "sm_90a")
+
+
+@needs_gxx
+@pytest.mark.parametrize("tune,shape", [((64, 64, 64, 128), (2, 100, 300)), ((128, 128, 128, 256), (1, 130, 150)),
+                                        ((128, 64, 128, 256), (1, 70, 200))],
+                         ids=["64x64x64_ring_wraps", "128x128x128_q_shared", "128x64x128_q_registers"])
+def test_emulated_streamed_attention_matches_numpy(tune, shape, tmp_path):
+    BR, BC, D, NT = tune
+    H, N, Nk = shape
+    kir = module().attention_bf16.ir(BR=BR, BC=BC, D=D, NT=NT)
+    ks = generate(kir, suite_kernels.ATTENTION, 0, arch="sm_90")
+    assert ks.arch == "sm_90a"
+    q, k, v = inputs(H, N, Nk, D, seed=sum(shape))
+    scale = 1.0 / math.sqrt(D)
+    want = ref_attention(q, k, v, scale)
+    o = np.full((H, N, D), np.nan, BF16)
+    args = [q, k, v, o, np.float32(scale)]
+    exe = build_sm90(ks, args, {"H": H, "N": N, "Nk": Nk, "D": D}, (math.ceil(N / BR), H), tmp_path)
+    for tma in (1, 0):
+        for late_products in (0, 1):
+            got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            run_sm90(exe, got, tmp_path, tma, late_products)
+            assert_close(got[3], want, f"emulated sm_90 attention {tune} at {shape} (tma={tma}, late={late_products})",
+                         rtol=3e-2, atol=3e-2)
+
+
+def _on_hopper() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.Device().compute_capability == "90"
+    except Exception:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _on_hopper(), reason="needs an H100/H200")
+@pytest.mark.parametrize("tune", TAKEN, ids=lambda t: "BR%d_BC%d_D%d_NT%d" % t)
+@pytest.mark.parametrize("shape", [(3, 333, 517), (2, 128, 1000)], ids=["odd", "long"])
+def test_on_hopper_streamed_attention_matches_numpy(tune, shape):
+    import cupy
+    BR, BC, D, NT = tune
+    H, N, Nk = shape
+    q, k, v = inputs(H, N, Nk, D, seed=N)
+    scale = 1.0 / math.sqrt(D)
+    want = ref_attention(q, k, v, scale)
+    mod = module()
+    dq, dk, dv = (cupy.asarray(x) for x in (q, k, v))
+    do = cupy.full((H, N, D), cupy.nan, dtype=dq.dtype)
+    mod.attention_bf16(dq, dk, dv, do, np.float32(scale), variant=dict(BR=BR, BC=BC, D=D, NT=NT))
+    assert "sm_90" in str(mod.attention_bf16.last_run.extra.get("arch"))
+    assert_close(cupy.asnumpy(do), want, f"H100/H200 attention {tune} at {shape}", rtol=3e-2, atol=3e-2)

@@ -1,0 +1,386 @@
+"""Tensor-core dots over register rows on Hopper (sm_90a): tensor tiles streamed by TMA, wgmma.
+
+Flash attention's loop is the model::
+
+    for kt in range(0, Nk, BC) {
+      var s: tile<f32>[BR, BC] = dot_t(q, K[h, kt :+ BC, :]) * scale     // q: [BR, D]
+      ...                                                                 // row max, exp, row sum
+      acc = acc * rescale + dot(p, V[h, kt :+ BC, :])                    // p: bf16 [BR, BC]
+    }
+
+Its tiles live on the mma row layout (`tilenb.codegen.mma`: each warp owns 16-row blocks, the
+same registers as wgmma's m64 accumulators when four warps form a warpgroup), and every tensor
+slice its dots read is double-buffered by cp.async on the generic path. On sm_90 this module
+takes such a loop instead when every staged slice qualifies (`prepare`): the slices of all its
+dots are copied by TMA (thread 0) into a ring of STAGES swizzled shared stages, each slice of a
+stage completing on its own mbarrier, up to STAGES - 1 turns ahead; each dot runs as
+`wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments loaded from
+shared memory as mma.sync would) and B from the stage; a stage is freed on an "empty" mbarrier
+(one arrival per warp) after the turn's last dot. The statements around the dots are unchanged.
+
+Guarantees:
+- Results are the language's, as on the mma.sync path: elements of a slice outside its tensor
+  read as 0 (TMA fills zeros), A's fragments are masked to the K range valid in both operands,
+  and the rest of each statement is evaluated on the same fragments.
+- A slice qualifies when it is B of a dot whose result is on the mma row layout of a CTA of a
+  multiple of 128 threads; its leading indices and row/column starts are the same in every
+  thread (thread 0 copies for the CTA); its column start (the contiguous dimension) does not
+  change in the loop; its shape fits a wgmma (N <= 256, a multiple of 8; K a multiple of 16;
+  with B as [K, N], N a multiple of 64 or 16, 32 or 64 elements of 2 bytes; with B as [N, K], K
+  a multiple of 64 or 16 or 32). A loop is taken when all its staged slices qualify and two
+  stages fit in shared memory; otherwise it keeps cp.async + mma.sync.
+- A launch whose tensors no tensor map describes (`tnb_tma` = 0), or whose column start is not
+  on a 16-byte boundary, takes a second path of the same code: every thread copies the slice
+  into the stage with bounds checks before its dot (slower, equally exact).
+- The ring lies after the mma scratch (`KernelSource.smem_bytes` counts it); its mbarriers are
+  initialised at each entry to the loop, after a CTA barrier.
+
+Hardware facts used are gemm_sm90's (PTX ISA 8.x): the register form of wgmma
+(`d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`; A as four .b32 registers a
+thread in the m16n8k16 A-fragment order per warp), shared-memory matrix descriptors, TMA boxes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .. import ir
+from . import gemm_sm90 as G
+
+MAX_STAGES = 4
+
+
+@dataclass
+class RingOp:
+    """A tensor slice of the loop, streamed into each stage of the ring."""
+    slice: ir.Slice
+    k_inner: bool                 # B as [N, K] (dot_t): K is the contiguous dimension
+    rows: int
+    cols: int
+    span: int                     # swizzle span in bytes (32, 64, 128)
+    chunk: int                    # elements of one box along the contiguous dimension
+    fixed: List[ir.Expr]
+    row0: ir.Expr                 # start of the slice's rows
+    col0: ir.Expr                 # start of its columns (contiguous)
+    dtype: str
+    off: int = 0                  # byte offset in a stage
+    tmap: str = ""
+
+    @property
+    def boxes(self) -> int:
+        return self.cols // self.chunk
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * 2
+
+    @property
+    def padded(self) -> int:
+        return -(-self.nbytes // 1024) * 1024
+
+
+@dataclass
+class Ring:
+    loop: ir.For
+    ops: List[RingOp]
+    stage_bytes: int = 0
+    stages: int = 0
+    off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
+
+    @property
+    def nbytes(self) -> int:
+        return 1024 + self.stages * self.stage_bytes + 8 * self.stages * (len(self.ops) + 1)
+
+
+@dataclass
+class Streaming:
+    """What the generator needs for one kernel variant."""
+    rings: Dict[int, Ring]                        # id(For) -> its ring
+    by_op: Dict[int, Tuple[Ring, RingOp]] = field(default_factory=dict)   # id(Slice) -> its ring
+    tmaps: List[G.TmaSpec] = field(default_factory=list)
+    functions: Dict[str, str] = field(default_factory=dict)
+
+
+def _ring_op(g, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
+    parts = G._split(op)
+    if parts is None or op.flat:
+        return None
+    fixed, r, c = parts
+    dt = op.base.type.dtype
+    if dt not in ("f16", "bf16") or d.a.type.dtype != dt:
+        return None
+    R, Cc = r.length, c.length
+    if not (isinstance(R, int) and isinstance(Cc, int)) or R > 256 or R % 8:
+        return None
+    if d.trans_b:                      # B [N, K]: rows are N, columns K (contiguous)
+        N, K = R, Cc
+        if K * 2 in (32, 64):
+            span, chunk = K * 2, K
+        elif K % 64 == 0:
+            span, chunk = 128, 64
+        else:
+            return None
+    else:                              # B [K, N]: rows are K, columns N (contiguous)
+        K, N = R, Cc
+        if N * 2 in (32, 64, 128):
+            span, chunk = N * 2, N
+        elif N % 64 == 0:
+            span, chunk = 128, 64
+        else:
+            return None
+    if N > 256 or N % 8 or K % 16:
+        return None
+    uni = g.plan.uni
+    coords = list(fixed) + [r.start, c.start, loop.lo, loop.hi]
+    if any(uni.expr_varying(e) for e in coords):
+        return None
+    if any(isinstance(x, ir.Ref) and x.sym is loop.var for x in ir.walk_expr(c.start)):
+        return None
+    return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt)
+
+
+def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
+    """The loops this lowering takes (module docstring), before shared memory is placed.
+    stage_dots: id(staged Slice) -> (dot, layout of its statement, For it is pipelined in)."""
+    if getattr(g, "arch", None) != "sm_90" or g.T % 128:
+        return None
+    from .mma import MmaLayout  # noqa: PLC0415
+    loops: Dict[int, Ring] = {}
+    bad = set()
+    for key, (d, lay, loop, op) in stage_dots.items():
+        if loop is None:
+            continue
+        lid = id(loop)
+        ok = (op is d.b and isinstance(lay, MmaLayout) and lay.rows_mode and tuple(d.type.shape) == (lay.M, lay.N))
+        rop = _ring_op(g, d, op, loop) if ok else None
+        if rop is None:
+            bad.add(lid)
+            continue
+        loops.setdefault(lid, Ring(loop, [])).ops.append(rop)
+    rings = {k: v for k, v in loops.items() if k not in bad}
+    if not rings:
+        return None
+    st = Streaming(rings)
+    for k, ring in enumerate(rings.values()):
+        off = 0
+        for j, rop in enumerate(ring.ops):
+            rop.off = off
+            off += rop.padded
+            rop.tmap = f"tnb_sm{k}_{j}"
+            st.by_op[id(rop.slice)] = (ring, rop)
+            st.tmaps.append(G.TmaSpec(rop.slice.base.name, rop.dtype, (rop.chunk, rop.rows) + (1,) * len(rop.fixed),
+                                      rop.span, rop.tmap))
+        ring.stage_bytes = off
+    return st
+
+
+def place(g, st: Streaming, base: int) -> int:
+    """Lay the rings out from byte `base` (after the mma scratch); returns their bytes, or -1
+    when one does not fit two stages (the caller then keeps cp.async)."""
+    total = 0
+    for ring in st.rings.values():
+        ring.off = base + total
+        room = G.SMEM_LIMIT - ring.off - 1024
+        per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
+        stages = min(MAX_STAGES, room // per)
+        if stages < 2:
+            return -1
+        # small CTAs: leave room for a second CTA on the SM when two stages still fit
+        two = (G.SM_SMEM // 2 - 1024 - ring.off - 1024) // per
+        if g.T <= 128 and two >= 2:
+            stages = min(stages, two)
+        ring.stages = stages
+        total += ring.nbytes
+    return total
+
+
+def functions_for(g, st: Streaming):
+    """Register the wgmma device functions the rings' dots need."""
+    for ring in st.rings.values():
+        for rop in ring.ops:
+            n = rop.rows if rop.k_inner else rop.cols
+            name, text = wgmma_rs_function(rop.dtype, n, 0 if rop.k_inner else 1)
+            st.functions[name] = text
+
+
+def wgmma_rs_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
+    """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32 accumulators
+    d[0 .. n/2), A from four registers of this thread, B from shared memory by descriptor."""
+    name = f"tnb_wgmma_rs_{kind}_n{n}_t{trans_b}"
+    nregs = n // 2
+    regs = ", ".join(f"%{i}" for i in range(nregs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nregs))
+    a = ", ".join(f"%{nregs + i}" for i in range(4))
+    text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, unsigned a0, unsigned a1, unsigned a2, "
+            f"unsigned a3, unsigned long long db) {{\n"
+            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 5}, 0;\\n"\n'
+            f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, {{{a}}}, %{nregs + 4}, p, 1, 1, {trans_b};\\n}}\\n"\n'
+            f'    : {outs}\n    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1) : "memory");\n}}\n#endif\n')
+    return name, text
+
+
+# ---- emitted code -------------------------------------------------------------------------------
+def _coords(g, rop: RingOp) -> Tuple[List[str], str, str]:
+    fixed = [g.scalar_as(e, "index") for e in rop.fixed]
+    return fixed, g.scalar_as(rop.row0, "index"), g.scalar_as(rop.col0, "index")
+
+
+def _issue(g, ring: Ring, live: dict, turn: str):
+    """Thread 0: start the copies of every slice of turn `turn` into its stage."""
+    S = ring.stages
+    stv = g.new("st")
+    g.emit("{")
+    g.ind += 1
+    g.emit(f"const unsigned {stv} = (unsigned)(({turn}) % {S});")
+    g.emit(f"const long long {live['var']} = {live['lo']} + ({turn}) * {live['step']};  // the loop variable of that turn")
+    saved = g.regions
+    g.regions = {}
+    for j, rop in enumerate(ring.ops):
+        fixed, r0, c0 = _coords(g, rop)
+        bar = f"{live['bars']} + 8 * ({stv} * {len(ring.ops)} + {j})"
+        g.emit(f"tnb_mbar_expect_tx({bar}, {rop.nbytes});")
+        dst = f"{live['ringu']} + {stv} * {ring.stage_bytes} + {rop.off}"
+        for b in range(rop.boxes):
+            # boxes of `chunk` contiguous elements, each [rows, chunk] with rows of `span` bytes
+            G.emit_tma(g, rop.tmap, f"{dst} + {b * rop.rows * rop.span}", f"{c0} + {b * rop.chunk}", r0, fixed, bar,
+                       k_inner=True)
+    g.regions = saved
+    g.ind -= 1
+    g.emit("}")
+
+
+def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
+    """Before the loop: the ring's addresses, its mbarriers and the first copies (thread 0);
+    returns the loop's state for the dots inside it."""
+    S = ring.stages
+    live = {"var": var, "step": s.step, "hi": hi, "ring": ring}
+    names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)
+    g.emit(f"// the tensor-core operands of this loop ({names}) stream into {S} swizzled shared stages by TMA "
+           f"(thread 0, up to {S - 1} turns ahead); its dots run on wgmma")
+    base = g.new("ring")
+    g.emit(f"unsigned char* const {base} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.off}) + 1023) & ~1023ull);")
+    ringu, bars = g.new("ringu"), g.new("bar")
+    g.emit(f"const unsigned {ringu} = tnb_smem_u32({base});")
+    g.emit(f"const unsigned {bars} = {ringu} + {S * ring.stage_bytes};  // full[s][op] at 8 (s * {len(ring.ops)} + op), "
+           f"empty[s] at 8 ({S * len(ring.ops)} + s)")
+    lov, nk, it, use = g.new("lo"), g.new("nk"), g.new("tnb_it"), g.new("tma")
+    g.emit(f"const long long {lov} = {lo};")
+    g.emit(f"const long long {nk} = {hi} > {lov} ? ({hi} - {lov} + {s.step - 1}) / {s.step} : 0;  // turns of the loop")
+    live.update(lo=lov, nk=nk, it=it, use=use, base=base, ringu=ringu, bars=bars)
+    aligned = []
+    for rop in ring.ops:
+        _, _, c0 = _coords(g, rop)
+        aligned.append(f"(({c0}) & 7) == 0")
+    g.emit(f"const bool {use} = tnb_tma && {' && '.join(aligned)};  // else: each thread copies with bounds checks")
+    g.emit(f"long long {it} = 0;  // turns done")
+    g.emit(f"if ({use}) {{")
+    g.ind += 1
+    g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
+    g.emit("__syncthreads();  // codegen-internal: earlier users of the ring's bytes and barriers are done")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    nops = len(ring.ops)
+    g.emit(f"for (int s = 0; s < {S * nops}; ++s) tnb_mbar_init({bars} + 8 * s, 1);")
+    g.emit(f"for (int s = 0; s < {S}; ++s) tnb_mbar_init({bars} + 8 * ({S * nops} + s), {g.T // 32});")
+    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+    t = g.new("t")
+    g.emit(f"for (long long {t} = 0; {t} < {nk} && {t} < {S - 1}; ++{t}) {{")
+    g.ind += 1
+    _issue(g, ring, live, t)
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+    g.ind -= 1
+    g.emit("}")
+    return live
+
+
+def acquire(g, live: dict, rop: RingOp) -> str:
+    """Before a dot: wait for this turn's slice (or copy it, on the bounds-checked path);
+    returns the C expression of its stage address (32-bit shared)."""
+    ring = live["ring"]
+    S, j = ring.stages, ring.ops.index(rop)
+    sv = g.new("s")
+    addr = g.new("sa")
+    g.emit(f"const unsigned {sv} = {live['use']} ? (unsigned)({live['it']} % {S}) : 0u;")
+    g.emit(f"const unsigned {addr} = {live['ringu']} + {sv} * {ring.stage_bytes} + {rop.off};  "
+           f"// {rop.slice.base.name}[...] of this turn, swizzled by {rop.span} bytes")
+    g.emit(f"if ({live['use']}) {{")
+    g.emit(f"  tnb_mbar_wait({live['bars']} + 8 * ({sv} * {len(ring.ops)} + {j}), (unsigned)(({live['it']} / {S}) & 1));"
+           "  // it has landed")
+    g.emit("} else {")
+    g.ind += 1
+    g.emit("__syncthreads();  // codegen-internal: every warp is done with the stage's previous contents")
+    fixed, r0, c0 = _coords(g, rop)
+    dims = G.tensor_dims(g, rop.slice.base)
+    operand = G.Operand(rop.slice.base, rop.fixed, rop.row0, rop.col0, (rop.rows, rop.cols), rop.k_inner)
+    G.emit_manual_copy(g, operand, live["base"], f"{rop.off}", (rop.rows, rop.cols), rop.span, r0, c0, fixed, dims,
+                       rop.dtype, k_inner=False, chunk=rop.chunk)
+    g.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores")
+    g.emit("__syncthreads();")
+    g.ind -= 1
+    g.emit("}")
+    return addr
+
+
+def b_desc(rop: RingOp, addr: str, kk: str, n_total: int) -> str:
+    """The descriptor of B's k16 step `kk` (a C expression) of the slice at `addr`."""
+    sw = G._swz_code(rop.span)
+    if rop.k_inner:   # [N, K]: boxes of `chunk` K columns, each N rows of `span` bytes
+        per = rop.span // 32               # k16 steps per box
+        start = f"{addr} + (({kk}) / {per}) * {rop.rows * rop.span} + (({kk}) % {per}) * 32"
+        return f"tnb_gdesc({start}, 16, {8 * rop.span}, {sw})"
+    # [K, N]: boxes of `chunk` N columns, each K rows of `span` bytes; LBO steps along N
+    start = f"{addr} + ({kk}) * {16 * rop.span}"
+    return f"tnb_gdesc({start}, {rop.rows * rop.span}, {8 * rop.span}, {sw})"
+
+
+def after_issue(g, live: dict, rop: RingOp):
+    """After the first dot of a turn is issued: thread 0 refills the stage the previous turn
+    freed with the copies of turn it + STAGES - 1."""
+    ring = live["ring"]
+    if ring.ops[0] is not rop:
+        return
+    S = ring.stages
+    nx = g.new("nx")
+    g.emit(f"if ({live['use']} && tnb_tid == 0 && {live['it']} + {S - 1} < {live['nk']}) {{")
+    g.ind += 1
+    g.emit(f"const long long {nx} = {live['it']} + {S - 1};")
+    g.emit(f"if ({nx} >= {S}) tnb_mbar_wait({live['bars']} + 8 * ({S * len(ring.ops)} + (unsigned)({nx} % {S})), "
+           f"(unsigned)((({nx} / {S}) + 1) & 1));  // every warp released it")
+    _issue(g, ring, live, nx)
+    g.ind -= 1
+    g.emit("}")
+
+
+def release(g, live: dict, rop: RingOp):
+    """After the last dot of a turn has retired: this warp frees the stage; the turn ends."""
+    ring = live["ring"]
+    if ring.ops[-1] is not rop:
+        return
+    S = ring.stages
+    g.emit(f"if ({live['use']} && tnb_lane == 0) tnb_mbar_arrive({live['bars']} + 8 * ({S * len(ring.ops)} + "
+           f"(unsigned)({live['it']} % {S})));  // this warp is done with the stage")
+    g.emit(f"++{live['it']};")
+
+
+REG_FENCES = r"""
+#ifdef TNB_SM90A
+// an empty asm that reads and writes each register: no use of them moves above an earlier wgmma wait
+template <int N> __device__ __forceinline__ void tnb_reg_fence(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+template <int N> __device__ __forceinline__ void tnb_reg_fence_u(unsigned* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i]) :: "memory");
+}
+#endif
+"""
+
+
+def source_parts(st: Streaming) -> Tuple[str, List[str]]:
+    """(device functions, tensor-map kernel parameters) of the rings."""
+    return REG_FENCES + "".join(st.functions.values()), [f"const __grid_constant__ tnb_tmap {t.param}" for t in st.tmaps]
