@@ -18,7 +18,9 @@ barrier goes at the first statement that needs it and clears every hazard pendin
 pruned: a barrier that the others make unneeded on every path (one placed early that a later
 loop barrier covers) is dropped, and each kept barrier's reason names a hazard only it separates.
 Where:
-- "before" the statement that completes the hazard;
+- "before" the statement that completes the hazard; when that statement is inside loops that
+  the hazard's earlier access is not (a tile written before the loop, read in it), before the
+  outermost such loop instead, so that the barrier runs once rather than at every turn;
 - "after" the last statement of a loop body when the hazard runs around the loop's back edge
   (its first side is later in the body than its second: one turn's access against the next
   turn's); that barrier also separates the last turn from what follows the loop;
@@ -480,10 +482,31 @@ class _Placer:
                 if target is None or self._has(target, "before"):
                     self.unplaced.append(f"line {h.later.plan.line}: {self._reason(h, False, None)}")
                     return False
+                target = self._hoisted(target, q)
                 key = (target, "before")
         self.placed[key] = self._barrier(key, h, carried)
         self._changed(key)
         return True
+
+    def _hoisted(self, target: int, q: int) -> int:
+        """Where a barrier for a hazard at `target` whose earlier access is at `q` goes: before
+        the outermost enclosing loop that does not hold `q` (the access before the loop is
+        separated once, not at every turn), climbing only through loops every thread runs."""
+        best = target
+        if q < 0:
+            return best
+        p = self.parent.get(target)
+        while p is not None:
+            s = self.stmt[p]
+            if isinstance(s, (ir.For, ir.While)):
+                a, b = self.loops[p]
+                if a <= q <= b or id(s) in self.varying or self._has(p, "before"):
+                    break
+                best = p
+            elif not isinstance(s, ir.If) or id(s) in self.varying:
+                break
+            p = self.parent.get(p)
+        return best
 
     def _barrier(self, key, h: _Hazard, carried: bool) -> Barrier:
         pos, where = key

@@ -13,7 +13,7 @@ same registers as wgmma's m64 accumulators when four warps form a warpgroup), an
 slice its dots read is double-buffered by cp.async on the generic path. On sm_90 this module
 takes such a loop instead when every staged slice qualifies (`prepare`): the slices of all its
 dots are copied by TMA (thread 0) into a ring of STAGES swizzled shared stages, each slice of a
-stage completing on its own mbarrier, up to STAGES - 1 turns ahead; each dot runs as
+stage completing on its own mbarrier, a turn or two fewer ahead than the ring has stages; each dot runs as
 `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments loaded from
 shared memory as mma.sync would) and B from the stage; a stage is freed on an "empty" mbarrier
 (one arrival per warp) after the turn's last dot. The statements around the dots are unchanged.
@@ -41,6 +41,7 @@ thread in the m16n8k16 A-fragment order per warp), shared-memory matrix descript
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -48,6 +49,8 @@ from .. import ir
 from . import gemm_sm90 as G
 
 MAX_STAGES = 4
+STAGES_OVERRIDE = int(os.environ.get("TILENB_STREAM_STAGES", "0") or 0)   # for experiments: this many
+AHEAD_OVERRIDE = int(os.environ.get("TILENB_STREAM_AHEAD", "0") or 0)     # for experiments: turns copied ahead
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Ring:
     ops: List[RingOp]
     stage_bytes: int = 0
     stages: int = 0
+    ahead: int = 1                # turns whose copies are in flight ahead of the one computed
     off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
 
     @property
@@ -189,7 +193,15 @@ def place(g, st: Streaming, base: int) -> int:
         two = (G.SM_SMEM // 2 - 1024 - ring.off - 1024) // per
         if g.T <= 128 and two >= 2:
             stages = min(stages, two)
+        if STAGES_OVERRIDE:
+            stages = max(2, min(stages, STAGES_OVERRIDE))
         ring.stages = stages
+        # turns copied ahead: with three stages or more, one less than the ring holds, so that the
+        # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
+        # other does not hold it up)
+        ring.ahead = stages - 1 if stages < 3 else stages - 2
+        if AHEAD_OVERRIDE:
+            ring.ahead = max(1, min(stages - 1, AHEAD_OVERRIDE))
         total += ring.nbytes
     return total
 
@@ -256,7 +268,7 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
     live = {"var": var, "step": s.step, "hi": hi, "ring": ring}
     names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)
     g.emit(f"// the tensor-core operands of this loop ({names}) stream into {S} swizzled shared stages by TMA "
-           f"(thread 0, up to {S - 1} turns ahead); its dots run on wgmma")
+           f"(thread 0, {ring.ahead} turn(s) ahead); its dots run on wgmma")
     base = g.new("ring")
     g.emit(f"unsigned char* const {base} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.off}) + 1023) & ~1023ull);")
     ringu, bars = g.new("ringu"), g.new("bar")
@@ -284,7 +296,7 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
     g.emit(f"for (int s = 0; s < {S}; ++s) tnb_mbar_init({bars} + 8 * ({S * nops} + s), {g.T // 32});")
     g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
     t = g.new("t")
-    g.emit(f"for (long long {t} = 0; {t} < {nk} && {t} < {S - 1}; ++{t}) {{")
+    g.emit(f"for (long long {t} = 0; {t} < {nk} && {t} < {ring.ahead}; ++{t}) {{")
     g.ind += 1
     _issue(g, ring, live, t)
     g.ind -= 1
@@ -338,16 +350,16 @@ def b_desc(rop: RingOp, addr: str, kk: str, n_total: int) -> str:
 
 
 def after_issue(g, live: dict, rop: RingOp):
-    """After the first dot of a turn is issued: thread 0 refills the stage the previous turn
-    freed with the copies of turn it + STAGES - 1."""
+    """After the first dot of a turn is issued: thread 0 starts the copies of turn it + ahead,
+    into the stage freed `STAGES - ahead` turns before (waiting until every warp freed it)."""
     ring = live["ring"]
     if ring.ops[0] is not rop:
         return
-    S = ring.stages
+    S, A = ring.stages, ring.ahead
     nx = g.new("nx")
-    g.emit(f"if ({live['use']} && tnb_tid == 0 && {live['it']} + {S - 1} < {live['nk']}) {{")
+    g.emit(f"if ({live['use']} && tnb_tid == 0 && {live['it']} + {A} < {live['nk']}) {{")
     g.ind += 1
-    g.emit(f"const long long {nx} = {live['it']} + {S - 1};")
+    g.emit(f"const long long {nx} = {live['it']} + {A};")
     g.emit(f"if ({nx} >= {S}) tnb_mbar_wait({live['bars']} + 8 * ({S * len(ring.ops)} + (unsigned)({nx} % {S})), "
            f"(unsigned)((({nx} / {S}) + 1) & 1));  // every warp released it")
     _issue(g, ring, live, nx)

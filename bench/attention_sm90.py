@@ -1,0 +1,79 @@
+"""Flash attention on the H200: each variant of tilenb's attention kernel (bench/suite_kernels.py)
+timed alone, against torch SDPA (cuDNN and flash backends), in one process. Prints one line per
+variant and shape: time, TFLOP/s (4 N Nk D H B flops), share of the best SDPA backend.
+
+    python bench/attention_sm90.py [--shapes 2x16x4096] [--dims 64,128] [--variants BR.BC.NT,...]
+
+Each time is the median of CUDA-event timings after warm-up; outputs are checked against SDPA
+(relative Frobenius error). bench/suite.py holds the figures of record; this script is for
+working on the lowering (tilenb/codegen/streamed_sm90.py).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_sm90 import time_ms  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="2x16x4096")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--variants", default="", help="BR.BC.NT,... (default: the kernel's space)")
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import tilenb
+    import tilenb.runtime.cuda as tc
+    from tilenb.runtime.launch import prepare, written_tensors
+    import suite
+    import suite_kernels
+    suite.S.torch = torch
+    from suite import GpuArray
+    k = tilenb.compile(suite_kernels.ATTENTION, backend="cuda").attention_bf16
+    space = k.tune_space
+    for shp in args.shapes.split(","):
+        B, H, N = map(int, shp.split("x"))
+        for D in map(int, args.dims.split(",")):
+            q, kk, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            flop = 4.0 * B * H * N * N * D
+            best = None
+            for name, be in (("cuDNN", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+                with sdpa_kernel(be):
+                    ref = F.scaled_dot_product_attention(q, kk, v)
+                    t = time_ms(torch, lambda: F.scaled_dot_product_attention(q, kk, v))
+                print(f"B{B} H{H} N{N} D{D} SDPA {name} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s", flush=True)
+                best = t if best is None else min(best, t)
+            qh, kh, vh = (x.reshape(B * H, N, D) for x in (q, kk, v))
+            if args.variants:
+                vs = [dict(zip(("BR", "BC", "NT"), map(int, x.split(".")))) for x in args.variants.split(",")]
+            else:
+                vs = [dict(BR=br, BC=bc, NT=nt) for br in space["BR"] for bc in space["BC"] for nt in space["NT"]]
+            for var in vs:
+                var = dict(var, D=D)
+                o = torch.full((B * H, N, D), float("nan"), device="cuda", dtype=torch.bfloat16)
+                w = [GpuArray(qh), GpuArray(kh), GpuArray(vh), GpuArray(o), D ** -0.5]
+                try:
+                    k(*w, variant=var)
+                    torch.cuda.synchronize()
+                    err = ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
+                    prep = prepare(k, None, tuple(w), variant=var)
+                    ch = prep.chosen
+                    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+                    ks = tc.kernel_source(k, ch.kir)
+                    fn = tc.load_kernel(ks, tc.device_arch())
+                    t = time_ms(torch, lambda: tc._launch(fn, ks, ch.grid, da))
+                    print(f"  {var} streamed={'tnb_wgmma_rs' in ks.source} smem={ks.smem_bytes} regs={fn.num_regs} "
+                          f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s = {best / t * 100:.1f}% of SDPA's best",
+                          flush=True)
+                except Exception as e:  # report and go on
+                    print(f"  {var} FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
