@@ -1,12 +1,18 @@
 """The host-side cost of tilenb (issue 8's three overhead targets), with CuPy alone (no torch).
 
-Usage: python bench/host_overhead.py [--out DIR] [--cpu]
+Usage: python bench/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch]
   on a CUDA GPU: the launch overhead of the public call against a CuPy RawKernel of the same CUDA
   (both followed by a synchronize), the warm re-run of a cell (compile of the same text + a
   launch), and the cold compile of the five kernels of bench/suite.py's cold_compile rows
   against NVRTC + module load + launch of the same CUDA; writes DIR/host_overhead.json.
+  --launch-only: the launch overhead alone.
   --cpu (no GPU needed): the cold-compile part without the GPU: tilenb's own part (parse, check,
   analyses, generation of one variant) against NVRTC alone on the generated source.
+  --cpu-launch (no GPU needed): the Python cost of a repeat call (`module.add_f32(x, y, z)` on
+  4096 elements, the launch row's call) with tests/fake_cupy.py standing in for CuPy and a
+  no-op for the CUDA launch, minus a bare call of that no-op; the arguments are real CuPy
+  arrays over host memory where CuPy imports (their attributes cost what they cost on a GPU
+  machine), else the stand-in's. It leaves out what CuPy's launch itself costs.
 
 What it guarantees: every figure is host wall time (time.perf_counter); a launch figure is the
 best of 7 batches of 300 calls (each batch's mean per call), so noise from other processes
@@ -93,7 +99,7 @@ class Bf16View:
                                          "version": 3, "strides": None}
 
 
-def gpu(out: Path):
+def gpu(out: Path, launch_only=False):
     import cupy as cp
 
     import tilenb.runtime.cuda as tc
@@ -136,6 +142,9 @@ def gpu(out: Path):
     L["ratio_untimed"] = L["tilenb_call_sync_untimed_us"] / L["raw_call_sync_us"]
     res["launch"] = L
     print(json.dumps(L, indent=1), flush=True)
+    if launch_only:
+        (out / "host_overhead.json").write_text(json.dumps(res, indent=1))
+        return
 
     # ---- 2. warm re-run of a cell (rms_norm_f32 on 64 x 4096; autotune choice cached)
     src = SK.kernel_text("rms_norm_f32")
@@ -226,16 +235,74 @@ def cpu():
               f"(tilenb's part + NVRTC) / NVRTC {(f + c + n) / n:5.2f}", flush=True)
 
 
+def cpu_launch(calls=20000, batches=7):
+    import tempfile as tf
+
+    import pytest
+    sys.path.insert(0, str(ROOT / "tests"))
+    import fake_cupy
+
+    import tilenb.runtime.cuda as tc
+    mp = pytest.MonkeyPatch()
+    tc.PROGRESS = False
+    fake = fake_cupy.install(mp, tf.mkdtemp(prefix="tilenb-fake-"))
+    fake.cuda.runtime.getDevice = int     # a C call returning 0, as cudaGetDevice costs next to nothing
+    k = tilenb.compile(SK.program(), backend="cuda").add_f32
+    n = 4096
+    args = [fake.asarray(np.zeros(n, np.float32)) for _ in range(3)]
+    k(*args)                                     # the full path (checks, autotune) with the stand-in's arrays
+    k[tuple(k.last_run.grid)](*args)
+    grid = tuple(k.last_run.grid)
+    try:                                         # real CuPy arrays over host memory: no device needed
+        import cupy
+        hosts = [np.zeros(n, np.float32) for _ in range(3)]
+        args = [cupy.ndarray((n,), cupy.float32, cupy.cuda.MemoryPointer(
+            cupy.cuda.UnownedMemory(h.ctypes.data, h.nbytes, h, device_id=0), 0)) for h in hosts]
+        fake.ndarray = cupy.ndarray              # the same key: shape, strides, dtype
+        tc._ND = None                            # rebound at the next call
+        kind = "CuPy arrays over host memory"
+    except Exception as e:  # no CuPy here: the stand-in's arrays (Python properties: slower)
+        kind = f"the stand-in's arrays (no CuPy: {e})"
+
+    def noop(grid, block, args, shared_mem=0):
+        pass
+    for r in k._repeat.values():
+        r.fn = noop
+    x, y, z = args
+    block, rargs = (256, 1, 1), (x, y, z, np.int64(n))
+
+    def best(f):
+        out = []
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            out.append((time.perf_counter() - t0) / calls)
+        return min(out) * 1e6
+    bare = best(lambda: noop(grid, block, rargs))
+    call = best(lambda: k(x, y, z))
+    gcall = best(lambda: k[grid](x, y, z))
+    assert "launched from the cache" in k.last_run.note
+    print(f"{cpu_model()}, Python {platform.python_version()}, {kind}; best of {batches} x {calls} calls")
+    print(f"repeat call k(x, y, z): {call - bare:.3f} us of Python over a bare launch call; "
+          f"k[grid](x, y, z): {gcall - bare:.3f} us")
+    mp.undo()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--launch-only", action="store_true")
     ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--cpu-launch", action="store_true")
     a = ap.parse_args()
     if a.cpu:
         return cpu()
+    if a.cpu_launch:
+        return cpu_launch()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    gpu(out)
+    gpu(out, a.launch_only)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
 @pytest.fixture
 def cp(monkeypatch, tmp_path):
     monkeypatch.setattr(tc, "PROGRESS", False)
+    for name in ("_get_device", "_prepack"):           # bound with _ND (which install resets): restored
+        monkeypatch.setattr(tc, name, getattr(tc, name))   # with it, for a later test on a real GPU
     fake = fake_cupy.install(monkeypatch, tmp_path)
     yield fake
     tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
@@ -181,3 +183,90 @@ def test_a_misaligned_array_goes_through_an_aligned_copy_every_time(cp):
     k(x, y, off, 1.0)
     assert "launched from the cache" not in k.last_run.note
     assert cp.launches[-1][2][2] != off.data.ptr        # the kernel wrote an aligned copy
+
+
+def test_a_new_shape_or_dtype_on_the_fast_path_is_checked_and_launched_with_its_own_dims(cp):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 2.5)
+    k(x, y, z, 2.5)
+    assert "launched from the cache" in k.last_run.note
+    x2, y2, z2 = _arrays(cp, 2004)                      # another length: the full path, autotuned again
+    k(x2, y2, z2, 2.5)
+    assert "launched from the cache" not in k.last_run.note
+    assert cp.launches[-1][2][4] == 2004 and cp.launches[-1][0] == k.last_run.grid
+    k(x2, y2, z2, 2.5)                                  # ... and then its own cache entry
+    assert "launched from the cache" in k.last_run.note and cp.launches[-1][2][4] == 2004
+    k(x, y, z, 2.5)                                     # the first entry is still there
+    assert "launched from the cache" in k.last_run.note and cp.launches[-1][2][4] == 1000
+    with pytest.raises(LaunchError, match=r"argument 'Y' \(tensor<f32>\[N\]\) has dtype float64"):
+        k(x, y.astype(np.float64), z, 2.5)
+    with pytest.raises(LaunchError, match=r"dimension N is 1000 in 'X' \(dimension 0\) but 2004 in 'Z'"):
+        k(x, y, z2, 2.5)
+    with pytest.raises(LaunchError, match=r"takes 4 argument\(s\) \(X, Y, Z, a\); got 3"):
+        k(x, y, z)
+    with pytest.raises(LaunchError, match=r"argument 'a' \(f32\) must be a number"):
+        k(x, y, z, [2.5])
+    strided = cp.ndarray(np.zeros(2000, np.float32)[::2])   # the same shape and dtype, other strides
+    assert strided.shape == z.shape and strided.strides != z.strides
+    k(x, y, strided, 2.5)       # never the contiguous array's entry (the stand-in's interface reports
+    assert "launched from the cache" not in k.last_run.note     # no strides, so the checks pass it)
+
+
+def test_gpu_arrays_that_are_not_cupy_arrays_pass_their_pointers_in_argument_order(cp):
+    class Gpu:
+        """A GPU array known only by __cuda_array_interface__ (as a torch tensor is)."""
+        def __init__(self, a):
+            self.a = a
+            self.__cuda_array_interface__ = a.__cuda_array_interface__
+
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(Gpu(x), y, Gpu(z), -1.5)
+    k(Gpu(x), y, Gpu(z), -1.5)
+    assert "launched from the cache" in k.last_run.note
+    x2, y2, z2 = _arrays(cp, 1000, seed=3)
+    k(Gpu(x2), y2, Gpu(z2), -1.5)
+    args = cp.launches[-1][2]
+    assert "launched from the cache" in k.last_run.note
+    assert args[0] == x2.data.ptr and args[1] is y2 and args[2] == z2.data.ptr
+    assert args[3] == np.float32(-1.5) and args[4] == 1000
+    k(x2, y2, z2, -1.5)                                 # CuPy arrays where the key had others: the full path
+    assert "launched from the cache" not in k.last_run.note
+    assert cp.launches[-1][2][0] == x2.data.ptr
+
+
+def test_a_repeat_calls_the_devices_function_with_positional_arguments(cp, monkeypatch):
+    """CuPy's RawModule.get_function gives a RawKernel, whose call looks up the Function of the
+    current device and passes keywords on: a cache entry keeps that Function and calls it."""
+    fn_type = type(cp.RawModule(path="x").get_function("f"))
+    direct = []
+
+    def kernel(self):                                   # what RawKernel.kernel gives: the device's Function
+        return lambda grid, block, args, shared_mem=0: direct.append((grid, block, args, shared_mem))
+    monkeypatch.setattr(fn_type, "kernel", property(kernel), raising=False)
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 1.0)
+    n = len(cp.launches)
+    k(x, y, z, 1.0)
+    assert len(cp.launches) == n and len(direct) == 1   # not through the RawKernel-like call
+    grid, block, args, shared = direct[0]
+    assert grid == tuple(k.last_run.grid) and block == (128, 1, 1) and shared == 0
+    assert args[:3] == (x, y, z) and args[3] == np.float32(1.0) and args[4] == 1000
+
+
+def test_scalars_and_dims_are_packed_once_as_cupy_would_where_cupy_can(cp, monkeypatch):
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 2.5)
+    k(x, y, z, 2.5)
+    args = cp.launches[-1][2]                           # the stand-in: numpy scalars, which CuPy packs itself
+    assert type(args[3]) is np.float32 and type(args[4]) is np.int64
+    cupy = pytest.importorskip("cupy")
+    from cupy.cuda.function import CPointer
+    monkeypatch.setattr(tc, "_CP", cupy)
+    tc._bind_cupy()                                     # the real CuPy (no device needed to bind)
+    for v in (np.float32(-2.5), np.uint16(0x3C00), np.int64(1000), np.int32(-7)):
+        p = tc._prepack(v)                              # what CuPy's launch makes of v, made once
+        assert isinstance(p, CPointer) and p.dtype == v.dtype and p.value == v

@@ -19,20 +19,21 @@ Guarantees:
   printed per variant (`PROGRESS = False` silences it).
 - Repeat launches: after a launch whose tensors are all GPU arrays (16-byte aligned, used in
   place) and whose other arguments are plain numbers, what the launch needed (the chosen
-  variant's function, grid and packed scalars and dims) is kept under a key of everything the
-  launch checks depend on: the grid and variant asked for, each argument's type, shape,
-  strides, dtype and read-only flag, each scalar's type and value (and a zero's sign), and the
-  device. A later call with an equal key (`repeat_key`, `run_repeat`; `run_cached` for a call
-  without keywords, straight from `Kernel.__call__`) only passes the new arrays and launches;
-  any other call takes the full path, every check included. The cache is kept with the checked
-  kernel, so a Module compiled again from the same text shares it. A repeat is queued on the
-  current stream and the call returns, as a CuPy kernel launch does (full launches wait for the
-  kernel): later work on that stream, a copy to the host or a synchronize sees its result; a
-  fault in the kernel surfaces at the next synchronizing call. Its RunReport is built when
-  `kernel.last_run` is read. Repeats are not timed unless `TIME_REPEATS` is True (then CUDA
-  events are recorded around the launch, and reading `last_run` waits for the end event);
-  untimed, `kernel_ms` is the one measured at the full launch that filled the cache entry, and
-  the note says so.
+  variant's CuPy Function on that device, grid, block, shared memory, and the scalars and dims
+  packed as CuPy passes them) is kept under a key of everything the launch checks depend on:
+  the grid and variant asked for, each argument's type, shape, strides, dtype and read-only
+  flag, each scalar's type and value (and a zero's sign), and the device. A later call with an
+  equal key (`repeat_key`, `run_repeat`; `run_cached` for a call without keywords, straight
+  from `Kernel.__call__`) only passes the new arrays and launches; any other call takes the
+  full path, every check included (a bad argument gets the same LaunchError as at a first
+  call). The cache is kept with the checked kernel, so a Module compiled again from the same
+  text shares it. A repeat is queued on the current stream and the call returns, as a CuPy
+  kernel launch does (full launches wait for the kernel): later work on that stream, a copy
+  to the host or a synchronize sees its result; a fault in the kernel surfaces at the next
+  synchronizing call. Its RunReport is built when `kernel.last_run` is read. Repeats are not
+  timed unless `TIME_REPEATS` is True (then CUDA events are recorded around the launch, and
+  reading `last_run` waits for the end event); untimed, `kernel_ms` is the one measured at the
+  full launch that filled the cache entry, and the note says so.
 - Errors reach the user as `TileError` subclasses (LaunchError, UnsupportedError).
 """
 from __future__ import annotations
@@ -368,14 +369,43 @@ def _restore(saved):
 REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
 TIME_REPEATS = False         # True: repeats record CUDA events around the launch (last_run's kernel_ms)
 _SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
-_ND = None                   # cupy.ndarray, once CuPy is imported
-_get_device = None           # cupy.cuda.runtime.getDevice, likewise
+_ND = None                   # cupy.ndarray; set with the two below by _bind_cupy() on first use
+_get_device = None           # cupy.cuda.runtime.getDevice
+_prepack = None              # a packed numpy scalar -> the object CuPy's launch passes as it is
+
+
+def _bind_cupy():
+    """Bind the CuPy names the repeat path uses, once (again after a test swaps CuPy); returns the
+    array type. `_prepack`: at every launch CuPy turns each numpy scalar argument into a
+    `cupy._core._scalar.CScalar` (a `cupy.cuda.function.CPointer`: a pointer to the value's bytes)
+    and passes a CPointer as it is, so a repeat's scalars and dims are made CScalars once, when
+    the cache entry is made; where CuPy has no such class (another version, the tests' stand-in)
+    they stay numpy scalars, which CuPy packs itself."""
+    global _ND, _get_device, _prepack
+    cp = _cupy()
+    _prepack = _no_prepack
+    if cp is sys.modules.get("cupy"):
+        try:
+            from cupy._core._scalar import CScalar  # noqa: PLC0415
+            from cupy.cuda.function import CPointer  # noqa: PLC0415
+            if issubclass(CScalar, CPointer):
+                _prepack = CScalar
+        except ImportError:
+            pass
+    _get_device = cp.cuda.runtime.getDevice
+    _ND = cp.ndarray
+    return _ND
+
+
+def _no_prepack(v):
+    return v
 
 
 @dataclass
 class _Repeat:
-    fn: object
-    ks: object
+    """What a repeat of one launch needs, prepared by the full launch that made the entry."""
+    fn: object                      # the chosen variant's CuPy Function on the key's device
+    ks: object                      # its KernelSource
     grid: Tuple[int, int, int]
     block: Tuple[int, int, int]
     shared: int                     # dynamic shared-memory bytes of the launch
@@ -385,8 +415,8 @@ class _Repeat:
     note: str
     extra: dict
     events: tuple                   # (start, end) CUDA events, reused by every repeat
-    tensor_shapes: tuple = ()       # (name, extents) of each tensor argument, for tensor maps
-    kinds: tuple = ()               # (name, "tensor" or "scalar") of each argument
+    others: tuple = ()              # argument index of each GPU array that is not a CuPy array
+    tensors: tuple = ()             # (argument index, name, extents) of each tensor, for tensor maps
     tmaps: bool = False             # the kernel takes tensor maps (rebuilt per launch)
     timed: bool = False             # whether the latest launch from this entry recorded the events
 
@@ -413,46 +443,46 @@ class _Repeat:
                          ms / 1e3, False, extra)
 
 
-def _nd_type():
-    global _ND, _get_device
-    cp = _cupy()
-    _get_device = cp.cuda.runtime.getDevice
-    _ND = cp.ndarray
-    return _ND
-
-
 def repeat_key(kernel, grid, args, debug=False, variant=None):
-    """(key, passed) for a launch that may repeat an earlier one, or None when the call must
-    take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
+    """(key, args, pointers) for a launch that may repeat an earlier one, or None when the call
+    must take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
 
     The key holds every input of the launch checks: the grid and variant asked for, the
-    device, and per argument: a CuPy array's shape, strides and dtype; another GPU array's
-    type, shape, strides, typestr, read-only flag (and dtype for void typestrs); a scalar's
-    type and value (and, for a zero, its sign). `passed` is what the kernel gets for each
-    argument: the CuPy array itself (CuPy passes its data pointer), another GPU array's data
-    pointer, or None for a scalar (its packed value is kept with the cache entry)."""
+    device, and per argument: a CuPy array's shape, strides and dtype (three items: two tuples
+    of ints and a dtype); another GPU array's type, shape, strides, typestr, read-only flag (and
+    dtype for void typestrs); a scalar's type and value (and, for a zero, its sign). The key is
+    flat (a nested one costs more to hash and compare), yet unambiguous: every argument but a
+    CuPy array is one tuple that starts with a type. A CuPy array is passed to the kernel as it
+    is (CuPy passes its data pointer); `pointers` lists the data pointers of the other GPU
+    arrays, in argument order (None when there are none); a scalar's packed value is kept with
+    the cache entry."""
     if debug:
         return None
     nd = _ND
     if nd is None:
         try:
-            nd = _nd_type()
+            nd = _bind_cupy()
         except Exception:   # no CuPy: the full path says so
             return None
-    parts = []
-    add = parts.append
-    passed = list(args)             # CuPy arrays are passed as they are; the rest is replaced below
+    ptrs = None
     try:
-        for i, a in enumerate(args):
+        if type(args) is not tuple:
+            args = tuple(args)
+        if type(grid) is list:
+            grid = tuple(grid)
+        if variant is not None:
+            variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
+        key = [grid, variant, _get_device()]
+        add = key.append
+        for a in args:
             t = type(a)
             if t is nd:             # CuPy arrays: their own attributes (the interface dict costs more)
                 if a.data.ptr & 15:
                     return None
-                add((a.shape, a.strides, a.dtype))
+                key += (a.shape, a.strides, a.dtype)
             elif t is float or t is int or t is bool or isinstance(a, _SCALAR_TYPES):
                 # 0.0 == -0.0 (and they hash alike): a zero's sign is part of the key
                 add((t, a) if a else (t, a, math.copysign(1.0, a)))
-                passed[i] = None
             elif isinstance(a, np.ndarray):
                 return None
             else:
@@ -463,53 +493,55 @@ def repeat_key(kernel, grid, args, debug=False, variant=None):
                 if ptr % 16:
                     return None
                 ts = cai["typestr"]
+                if ptrs is None:
+                    ptrs = []
+                ptrs.append(int(ptr))
                 add((t, tuple(cai["shape"]), cai.get("strides"), ts, ro,
                      str(getattr(a, "dtype", "")) if "V" in ts else None))
-                passed[i] = int(ptr)
-        if type(grid) is list:
-            grid = tuple(grid)
-        if variant is not None:
-            variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
-        key = (grid, variant, _get_device(), *parts)
-    except Exception:  # anything odd (unhashable, a property that raises): the full path decides
+        return tuple(key), args, ptrs
+    except Exception:  # anything odd (a property that raises, no device): the full path decides
         return None
-    return key, passed
 
 
 def run_repeat(kernel, rk) -> bool:
     """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not.
     The launch is queued on the current stream and the call returns (as a CuPy kernel launch
     does); the RunReport is built when `kernel.last_run` is read."""
-    cache = kernel._repeat
-    if not cache:
-        return False
+    key, args, ptrs = rk
     try:
-        r = cache.get(rk[0])
-    except TypeError:   # an unhashable part (a list inside the grid, say): the full path decides
-        return False
+        r = kernel._repeat.get(key)
+    except (TypeError, AttributeError):   # an unhashable part (a list inside the grid, say), or a
+        return False                      # kernel with no cache (not on CUDA): the full path decides
     if r is None:
         return False
-    passed = rk[1]
-    for i, v in r.fixed:
-        passed[i] = v
+    if r.fixed or ptrs:             # scalars: their packed values; other GPU arrays: their pointers
+        a = list(args)
+        for i, v in r.fixed:
+            a[i] = v
+        if ptrs:
+            for i, p in zip(r.others, ptrs):
+                a[i] = p
+        args = tuple(a)
     if r.tmaps:   # tensor maps hold the data pointers: rebuilt (cached by pointer and shape)
-        ptrs = [p if type(p) is int else p.data.ptr for p, (_, dt) in zip(passed, r.kinds) if dt == "tensor"]
-        tens = {n: (p, shp) for (n, shp), p in zip(r.tensor_shapes, ptrs)}
-        args = tuple(passed) + r.tail + tuple(extra_args(r.ks, tens))
+        tens = {}
+        for i, name, extents in r.tensors:
+            p = args[i]
+            tens[name] = (p if type(p) is int else p.data.ptr, extents)
+        args = args + r.tail + extra_args(r.ks, tens)
     else:
-        args = tuple(passed) + r.tail
-    timed = TIME_REPEATS
+        args += r.tail
     try:
-        if timed:
+        if TIME_REPEATS:
             start, end = r.events
             start.record()
-            r.fn(r.grid, r.block, args, shared_mem=r.shared)
+            r.fn(r.grid, r.block, args, r.shared)
             end.record()
+            r.timed = True
         else:
-            r.fn(r.grid, r.block, args, shared_mem=r.shared)
+            r.fn(r.grid, r.block, args, r.shared)
+            r.timed = False
     except _CP.cuda.driver.CUDADriverError as e:
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
-    r.timed = timed
     kernel._pending = r
     return True
 
@@ -518,39 +550,49 @@ def run_cached(kernel, grid, args) -> bool:
     """`kernel[grid](*args)` without keywords, from the cache when it repeats an earlier
     launch (see `repeat_key`); False if the call must take the full path."""
     m = kernel.module
-    if m.debug or m.backend != "cuda":
+    if m.backend != "cuda":
         return False
-    rk = repeat_key(kernel, grid, args)
+    rk = repeat_key(kernel, grid, args, m.debug)
     return rk is not None and run_repeat(kernel, rk)
 
 
 def _remember(kernel, rk, fn, ks, run, da, note, extra):
+    """Keep what a repeat of this full launch needs, under the call's key (see `repeat_key`);
+    nothing when the launch copied data in or back, or the arguments do not line up with the
+    parameters as the checks saw them."""
     if rk is None or da.copy_back:
         return
-    key, passed = rk
+    key, args, _ = rk
     params = run.kir.params
-    if len(params) != len(passed):
-        return
-    fixed, kinds = [], []
-    for i, (p, v) in enumerate(zip(params, passed)):
-        is_tensor = isinstance(p.sym.type, ir.TensorT)
-        if is_tensor != (v is not None):
-            return
-        kinds.append((p.sym.name, "tensor" if is_tensor else "scalar"))
-        if not is_tensor:
-            fixed.append((i, da.args[i]))
     cache = getattr(kernel, "_repeat", None)
-    if cache is None:
+    if cache is None or len(params) != len(args):
         return
-    _nd_type()
+    _bind_cupy()
+    fixed, others, tensors = [], [], []
+    for i, (p, v) in enumerate(zip(params, args)):
+        is_tensor = isinstance(p.sym.type, ir.TensorT)
+        if is_tensor == isinstance(v, _SCALAR_TYPES):
+            return
+        if is_tensor:
+            tensors.append((i, p.sym.name, da.tensors[p.sym.name][1]))
+            if type(v) is not _ND:
+                others.append(i)
+        else:
+            fixed.append((i, _prepack(da.args[i])))
     if len(cache) >= REPEAT_CACHE_SIZE:
         cache.clear()
+    # A RawKernel call looks up its Function for the current device and passes keywords on
+    # every launch; the key holds the device, so the entry keeps that device's Function.
+    try:
+        fn = fn.kernel
+    except AttributeError:   # already a Function (the tests' stand-in)
+        pass
     shared = ks.smem_bytes if ks.dynamic_smem else 0
-    r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed), tuple(da.args[len(params):]),
-                dict(run.tune), note + " (a repeat of an earlier call: launched from the cache)", extra,
-                (_cupy().cuda.Event(), _cupy().cuda.Event()),
-                tuple((p.sym.name, da.tensors[p.sym.name][1]) for p in params if isinstance(p.sym.type, ir.TensorT)),
-                tuple(kinds), bool(getattr(ks, "tmaps", ())))
+    cp = _cupy()
+    r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed),
+                tuple(_prepack(v) for v in da.args[len(params):]), dict(run.tune),
+                note + " (a repeat of an earlier call: launched from the cache)", extra,
+                (cp.cuda.Event(), cp.cuda.Event()), tuple(others), tuple(tensors), bool(getattr(ks, "tmaps", ())))
     try:
         cache[key] = r
     except TypeError:
