@@ -2,7 +2,8 @@
 a repeat call launches (the new arrays, the packed scalars, the dims), what makes a call take the
 full path again, a repeat queued without a synchronize and its RunReport built only when
 `last_run` is read (timed with events only when TIME_REPEATS asks), and a re-compiled identical
-text launching from the first compile's cache."""
+text launching from the first compile's cache. One GPU test (marker `gpu`, sm_90): repeats of a
+kernel with tensor maps and two scalars give numpy's result with new arrays."""
 import numpy as np
 import pytest
 
@@ -270,3 +271,41 @@ def test_scalars_and_dims_are_packed_once_as_cupy_would_where_cupy_can(cp, monke
     for v in (np.float32(-2.5), np.uint16(0x3C00), np.int64(1000), np.int32(-7)):
         p = tc._prepack(v)                              # what CuPy's launch makes of v, made once
         assert isinstance(p, CPointer) and p.dtype == v.dtype and p.value == v
+
+
+GEMM_S = """
+@autotune(TM in [128], TN in [128], TK in [64], NT in [256])
+@launch(NT)
+@grid(cdiv(M, TM), cdiv(N, TN))
+kernel gemm_s(A: tensor<f16>[M, K], B: tensor<f16>[N, K], Bias: tensor<f32>[M, N], C: tensor<f32>[M, N],
+              K0: i32, s: f32) {
+  var acc: tile<f32>[TM, TN] = Bias[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] * 2.0
+  for kt in range(K0, K, TK) {
+    var a = A[ctx.block.x * TM :+ TM, kt :+ TK]
+    var b = B[ctx.block.y * TN :+ TN, kt :+ TK]
+    acc += dot_t(a, b)
+  }
+  C[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] = acc * s
+}
+"""
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_repeats_with_tensor_maps_and_scalars_give_numpys_result():
+    cupy = pytest.importorskip("cupy")
+    if cupy.cuda.Device().compute_capability != "90":
+        pytest.skip("tensor maps (the sm_90 GEMM lowering) need compute capability 9.0")
+    k = tilenb.compile(GEMM_S, backend="cuda").gemm_s
+    M, N, K = 190, 140, 200                             # rows of 400 bytes: operands through tensor maps
+    rng = np.random.default_rng(5)
+    for i, (k0, s) in enumerate([(8, 0.5), (8, 0.5), (8, 0.5), (0, -1.25), (0, -1.25)]):
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((N, K)).astype(np.float16)
+        bias = rng.standard_normal((M, N)).astype(np.float32)
+        c = cupy.full((M, N), cupy.nan, dtype=cupy.float32)
+        k(cupy.asarray(a), cupy.asarray(b), cupy.asarray(bias), c, k0, s)
+        want = s * (2.0 * bias.astype(np.float64) + a[:, k0:].astype(np.float64) @ b[:, k0:].T.astype(np.float64))
+        got = cupy.asnumpy(c)
+        assert np.abs(got - want).max() / np.abs(want).max() < 2e-3, (i, k0, s)
+        assert ("launched from the cache" in k.last_run.note) == (i in (1, 2, 4)), i
+    assert any(r.tmaps for r in k._repeat.values())
