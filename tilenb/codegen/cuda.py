@@ -29,7 +29,9 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
   tensor copy a turn ahead into registers (`prefetch_candidate`); f32 `exp` is `tnb_exp` and a
   division by a value shared by a chunk is a multiplication by its reciprocal where that is a
   normal number, 0 or inf, both within spec 17's f32 bound (relative error <= 5.5e-6 and
-  <= 1.5 ulp), special values exact.
+  <= 1.5 ulp), special values exact; the last reads of a tensor the kernel reads again after an
+  earlier pass, and the stores such a kernel never reads back, carry an L2 evict_first policy
+  (`tilenb.codegen.cache_hints`: the rule, decided from the program; results unchanged).
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from .. import ir
 from ..lang.diagnostics import UnsupportedError
 from ..types import operand_dtype
 from . import ctypes_ as C
-from . import gemm_sm90, streamed_sm90
+from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import PRELUDE
@@ -315,6 +317,7 @@ class _Gen(MmaGen):
         kir = self.kir
         sym = kernel_symbol(kir)
         self.gemm = gemm_sm90.prepare(self)
+        self.hints = cache_hints.plan(kir)      # L2 evict_first for the last touch of re-read data
         self.swz = self.tile_swizzles()
         self.choose_layouts()
         self.mma_prepare()                      # tensor-core routes and their shared scratch (mma.py)
@@ -388,7 +391,11 @@ class _Gen(MmaGen):
         pro.append("const int tnb_tid = threadIdx.x;")
         pro.append("const int tnb_warp = tnb_tid >> 5, tnb_lane = tnb_tid & 31;")
         pro.extend(prologue)
-        prelude = PRELUDE.lstrip("\n") + (sm90_text or "")
+        if self.hints.any:
+            pro.append(f"const unsigned long long {cache_hints.POLICY} = tnb_l2_first();  // L2 evict_first: the last "
+                       f"reads of {', '.join(self.hints.reread)} (read again after an earlier pass) and stores "
+                       f"this kernel never reads back (cache_hints.py)")
+        prelude = PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
@@ -1551,7 +1558,8 @@ class _Gen(MmaGen):
             idx = loc.index(at.i, at.j)
             self.emit(f"{loc.ptr}[{idx}] = {C.store_bits(val, vdt, loc.dtype)};")
 
-        vt = (loc.ptr, loc.index, loc.dtype, mask) if self.row_contiguous(loc) else None
+        vt = (loc.ptr, loc.index, loc.dtype, mask, loc.kind == "global" and id(loc.sym) in self.hints.stores) \
+            if self.row_contiguous(loc) else None
         self.run_sweep(s, domain, lay, V, value, write, mask, two_phase, vt)
 
     def off_partition(self, s, lay, V) -> bool:
@@ -1734,6 +1742,8 @@ class _Gen(MmaGen):
             b = self.loc_bounds(loc, False) if loc.kind == "shared" else self.region(e)
             whole = self.chunk_inside(b, row, j0, V, shp)
             load = f"*({vtypes[nbytes]}*){buf}[{q}] = *(const {vtypes[nbytes]}*)({loc.ptr} + {loc.index(row, j0)});"
+            if loc.kind == "global" and id(e) in self.hints.loads:     # the last touch of re-read data
+                load = cache_hints.load_text(vtypes[nbytes], f"{buf}[{q}]", f"{loc.ptr} + {loc.index(row, j0)}")
             if whole is True:
                 self.emit(load)
             else:
@@ -1759,7 +1769,8 @@ class _Gen(MmaGen):
         R, Cc = domain
         nch = R * Cc // V
         vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
-        optr, oindex, odt, omask = vt
+        optr, oindex, odt, omask = vt[:4]
+        hint_store = len(vt) > 4 and vt[4]       # a store this kernel never reads back (cache_hints.py)
         leaves, uniq, leaf_bytes = self.vector_plan(value, domain, V)
         steps = -(-nch // self.T)
         B = steps if preloaded is not None else self.vector_batch(nch, leaf_bytes)
@@ -1855,6 +1866,8 @@ class _Gen(MmaGen):
                 element_loop()
             self.pre, self.pre_bcast, self.fast_div = saved, saved_b, saved_d
         store = f"*({vtypes[nbytes]}*)({optr} + {oindex(i, j0)}) = *(const {vtypes[nbytes]}*){out};"
+        if hint_store:
+            store = cache_hints.store_text(vtypes[nbytes], f"{optr} + {oindex(i, j0)}", out)
         whole = self.chunk_inside(omask, i, j0, V, domain) if omask is not None else True
         if whole is True:
             self.emit(store)
