@@ -720,8 +720,12 @@ class MmaGen:
             self.ind += 1
             acc = self.new("red")
             i = self.new("i")
+            # independent partial results (by column pair and block parity), combined at the end:
+            # four short dependency chains instead of one of 2 NT steps
+            parts = 4 if xl.NT % 2 == 0 else 2
             self.emit(f"const int {i} = (tnb_warp * {rl.MT} + {mi}) * 16 + (tnb_lane >> 2) + {h} * 8;")
-            self.emit(f"{C.VALUE_C[dt]} {acc} = {self.reduce_ident(red.op, dt)};")
+            ident = self.reduce_ident(red.op, dt)
+            self.emit(f"{C.VALUE_C[dt]} {acc}[{parts}] = {{{', '.join([ident] * parts)}}};")
             self.emit("#pragma unroll")
             self.emit(f"for (int {ni} = 0; {ni} < {xl.NT}; ++{ni}) {{")
             self.ind += 1
@@ -732,16 +736,19 @@ class MmaGen:
             self.emit(f"const int {j} = {ni} * 8 + (tnb_lane & 3) * 2 + {c};")
             slot = f"(({mi} * {xl.NT} + {ni}) * 4 + {h} * 2 + {c})"
             v = C.convert(self.ev(x, At(i, j, slot, xl, True)), xdt, dt)
-            comb = self.reduce_combine(red.op, dt, acc, v)
+            part = f"{acc}[{'((' + ni + ') & 1) * 2 + ' if parts == 4 else ''}{c}]"
+            comb = self.reduce_combine(red.op, dt, part, v)
             if masked:
-                self.emit(f"if ({j} >= {lo} && {j} < {hi}) {acc} = {comb};")
+                self.emit(f"if ({j} >= {lo} && {j} < {hi}) {part} = {comb};")
             else:
-                self.emit(f"{acc} = {comb};")
+                self.emit(f"{part} = {comb};")
             self.ind -= 1
             self.emit("}")
             self.ind -= 1
             self.emit("}")
-            self.emit(f"{arr}[{mi} * 2 + {h}] = {acc};")
+            pair = [self.reduce_combine(red.op, dt, f"{acc}[{2 * q}]", f"{acc}[{2 * q + 1}]") for q in range(parts // 2)]
+            total = pair[0] if parts == 2 else self.reduce_combine(red.op, dt, f"({pair[0]})", f"({pair[1]})")
+            self.emit(f"{arr}[{mi} * 2 + {h}] = {total};")
             self.ind -= 1
             self.emit("}")
             self.ind -= 1
@@ -1066,25 +1073,36 @@ class MmaGen:
             fence, then the products of all K steps and row blocks, then wait for them."""
             live, rop, addr = ring
             steps = K // 16
-            fa = self.new("fa")
-            self.emit(f"unsigned {fa}[{steps * MT * 4}];  // A fragments of every K step: read by wgmma until its wait")
-            kk = self.new("kk")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
-            self.ind += 1
-            k0 = self.new("k0")
-            self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
-            fk = self.new("fk")
-            self.emit(f"unsigned* const {fk} = &{fa}[{kk} * {MT * 4}];")
-            load_a(fk, kk, k0)
-            if masked:
-                ml, mh = self.new("ml"), self.new("mh")
-                self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
-                for mi in range(MT):
-                    self.emit(f"{fk}[{mi * 4}] &= {ml}; {fk}[{mi * 4 + 1}] &= {ml}; {fk}[{mi * 4 + 2}] &= {mh}; "
-                              f"{fk}[{mi * 4 + 3}] &= {mh};")
-            self.ind -= 1
-            self.emit("}")
+            own = sa[0] == "regs" and not masked     # the register tile itself is the A operand
+            if own:
+                tv = sa[1]
+                fa, nfa = tv.cname, tv.layout.slots // 2
+
+                def aword(kk, mi, q):
+                    return f"{fa}[({mi * tv.layout.NT} + ({kk}) * 2) * 2 + {q}]"
+            else:
+                fa, nfa = self.new("fa"), steps * MT * 4
+                self.emit(f"unsigned {fa}[{nfa}];  // A fragments of every K step: read by wgmma until its wait")
+
+                def aword(kk, mi, q):
+                    return f"{fa}[({kk}) * {MT * 4} + {mi * 4 + q}]"
+                kk = self.new("kk")
+                self.emit("#pragma unroll")
+                self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
+                self.ind += 1
+                k0 = self.new("k0")
+                self.emit(f"const int {k0} = {kk} * 16 + {tg} * 2;")
+                fk = self.new("fk")
+                self.emit(f"unsigned* const {fk} = &{fa}[{kk} * {MT * 4}];")
+                load_a(fk, kk, k0)
+                if masked:
+                    ml, mh = self.new("ml"), self.new("mh")
+                    self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
+                    for mi in range(MT):
+                        self.emit(f"{fk}[{mi * 4}] &= {ml}; {fk}[{mi * 4 + 1}] &= {ml}; {fk}[{mi * 4 + 2}] &= {mh}; "
+                                  f"{fk}[{mi * 4 + 3}] &= {mh};")
+                self.ind -= 1
+                self.emit("}")
             self.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
             kk = self.new("kk")
             self.emit("#pragma unroll")
@@ -1094,14 +1112,14 @@ class MmaGen:
             self.emit(f"const unsigned long long {db} = {streamed_sm90.b_desc(rop, addr, kk, lay.N)};")
             fn = f"tnb_wgmma_rs_{kind}_n{lay.N}_t{0 if d.trans_b else 1}"
             for mi in range(MT):
-                w = f"{fa}[{kk} * {MT * 4} + {mi * 4}"
-                self.emit(f"{fn}(&{out}[{mi * NT * 4}], {w}], {w} + 1], {w} + 2], {w} + 3], {db});")
+                ws = ", ".join(aword(kk, mi, q) for q in range(4))
+                self.emit(f"{fn}(&{out}[{mi * NT * 4}], {ws}, {db});")
             self.ind -= 1
             self.emit("}")
             self.emit("tnb_wgmma_commit();")
             streamed_sm90.after_issue(self, live, rop)
             self.emit("tnb_wgmma_wait<0>();")
-            self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{steps * MT * 4}>({fa});"
+            self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{nfa}>({fa});"
                       "  // no read of these registers moves above the wait")
 
         def loop(masked: bool):
