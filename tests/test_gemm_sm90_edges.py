@@ -1449,22 +1449,6 @@ inline void tnb_mbar_wait(unsigned bar, unsigned parity) {
   if (!g_mb_cv.wait_for(lk, std::chrono::seconds(60), [&] { return (mb_get(bar).phase & 1u) != (parity & 1u); }))
     tnb_die("deadlock: an mbarrier phase never completes", bar);
 }
-struct TnbNamedBar { int arrived = 0; unsigned gen = 0; };
-static std::map<int, TnbNamedBar> g_nbars;
-static bool nb_arrive_locked(TnbNamedBar& b, int n) {
-  if (++b.arrived == n) { b.arrived = 0; b.gen++; g_mb_cv.notify_all(); return true; }
-  if (b.arrived > n) tnb_die("named barrier: more arrivals than its count", n);
-  return false;
-}
-inline void tnb_bar_arrive(int id, int n) { std::lock_guard<std::mutex> lk(g_mb_mu); nb_arrive_locked(g_nbars[id], n); }
-inline void tnb_bar_sync(int id, int n) {
-  std::unique_lock<std::mutex> lk(g_mb_mu);
-  TnbNamedBar& b = g_nbars[id];
-  unsigned g0 = b.gen;
-  if (nb_arrive_locked(b, n)) return;
-  if (!g_mb_cv.wait_for(lk, std::chrono::seconds(60), [&] { return g_nbars[id].gen != g0; }))
-    tnb_die("deadlock: a named barrier never completes", id);
-}
 inline void tnb_fence_async_smem() {}
 inline void tnb_fence_async_global() {}
 static inline unsigned tnb_emu_swz(unsigned a, int span) {
@@ -1576,7 +1560,7 @@ static inline void tnb_wg_issue_rs(float* d, const unsigned* a, unsigned long lo
 EMU_MAIN = EMU.main_template({
     "ARGS": "  const int use_tma = std::atoi(argv[2]);\n  g_tma_early = std::atoi(argv[3]);",
     "MAPS": "@MAPS@",
-    "CTA_START": "    g_mbars.clear(); for (auto& kv : g_nbars) if (kv.second.arrived) tnb_die(\"a named barrier left half-arrived\", kv.first); g_nbars.clear();",
+    "CTA_START": "    g_mbars.clear();",
     "THREAD_START": " t_wg_groups.clear(); t_wg_open.clear();",
     "THREAD_END": '      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");',
 })

@@ -590,10 +590,8 @@ class MmaGen:
                 self._sweep_into(s, tv, lay, x, None, domain)
             if second:
                 # the next turn's first dot, then this turn's second: the loop waits for both
-                streamed_sm90.pingpong_sync(self, rot_live)
                 streamed_sm90.rotated_issue_next(self, rot_live, rot_live["var"], rot_live["step"])
                 self.mma_accumulate(d0, tv.cname, lay, wg={"fa": rot_live["fa2"], "copy_a": True, "masked": True})
-                streamed_sm90.pingpong_arrive(self, rot_live)
             else:
                 self.mma_accumulate(d0, tv.cname, lay)
             frag, skip_sweep = [], True

@@ -525,27 +525,6 @@ def rotated_issue_next(g, live: dict, var: str, step):
     after_issue(g, live, None)
 
 
-PINGPONG = os.environ.get("TILENB_STREAM_PINGPONG", "1") != "0"   # for measurements: 0 turns it off
-
-
-def _pingpong(g) -> int:
-    """Warpgroups that take turns issuing a rotated loop's products (0: none): two, when the CTA
-    has two (named barriers 1 and 2)."""
-    return 2 if PINGPONG and g.T == 256 else 0
-
-
-def pingpong_sync(g, live: dict):
-    """Before a warpgroup issues its products: wait until the other one has issued its own."""
-    if _pingpong(g):
-        g.emit(f"if ({live['use']}) tnb_bar_sync(1 + (tnb_warp >> 2), 256);  // this warpgroup's turn on the tensor cores")
-
-
-def pingpong_arrive(g, live: dict):
-    """After a warpgroup issued its products: the other one's turn (its softmax ran meanwhile)."""
-    if _pingpong(g):
-        g.emit(f"if ({live['use']}) tnb_bar_arrive(1 + ((tnb_warp >> 2) ^ 1), 256);  // the other warpgroup's turn")
-
-
 def loop_end(g, live: dict):
     """After a streamed loop: nothing (a rotated loop retires its products within each turn)."""
 
@@ -576,11 +555,6 @@ def emit_rotated_loop(g, s: ir.For, var: str, lo: str, hi: str):
     g.block(first)
     g.ind -= 1
     g.emit("}")
-    if _pingpong(g):
-        # the two warpgroups take turns issuing products, so that one's softmax runs beside the
-        # other's products: warpgroup 1 lets warpgroup 0 go first
-        g.emit(f"if ({live['use']} && (tnb_warp >> 2) == 1) tnb_bar_arrive(1, 256);  // warpgroup 0 issues first "
-               "(on the bounds-checked copy path, whose copies wait for the whole CTA, they do not take turns)")
     g.emit(f"for (long long {var} = {lo}; {var} < {hi}; {var} += {s.step}) {{")
     g.ind += 1
     g.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
@@ -606,9 +580,6 @@ def emit_rotated_loop(g, s: ir.For, var: str, lo: str, hi: str):
     g.loop_ctx.pop()
     g.ind -= 1
     g.emit("}")
-    if _pingpong(g):
-        g.emit(f"if ({live['use']} && (tnb_warp >> 2) == 0) tnb_bar_sync(1, 256);  // warpgroup 1's last arrival: "
-               "no barrier is left half-arrived")
     for t in first:
         if isinstance(t, (ir.Let, ir.VarDecl)):
             g.hoisted.discard(id(t.sym))
@@ -616,9 +587,6 @@ def emit_rotated_loop(g, s: ir.For, var: str, lo: str, hi: str):
 
 REG_FENCES = r"""
 #ifdef TNB_SM90A
-// named barriers 1 .. 15 (0 is __syncthreads): n threads take part, the caller waits or only arrives
-__device__ __forceinline__ void tnb_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void tnb_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(n) : "memory"); }
 // an empty asm that reads and writes each register: no use of them moves above an earlier wgmma wait
 template <int N> __device__ __forceinline__ void tnb_reg_fence(float* d) {
 #pragma unroll
