@@ -280,7 +280,6 @@ class _Gen(MmaGen):
         self.layouts: Dict[int, object] = {}
         self.dims: Dict[str, str] = {}
         self.cur_stmt = None
-        self.hoisted: set = set()               # id(tile Sym) declared ahead of a rotated loop
 
     # ---- output
     def emit(self, line: str):
@@ -641,8 +640,6 @@ class _Gen(MmaGen):
             self.emit("}")
         elif s.unroll <= 1 and cta and (cand := self.prefetch_candidate(s)) is not None:
             self.prefetch_loop(s, v, lo, hv, step, cand)     # a chunked loop: its copy loaded a turn ahead
-        elif s.unroll <= 1 and self.stream is not None and getattr(self.stream.rings.get(id(s)), "rotate", None):
-            streamed_sm90.emit_rotated_loop(self, s, v, lo, hv)   # flash attention's loop on Hopper
         elif s.unroll <= 1:
             wrapped = any(isinstance(j, ir.Continue) for j in jumps) and False
             self.mma_loop_begin(s, v, lo, hv)    # double-buffered tensor-core operands (mma.py)
@@ -1326,10 +1323,6 @@ class _Gen(MmaGen):
         R, Cc = shape2(sym.type.shape)
         n = self.cname(sym)
         dt = sym.type.dtype
-        if id(sym) in self.hoisted and id(sym) in self.tiles:
-            # declared before a rotated loop (streamed_sm90): this statement only resets its region
-            self.emit(f"{n}_r0 = 0; {n}_r1 = {R}; {n}_c0 = 0; {n}_c1 = {Cc};  // valid region")
-            return self.tiles[id(sym)]
         tv = TileVar(sym, n, dt, (R, Cc), len(sym.type.shape), place.space, self.layouts.get(id(sym)))
         if place.space == "shared":
             tv.swz = self.swz.get(id(sym))

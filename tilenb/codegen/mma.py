@@ -571,8 +571,8 @@ class MmaGen:
         rot_live = self._rotated(s)
         rot = rot_live["ring"].rotate if rot_live is not None else None
         if rot is not None and s is rot.s1:
-            # the first dot of a rotated loop: issued (and waited for) by the loop; the statement reads it
-            self.lay_pre[id(rot.first)] = (rot_live["sbuf"], lay)
+            # the first dot of a rotated loop: issued by the previous turn; the statement reads it
+            self.lay_pre[id(rot.first)] = (streamed_sm90.rotated_receive(self, rot_live), lay)
             added.append(id(rot.first))
             frag = [d for d in frag if d is not rot.first]
         red_dot = any(isinstance(x, ir.Reduce) and any(isinstance(y, ir.Dot) for y in ir.walk_expr(x.x))
@@ -585,13 +585,14 @@ class MmaGen:
             x = value.a if value.b is d0 else value.b
             self.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then the tensor cores accumulate onto {tv.cname}")
             second = rot is not None and s is rot.s2
+            if second:
+                streamed_sm90.rotated_before_acc(self, rot_live, rot_live["var"], rot_live["step"])
             if not (isinstance(x, ir.Ref) and x.sym is tv.sym):
                 added += self._hoist_reductions(x, lay)
                 self._sweep_into(s, tv, lay, x, None, domain)
             if second:
-                # the next turn's first dot, then this turn's second: the loop waits for both
-                streamed_sm90.rotated_issue_next(self, rot_live, rot_live["var"], rot_live["step"])
-                self.mma_accumulate(d0, tv.cname, lay, wg={"fa": rot_live["fa2"], "copy_a": True, "masked": True})
+                self.mma_accumulate(d0, tv.cname, lay, wg={"fa": rot_live["fa2"], "copy_a": True})
+                streamed_sm90.rotated_after_acc(self, rot_live)
             else:
                 self.mma_accumulate(d0, tv.cname, lay)
             frag, skip_sweep = [], True
@@ -988,9 +989,7 @@ class MmaGen:
         wg (a dot of a rotated streamed loop, streamed_sm90.Rotation): issue the wgmma group and
         return without waiting for it: "turn" the turn whose stage B is read from, "fa" the
         register array that holds A's fragments until the wait, "copy_a" copy A there even when
-        it is a register tile, "zero" out = dot(a, b) (out's old values ignored), "masked" always
-        mask A to the valid K range (no branch), "a_only" only load A's (masked) fragments into
-        fa, "a_ready" fa already holds them (masked)."""
+        it is a register tile, "zero" out = dot(a, b) (out's old values ignored)."""
         At = _cg().At
         M, K = shape2(d.a.type.shape)
         kind = "f16" if d.a.type.dtype == "f16" else "bf16"
@@ -1008,10 +1007,7 @@ class MmaGen:
             if src[0] == "stage" and src[1].ring:
                 live = self.mma_live_loops[id(src[1].loop)]
                 rop = self.stream.by_op[id(op)][1]
-                opts = wg or {}
-                addr = None if opts.get("a_only") else streamed_sm90.acquire(self, live, rop, opts.get("turn"),
-                                                                              opts.get("guard"))
-                ring = (live, rop, addr)
+                ring = (live, rop, streamed_sm90.acquire(self, live, rop, (wg or {}).get("turn")))
                 src = ("ring",)
             elif src[0] == "stage":
                 st = src[1]
@@ -1115,12 +1111,7 @@ class MmaGen:
             opts = wg or {}
             steps = K // 16
             own = sa[0] == "regs" and not masked and not opts.get("copy_a")   # the register tile itself is A
-            if opts.get("a_ready"):
-                fa, nfa = opts["fa"], steps * MT * 4
-
-                def aword(kk, mi, q):
-                    return f"{fa}[({kk}) * {MT * 4} + {mi * 4 + q}]"
-            elif own:
+            if own:
                 tv = sa[1]
                 fa, nfa = tv.cname, tv.layout.slots // 2
 
@@ -1153,8 +1144,6 @@ class MmaGen:
                                   f"{fk}[{mi * 4 + 3}] &= {mh};")
                 self.ind -= 1
                 self.emit("}")
-            if opts.get("a_only"):
-                return
             self.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
             kk = self.new("kk")
             self.emit("#pragma unroll")
@@ -1224,11 +1213,8 @@ class MmaGen:
             self.ind -= 1
             self.emit("}")
 
-        wopts = wg or {}
-        if static_full or wopts.get("a_ready"):
+        if static_full:
             loop(False)
-        elif wopts.get("masked"):
-            loop(True)          # no branch: a rotated loop's wgmma pipeline stays on one path
         else:
             self.emit(f"if ({kf}) {{  // the whole K range valid in a and b")
             self.ind += 1

@@ -210,21 +210,11 @@ def _rotation(g, ring: Ring, entries) -> Optional[Rotation]:
     body = ring.loop.body
     if s1 is s2 or not body or body[0] is not s1 or not any(t is s2 for t in body):
         return None
-    i2 = next(i for i, t in enumerate(body) if t is s2)
-    for t in body:                # tile statements only (the loop is emitted rotated)
-        if not (isinstance(t, (ir.VarDecl, ir.Assign, ir.Let)) and isinstance(getattr(t, "sym", None) and t.sym.type
-                                                                            or t.target.type, ir.TileT)):
-            return None
-        if isinstance(t, ir.Let) and t.sym.kind == "view":
-            return None
     inner = list(ir.walk_stmts(body))
     declared = {id(t.sym) for t in inner if isinstance(t, (ir.Let, ir.VarDecl))}
     assigned = {id(t.target.sym) for t in inner if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref)}
-    if not (isinstance(d1.a, ir.Ref) and id(d1.a.sym) not in declared | assigned) or not d1.trans_b:
-        return None               # the first dot's A and K range must be the same in every turn
-    a_place = g.plan.tiles.get(id(d1.a.sym))
-    if a_place is None or a_place.space != "registers":
-        return None               # its fragments are kept in registers: only when the tile is
+    if not (isinstance(d1.a, ir.Ref) and id(d1.a.sym) not in declared | assigned):
+        return None               # the first dot's A must be the same in every turn
     r1, r2 = g.mma_route(s1), g.mma_route(s2)
     if r1.scratch or r2.scratch or [id(x) for x in r1.frag] != [id(d1)] or [id(x) for x in r2.frag] != [id(d2)]:
         return None
@@ -292,7 +282,7 @@ def place(g, st: Streaming, base: int) -> int:
         # other does not hold it up); a rotated ring needs the next turn's slices one turn early
         ring.ahead = stages - 1 if stages < 3 else stages - 2
         if ring.rotate is not None:
-            ring.ahead = stages - 1     # stages are freed at the end of each iteration
+            ring.ahead = max(2, stages - 2)
         if AHEAD_OVERRIDE:
             ring.ahead = max(1, min(stages - 1, AHEAD_OVERRIDE))
         total += ring.nbytes
@@ -410,29 +400,12 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
     g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
     g.ind -= 1
     g.emit("}")
-    if rot is not None:
-        # the first dot's A fragments (fixed in the loop, masked once) and turn 0's first dot
-        g.mma_live_loops[id(s)] = live
-        g.emit("{")
-        g.ind += 1
-        g.emit(f"const long long {var} = {lov};  // the loop variable of turn 0")
-        saved = g.regions
-        g.regions = {}
-        g.mma_accumulate(rot.first, live["sbuf"], rot.lay1, wg={"a_only": True, "fa": live["fa1"], "masked": True})
-        g.mma_accumulate(rot.first, live["sbuf"], rot.lay1,
-                         wg={"a_ready": True, "fa": live["fa1"], "zero": True, "turn": "0", "guard": f"{nk} > 0"})
-        g.regions = saved
-        g.ind -= 1
-        g.emit("}")
-        g.emit("tnb_wgmma_wait<0>();  // turn 0's first dot")
-        g.emit(f"tnb_reg_fence<{rot.lay1.slots}>({live['sbuf']});")
     return live
 
 
-def acquire(g, live: dict, rop: RingOp, turn: Optional[str] = None, guard: Optional[str] = None) -> str:
+def acquire(g, live: dict, rop: RingOp, turn: Optional[str] = None) -> str:
     """Before a dot: wait for the slice of turn `turn` (default: this turn), or copy it on the
-    bounds-checked path; returns the C expression of its stage address (32-bit shared). guard:
-    a condition without which there is nothing to wait for (the dot's result is then unused)."""
+    bounds-checked path; returns the C expression of its stage address (32-bit shared)."""
     ring = live["ring"]
     S, j = ring.stages, ring.ops.index(rop)
     turn = turn or live["it"]
@@ -442,7 +415,7 @@ def acquire(g, live: dict, rop: RingOp, turn: Optional[str] = None, guard: Optio
     g.emit(f"const unsigned {addr} = {live['ringu']} + {sv} * {ring.stage_bytes} + {rop.off};  "
            f"// {rop.slice.base.name}[...] of this turn, swizzled by {rop.span} bytes")
     g.emit(f"if ({live['use']}) {{")
-    g.emit(f"  {'if (' + guard + ') ' if guard else ''}tnb_mbar_wait({live['bars']} + 8 * ({sv} * {len(ring.ops)} + {j}), (unsigned)((({turn}) / {S}) & 1));"
+    g.emit(f"  tnb_mbar_wait({live['bars']} + 8 * ({sv} * {len(ring.ops)} + {j}), (unsigned)((({turn}) / {S}) & 1));"
            "  // it has landed")
     g.emit("} else {")
     g.ind += 1
@@ -504,85 +477,65 @@ def release(g, live: dict, rop: Optional[RingOp], turn: Optional[str] = None):
 
 
 # ---- a rotated ring (see `Rotation`) --------------------------------------------------------------
-def rotated_issue_next(g, live: dict, var: str, step):
-    """Before the second dot is issued (acc is final for it): the next turn's first dot (at the
-    last turn, a spare one on this turn's stage whose result nothing reads: the pipeline has no
-    branches), then thread 0's refill."""
+def rotated_receive(g, live: dict):
+    """The first statement's dot: issued by the previous turn (or here, at turn 0); wait for it.
+    Returns the register array holding its fragments."""
+    rot = live["ring"].rotate
+    it = live["it"]
+    g.emit(f"// the first dot of this turn was issued by the previous turn (into {live['sbuf']}); turn 0 issues it here")
+    g.emit(f"if ({it} == 0) {{")
+    g.ind += 1
+    g.mma_accumulate(rot.first, live["sbuf"], rot.lay1, wg={"fa": live["fa1"], "zero": True})
+    g.emit("tnb_wgmma_wait<0>();")
+    g.ind -= 1
+    g.emit("} else {")
+    g.emit("  tnb_wgmma_wait<1>();  // this turn's first dot is done; the previous turn's second dot may still run")
+    g.emit("}")
+    g.emit(f"tnb_reg_fence<{rot.lay1.slots}>({live['sbuf']}); tnb_reg_fence_u<{live['nfa1']}>({live['fa1']});")
+    return live["sbuf"]
+
+
+def rotated_before_acc(g, live: dict, var: str, step):
+    """At the second dot's statement, before it touches acc: the previous turn's second dot has
+    retired (its stage is freed); then the next turn's first dot is issued."""
     rot = live["ring"].rotate
     it, nk = live["it"], live["nk"]
+    g.emit(f"if ({it} > 0) {{  // the previous turn's second dot: done before acc is touched")
+    g.ind += 1
+    g.emit("tnb_wgmma_wait<0>();")
+    g.emit(f"tnb_reg_fence<{rot.lay2.slots}>({g.cname(rot.acc)}); tnb_reg_fence_u<{live['nfa2']}>({live['fa2']});")
+    release(g, live, None, f"{it} - 1")
+    g.ind -= 1
+    g.emit("}")
     nx = g.new("nx")
+    g.emit(f"if ({it} + 1 < {nk}) {{  // the next turn's first dot, now: it runs while this turn finishes")
+    g.ind += 1
     g.emit(f"const long long {nx} = {var} + {step};")
-    g.emit("{  // the next turn's first dot, now: it runs while this turn finishes")
+    g.emit("{")
     g.ind += 1
     g.emit(f"const long long {var} = {nx};  // the loop variable of the next turn")
     saved = g.regions
     g.regions = {}
-    g.mma_accumulate(rot.first, live["sbuf"], rot.lay1,
-                     wg={"a_ready": True, "fa": live["fa1"], "zero": True, "turn": f"({it} + 1 < {nk} ? {it} + 1 : {it})"})
+    g.mma_accumulate(rot.first, live["sbuf"], rot.lay1, wg={"fa": live["fa1"], "zero": True, "turn": f"{it} + 1"})
     g.regions = saved
+    g.ind -= 1
+    g.emit("}")
     g.ind -= 1
     g.emit("}")
     after_issue(g, live, None)
 
 
+def rotated_after_acc(g, live: dict):
+    g.emit(f"++{live['it']};")
+
+
 def loop_end(g, live: dict):
-    """After a streamed loop: nothing (a rotated loop retires its products within each turn)."""
-
-
-def emit_rotated_loop(g, s: ir.For, var: str, lo: str, hi: str):
-    """A rotated loop (see `Rotation`), turn j as one iteration:
-    [second statement .. end of body] of turn j, then [first statement .. before the second] of
-    turn j + 1, with turn 0's first part before the loop. The next turn's first dot and this
-    turn's second are issued together at the second statement, the first waited for before the
-    next turn's statements, the second after them: every product retires within its iteration
-    (a product still running across the loop's back edge makes ptxas serialize wgmma)."""
-    ring = g.stream.rings[id(s)]
-    rot = ring.rotate
-    body = s.body
-    i2 = next(i for i, t in enumerate(body) if t is rot.s2)
-    first, rest = body[:i2], body[i2:]
-    live = loop_begin(g, s, ring, var, lo, hi)
-    g.mma_live_loops[id(s)] = live
-    it, nk = live["it"], live["nk"]
-    # the tiles the first part declares live across iterations: declared here, once
-    for t in first:
-        if isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.sym.type, ir.TileT):
-            g.declare_tile(t.sym)
-            g.hoisted.add(id(t.sym))
-    g.emit(f"if ({nk} > 0) {{  // turn 0's statements up to the second dot")
-    g.ind += 1
-    g.emit(f"const long long {var} = {live['lo']};")
-    g.block(first)
-    g.ind -= 1
-    g.emit("}")
-    g.emit(f"for (long long {var} = {lo}; {var} < {hi}; {var} += {s.step}) {{")
-    g.ind += 1
-    g.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
-    g.block(rest)
-    g.emit(f"tnb_wgmma_wait<1>();  // the next turn's first dot is done; this turn's second may still run")
-    g.emit(f"tnb_reg_fence<{rot.lay1.slots}>({live['sbuf']});")
-    nx = g.new("nx")
-    g.emit(f"if ({it} + 1 < {nk}) {{  // the next turn's statements up to its second dot, beside this turn's second dot")
-    g.ind += 1
-    g.emit(f"const long long {nx} = {var} + {s.step};")
-    g.emit("{")
-    g.ind += 1
-    g.emit(f"const long long {var} = {nx};")
-    g.block(first)
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("tnb_wgmma_wait<0>();  // this turn's second dot")
+    """After a rotated loop: its last second dot retires before acc is read."""
+    rot = live["ring"].rotate
+    if rot is None:
+        return
+    g.emit("tnb_wgmma_wait<0>();  // the last turn's second dot")
     g.emit(f"tnb_reg_fence<{rot.lay2.slots}>({g.cname(rot.acc)}); tnb_reg_fence_u<{live['nfa2']}>({live['fa2']});")
-    release(g, live, None, it)
-    g.emit(f"++{it};")
-    g.loop_ctx.pop()
-    g.ind -= 1
-    g.emit("}")
-    for t in first:
-        if isinstance(t, (ir.Let, ir.VarDecl)):
-            g.hoisted.discard(id(t.sym))
 
 
 REG_FENCES = r"""
