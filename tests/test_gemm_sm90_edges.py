@@ -1487,7 +1487,7 @@ inline unsigned long long tnb_gdesc(unsigned addr, unsigned lbo, unsigned sbo, u
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
        | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((unsigned long long)swz << 62);
 }
-struct TnbWg { float* d; unsigned long long da, db; int n, tb; bool bf; int tid; bool rs = false; float a[2][16] = {}; bool zero = false; };
+struct TnbWg { float* d; unsigned long long da, db; int n, tb; bool bf; int tid; bool rs = false; float a[2][16] = {}; };
 template <int N> inline void tnb_reg_fence(float*) {}
 template <int N> inline void tnb_reg_fence_u(unsigned*) {}
 thread_local std::vector<std::vector<TnbWg>> t_wg_groups;
@@ -1509,7 +1509,7 @@ static void tnb_wg_exec(const TnbWg& o) {
   int w = (o.tid >> 5) & 3, l = o.tid & 31;
   for (int nb = 0; nb < o.n / 8; ++nb) for (int e = 0; e < 4; ++e) {
     int row = 16 * w + l / 4 + 8 * (e >> 1), col = nb * 8 + 2 * (l % 4) + (e & 1);
-    float acc = o.zero ? 0.0f : o.d[nb * 4 + e];
+    float acc = o.d[nb * 4 + e];
     for (int k = 0; k < 16; ++k) {
       float av = 0.0f;
       if (o.rs) av = o.a[e >> 1][k];
@@ -1540,13 +1540,12 @@ static inline void tnb_wg_issue(float* d, unsigned long long da, unsigned long l
 }
 // A from registers: the quad's four lanes hold a row's 16 k values (the m16n8k16 A-fragment order:
 // words 0 / 1 rows l/4 and l/4 + 8 at k 2 (l%4) .. + 1, words 2 / 3 the same at k + 8); read at issue
-static inline void tnb_wg_issue_rs(float* d, const unsigned* a, unsigned long long db, int n, int tb, bool bf, int acc) {
+static inline void tnb_wg_issue_rs(float* d, const unsigned* a, unsigned long long db, int n, int tb, bool bf) {
   Warp& w = my_warp(); int l = my_lane();
   for (int q = 0; q < 4; ++q) w.u[l][q] = a[q];
   w.bar.arrive_and_wait();
   TnbWg o{d, 0, db, n, tb, bf, t_tid};
   o.rs = true;
-  o.zero = acc == 0;
   for (int h = 0; h < 2; ++h) for (int k = 0; k < 16; ++k) {
     unsigned word = w.u[(l & ~3) + (k % 8) / 2][(k >= 8 ? 2 : 0) + h];
     o.a[h][k] = bf ? tnb_b2f_w(word, k & 1) : tnb_h2f_w(word, k & 1);
@@ -1583,8 +1582,8 @@ def sm90_emulated_source(ks) -> str:
                   for k, n, t in names)
     rs = sorted(set(re.findall(r"tnb_wgmma_rs_(f16|bf16)_n(\d+)_t(\d)\b", body[i:j])))
     fns += "".join(f"inline void tnb_wgmma_rs_{k}_n{n}_t{t}(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, "
-                   f"unsigned long long db, int acc) {{ unsigned a[4] = {{a0, a1, a2, a3}}; "
-                   f"tnb_wg_issue_rs(d, a, db, {n}, {t}, {'true' if k == 'bf16' else 'false'}, acc); }}\n"
+                   f"unsigned long long db) {{ unsigned a[4] = {{a0, a1, a2, a3}}; "
+                   f"tnb_wg_issue_rs(d, a, db, {n}, {t}, {'true' if k == 'bf16' else 'false'}); }}\n"
                    for k, n, t in rs)
     body = body[:i] + fns + body[j:]
     body = body.replace("extern __shared__ __align__(16) unsigned char tnb_smem[];", "unsigned char* const tnb_smem = g_smem;")

@@ -650,7 +650,6 @@ class _Gen(MmaGen):
             self.loop_ctx.pop()
             self.ind -= 1
             self.emit("}")
-            self.mma_loop_end(s)                 # a rotated streamed loop's last products (streamed_sm90)
         else:
             n = s.unroll
             lov, mid, base = self.new("lo"), self.new("mid"), self.new("ib")

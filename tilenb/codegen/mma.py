@@ -261,7 +261,7 @@ class MmaGen:
                     pitch = Cc + (8 if units % 2 == 0 else 0)
                     nbytes = _align(R * pitch * 2)
                     loop = self._pipe_loop(s, op, parent, skip) if pipelined else None
-                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, op, s)
+                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, op)
                     if loop is not None and rings and id(loop) in rings:
                         st = Stage(0, 0, R, Cc, pitch, op.base.type.dtype, loop, False, ring=True)
                         self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
@@ -291,7 +291,6 @@ class MmaGen:
                     words += register_words(t.sym.type.shape, t.sym.type.dtype, self.W)
         if not words:
             return ""
-        words += streamed_sm90.extra_registers(self.stream)
         for mb in (4, 3, 2):
             cap = min(255, (65536 // (self.T * mb)) // 8 * 8)
             if words + 16 <= cap:
@@ -463,12 +462,6 @@ class MmaGen:
         self.emit(f"int {it} = 0;  // turns done: the parity of the double-buffered tensor-core operands")
         self.mma_live_loops[id(s)] = {"it": it, "hi": hi, "var": var, "step": s.step, "left": None}
 
-    def mma_loop_end(self, s: ir.For):
-        """After a native `for`: a rotated streamed loop waits for its last products."""
-        live = self.mma_live_loops.get(id(s)) if getattr(self, "mma_on", False) else None
-        if live is not None and "ring" in live:
-            streamed_sm90.loop_end(self, live)
-
     # ---- register tiles
     def reg_read(self, tv, slot) -> str:
         if packed(tv.layout, tv.dtype):
@@ -568,13 +561,6 @@ class MmaGen:
         added: List[int] = []
         skip_sweep = False
         frag = list(r.frag)
-        rot_live = self._rotated(s)
-        rot = rot_live["ring"].rotate if rot_live is not None else None
-        if rot is not None and s is rot.s1:
-            # the first dot of a rotated loop: issued by the previous turn; the statement reads it
-            self.lay_pre[id(rot.first)] = (streamed_sm90.rotated_receive(self, rot_live), lay)
-            added.append(id(rot.first))
-            frag = [d for d in frag if d is not rot.first]
         red_dot = any(isinstance(x, ir.Reduce) and any(isinstance(y, ir.Dot) for y in ir.walk_expr(x.x))
                       for x in ir.walk_expr(value)) if tile_value else False
         direct = (in_regs and isinstance(lay, MmaLayout) and tv.dtype == "f32" and len(frag) == 1
@@ -583,18 +569,11 @@ class MmaGen:
         if direct and isinstance(value, ir.Binary) and value.op == "+" and (value.a is d0 or value.b is d0):
             # t = x + dot(a, b): x into t, then the tensor cores accumulate onto it
             x = value.a if value.b is d0 else value.b
-            self.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then the tensor cores accumulate onto {tv.cname}")
-            second = rot is not None and s is rot.s2
-            if second:
-                streamed_sm90.rotated_before_acc(self, rot_live, rot_live["var"], rot_live["step"])
+            self.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then mma.sync accumulates onto {tv.cname}")
             if not (isinstance(x, ir.Ref) and x.sym is tv.sym):
                 added += self._hoist_reductions(x, lay)
                 self._sweep_into(s, tv, lay, x, None, domain)
-            if second:
-                self.mma_accumulate(d0, tv.cname, lay, wg={"fa": rot_live["fa2"], "copy_a": True})
-                streamed_sm90.rotated_after_acc(self, rot_live)
-            else:
-                self.mma_accumulate(d0, tv.cname, lay)
+            self.mma_accumulate(d0, tv.cname, lay)
             frag, skip_sweep = [], True
         elif direct and value is d0:
             self.frag_fill(tv.cname, lay)
@@ -629,17 +608,6 @@ class MmaGen:
         if fence:
             self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
         del cg
-
-    def _rotated(self, s) -> Optional[dict]:
-        """The live state of the rotated streamed loop whose first or second dot statement `s`
-        is (streamed_sm90.Rotation), or None."""
-        if self.stream is None:
-            return None
-        for live in self.mma_live_loops.values():
-            rot = live.get("ring").rotate if live.get("ring") is not None else None
-            if rot is not None and (s is rot.s1 or s is rot.s2):
-                return live
-        return None
 
     def _refs(self, e, sym) -> bool:
         return any(isinstance(x, ir.Ref) and x.sym is sym for x in ir.walk_expr(e))
@@ -984,12 +952,8 @@ class MmaGen:
         self.emit("}")
 
     # ---- the tensor-core core
-    def mma_accumulate(self, d: ir.Dot, out: str, lay: MmaLayout, wg: Optional[dict] = None):
-        """out[slot] += dot(a, b) over the fragments this thread holds in `lay`.
-        wg (a dot of a rotated streamed loop, streamed_sm90.Rotation): issue the wgmma group and
-        return without waiting for it: "turn" the turn whose stage B is read from, "fa" the
-        register array that holds A's fragments until the wait, "copy_a" copy A there even when
-        it is a register tile, "zero" out = dot(a, b) (out's old values ignored)."""
+    def mma_accumulate(self, d: ir.Dot, out: str, lay: MmaLayout):
+        """out[slot] += dot(a, b) over the fragments this thread holds in `lay`."""
         At = _cg().At
         M, K = shape2(d.a.type.shape)
         kind = "f16" if d.a.type.dtype == "f16" else "bf16"
@@ -1007,7 +971,7 @@ class MmaGen:
             if src[0] == "stage" and src[1].ring:
                 live = self.mma_live_loops[id(src[1].loop)]
                 rop = self.stream.by_op[id(op)][1]
-                ring = (live, rop, streamed_sm90.acquire(self, live, rop, (wg or {}).get("turn")))
+                ring = (live, rop, streamed_sm90.acquire(self, live, rop))
                 src = ("ring",)
             elif src[0] == "stage":
                 st = src[1]
@@ -1108,9 +1072,8 @@ class MmaGen:
             """wgmma: every K step's A fragments first (wgmma reads them asynchronously), one
             fence, then the products of all K steps and row blocks, then wait for them."""
             live, rop, addr = ring
-            opts = wg or {}
             steps = K // 16
-            own = sa[0] == "regs" and not masked and not opts.get("copy_a")   # the register tile itself is A
+            own = sa[0] == "regs" and not masked     # the register tile itself is the A operand
             if own:
                 tv = sa[1]
                 fa, nfa = tv.cname, tv.layout.slots // 2
@@ -1118,12 +1081,8 @@ class MmaGen:
                 def aword(kk, mi, q):
                     return f"{fa}[({mi * tv.layout.NT} + ({kk}) * 2) * 2 + {q}]"
             else:
-                nfa = steps * MT * 4
-                if opts.get("fa"):
-                    fa = opts["fa"]
-                else:
-                    fa = self.new("fa")
-                    self.emit(f"unsigned {fa}[{nfa}];  // A fragments of every K step: read by wgmma until its wait")
+                fa, nfa = self.new("fa"), steps * MT * 4
+                self.emit(f"unsigned {fa}[{nfa}];  // A fragments of every K step: read by wgmma until its wait")
 
                 def aword(kk, mi, q):
                     return f"{fa}[({kk}) * {MT * 4} + {mi * 4 + q}]"
@@ -1152,15 +1111,12 @@ class MmaGen:
             db = self.new("db")
             self.emit(f"const unsigned long long {db} = {streamed_sm90.b_desc(rop, addr, kk, lay.N)};")
             fn = f"tnb_wgmma_rs_{kind}_n{lay.N}_t{0 if d.trans_b else 1}"
-            acc_on = f"{kk} > 0" if opts.get("zero") else "1"
             for mi in range(MT):
                 ws = ", ".join(aword(kk, mi, q) for q in range(4))
-                self.emit(f"{fn}(&{out}[{mi * NT * 4}], {ws}, {db}, {acc_on});")
+                self.emit(f"{fn}(&{out}[{mi * NT * 4}], {ws}, {db});")
             self.ind -= 1
             self.emit("}")
             self.emit("tnb_wgmma_commit();")
-            if wg is not None:
-                return                                 # a rotated loop waits where the result is needed
             streamed_sm90.after_issue(self, live, rop)
             self.emit("tnb_wgmma_wait<0>();")
             self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{nfa}>({fa});"

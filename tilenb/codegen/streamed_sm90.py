@@ -90,30 +90,10 @@ class Ring:
     stages: int = 0
     ahead: int = 1                # turns whose copies are in flight ahead of the one computed
     off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
-    rotate: Optional["Rotation"] = None   # the first dot issued a turn early (see `Rotation`)
 
     @property
     def nbytes(self) -> int:
         return 1024 + self.stages * self.stage_bytes + 8 * self.stages * (len(self.ops) + 1)
-
-
-@dataclass
-class Rotation:
-    """Flash attention's two dots overlapped with the work between them. The loop's first
-    statement computes `first` (B = ops[0]) from an A operand fixed in the loop; a later
-    statement accumulates `second` (B = ops[1]) into the register tile `acc`, which no other
-    statement of the loop touches. Then turn j issues the first dot of turn j + 1 into `sbuf`
-    (registers kept across turns) before its own second dot, and waits for the second dot only
-    when turn j + 1 next touches `acc` (or after the loop): turn j + 1's statements between the
-    two run while the tensor cores finish turn j's second dot. `second`'s A fragments are copied
-    into `fa2` (kept until that wait), so the loop may rewrite its A tile meanwhile."""
-    first: ir.Dot
-    second: ir.Dot
-    s1: object                    # the statement of the first dot (the loop body's first)
-    s2: object                    # the statement of the second dot
-    acc: ir.Sym
-    lay1: object                  # the fragment layouts of the two dots' results
-    lay2: object
 
 
 @dataclass
@@ -171,8 +151,7 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
     from .mma import MmaLayout  # noqa: PLC0415
     loops: Dict[int, Ring] = {}
     bad = set()
-    entries: Dict[int, list] = {}
-    for key, (d, lay, loop, op, stmt) in stage_dots.items():
+    for key, (d, lay, loop, op) in stage_dots.items():
         if loop is None:
             continue
         lid = id(loop)
@@ -182,12 +161,9 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
             bad.add(lid)
             continue
         loops.setdefault(lid, Ring(loop, [])).ops.append(rop)
-        entries.setdefault(lid, []).append((d, lay, stmt))
     rings = {k: v for k, v in loops.items() if k not in bad}
     if not rings:
         return None
-    for k, ring in rings.items():
-        ring.rotate = _rotation(g, ring, entries[k])
     st = Streaming(rings)
     for k, ring in enumerate(rings.values()):
         off = 0
@@ -200,58 +176,6 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
                                       rop.span, rop.tmap))
         ring.stage_bytes = off
     return st
-
-
-def _rotation(g, ring: Ring, entries) -> Optional[Rotation]:
-    """The ring's Rotation when its loop has flash attention's shape (see `Rotation`)."""
-    if len(entries) != 2 or os.environ.get("TILENB_STREAM_ROTATE", "1") == "0":
-        return None
-    (d1, lay1, s1), (d2, lay2, s2) = entries
-    body = ring.loop.body
-    if s1 is s2 or not body or body[0] is not s1 or not any(t is s2 for t in body):
-        return None
-    inner = list(ir.walk_stmts(body))
-    declared = {id(t.sym) for t in inner if isinstance(t, (ir.Let, ir.VarDecl))}
-    assigned = {id(t.target.sym) for t in inner if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref)}
-    if not (isinstance(d1.a, ir.Ref) and id(d1.a.sym) not in declared | assigned):
-        return None               # the first dot's A must be the same in every turn
-    r1, r2 = g.mma_route(s1), g.mma_route(s2)
-    if r1.scratch or r2.scratch or [id(x) for x in r1.frag] != [id(d1)] or [id(x) for x in r2.frag] != [id(d2)]:
-        return None
-    if not (isinstance(s2, ir.Assign) and isinstance(s2.target, ir.Ref)):
-        return None
-    acc = s2.target.sym
-    place = g.plan.tiles.get(id(acc))
-    v = r2.value
-    if place is None or place.space != "registers" or acc.type.dtype != "f32" or g.layouts.get(id(acc)) != lay2:
-        return None
-    if not (isinstance(v, ir.Binary) and v.op == "+" and (v.a is d2 or v.b is d2)):
-        return None
-    if any(isinstance(x, ir.Ref) and x.sym is acc for x in ir.walk_expr(d2)):
-        return None
-    for t in inner:               # nothing but the second dot's statement touches acc in the loop
-        if t is s2:
-            continue
-        exprs = list(ir.stmt_exprs(t))
-        if isinstance(t, ir.Assign):
-            exprs.append(t.target)
-        if any(isinstance(x, ir.Ref) and x.sym is acc for e in exprs for x in ir.walk_expr(e)):
-            return None
-        if isinstance(t, (ir.Let, ir.VarDecl)) and t.sym is acc:
-            return None
-    return Rotation(d1, d2, s1, s2, acc, lay1, lay2)
-
-
-def extra_registers(st: Optional[Streaming]) -> int:
-    """32-bit registers a thread keeps across turns for rotated rings (fragments issued a turn
-    ahead, A fragments held until their wait), on top of the kernel's register tiles."""
-    words = 0
-    for ring in (st.rings.values() if st is not None else ()):
-        rot = ring.rotate
-        if rot is not None:
-            k1, k2 = rot.first.a.type.shape[-1], rot.second.a.type.shape[-1]
-            words += rot.lay1.slots + (k1 // 16) * rot.lay1.MT * 4 + (k2 // 16) * rot.lay2.MT * 4
-    return words
 
 
 def place(g, st: Streaming, base: int) -> int:
@@ -271,18 +195,11 @@ def place(g, st: Streaming, base: int) -> int:
             stages = 2
         if STAGES_OVERRIDE:
             stages = max(2, min(stages, STAGES_OVERRIDE))
-        if ring.rotate is not None and stages < 3:
-            # a rotated ring holds a turn's stage until the next turn's second dot is issued
-            stages = 3 if min(MAX_STAGES, room // per) >= 3 else stages
-            if stages < 3:
-                ring.rotate = None
         ring.stages = stages
         # turns copied ahead: with three stages or more, one less than the ring holds, so that the
         # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
-        # other does not hold it up); a rotated ring needs the next turn's slices one turn early
+        # other does not hold it up)
         ring.ahead = stages - 1 if stages < 3 else stages - 2
-        if ring.rotate is not None:
-            ring.ahead = max(2, stages - 2)
         if AHEAD_OVERRIDE:
             ring.ahead = max(1, min(stages - 1, AHEAD_OVERRIDE))
         total += ring.nbytes
@@ -300,18 +217,17 @@ def functions_for(g, st: Streaming):
 
 def wgmma_rs_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
     """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32 accumulators
-    d[0 .. n/2) (d = A B + d, or A B when acc is 0), A from four registers of this thread, B from
-    shared memory by descriptor."""
+    d[0 .. n/2), A from four registers of this thread, B from shared memory by descriptor."""
     name = f"tnb_wgmma_rs_{kind}_n{n}_t{trans_b}"
     nregs = n // 2
     regs = ", ".join(f"%{i}" for i in range(nregs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nregs))
     a = ", ".join(f"%{nregs + i}" for i in range(4))
     text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, unsigned a0, unsigned a1, unsigned a2, "
-            f"unsigned a3, unsigned long long db, int acc) {{\n"
+            f"unsigned a3, unsigned long long db) {{\n"
             f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 5}, 0;\\n"\n'
             f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, {{{a}}}, %{nregs + 4}, p, 1, 1, {trans_b};\\n}}\\n"\n'
-            f'    : {outs}\n    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(acc) : "memory");\n}}\n#endif\n')
+            f'    : {outs}\n    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1) : "memory");\n}}\n#endif\n')
     return name, text
 
 
@@ -369,16 +285,6 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
         aligned.append(f"(({c0}) & 7) == 0")
     g.emit(f"const bool {use} = tnb_tma && {' && '.join(aligned)};  // else: each thread copies with bounds checks")
     g.emit(f"long long {it} = 0;  // turns done")
-    rot = ring.rotate
-    if rot is not None:
-        sbuf, fa1, fa2 = g.new("sbuf"), g.new("fa1"), g.new("fa2")
-        k1 = rot.first.a.type.shape[-1]
-        k2 = rot.second.a.type.shape[-1]
-        n1 = (k1 // 16) * rot.lay1.MT * 4
-        n2 = (k2 // 16) * rot.lay2.MT * 4
-        g.emit(f"float {sbuf}[{rot.lay1.slots}];  // the first dot's fragments, issued a turn ahead")
-        g.emit(f"unsigned {fa1}[{n1}], {fa2}[{n2}];  // A fragments of the two dots, read by wgmma until its wait")
-        live.update(sbuf=sbuf, fa1=fa1, fa2=fa2, nfa1=n1, nfa2=n2)
     g.emit(f"if ({use}) {{")
     g.ind += 1
     g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
@@ -403,19 +309,18 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
     return live
 
 
-def acquire(g, live: dict, rop: RingOp, turn: Optional[str] = None) -> str:
-    """Before a dot: wait for the slice of turn `turn` (default: this turn), or copy it on the
-    bounds-checked path; returns the C expression of its stage address (32-bit shared)."""
+def acquire(g, live: dict, rop: RingOp) -> str:
+    """Before a dot: wait for this turn's slice (or copy it, on the bounds-checked path);
+    returns the C expression of its stage address (32-bit shared)."""
     ring = live["ring"]
     S, j = ring.stages, ring.ops.index(rop)
-    turn = turn or live["it"]
     sv = g.new("s")
     addr = g.new("sa")
-    g.emit(f"const unsigned {sv} = {live['use']} ? (unsigned)(({turn}) % {S}) : 0u;")
+    g.emit(f"const unsigned {sv} = {live['use']} ? (unsigned)({live['it']} % {S}) : 0u;")
     g.emit(f"const unsigned {addr} = {live['ringu']} + {sv} * {ring.stage_bytes} + {rop.off};  "
            f"// {rop.slice.base.name}[...] of this turn, swizzled by {rop.span} bytes")
     g.emit(f"if ({live['use']}) {{")
-    g.emit(f"  tnb_mbar_wait({live['bars']} + 8 * ({sv} * {len(ring.ops)} + {j}), (unsigned)((({turn}) / {S}) & 1));"
+    g.emit(f"  tnb_mbar_wait({live['bars']} + 8 * ({sv} * {len(ring.ops)} + {j}), (unsigned)(({live['it']} / {S}) & 1));"
            "  // it has landed")
     g.emit("} else {")
     g.ind += 1
@@ -444,12 +349,11 @@ def b_desc(rop: RingOp, addr: str, kk: str, n_total: int) -> str:
     return f"tnb_gdesc({start}, {rop.rows * rop.span}, {8 * rop.span}, {sw})"
 
 
-def after_issue(g, live: dict, rop: Optional[RingOp]):
+def after_issue(g, live: dict, rop: RingOp):
     """After the first dot of a turn is issued: thread 0 starts the copies of turn it + ahead,
-    into the stage freed `STAGES - ahead` turns before (waiting until every warp freed it).
-    rop None: unconditionally (a rotated ring refills where its second dot is issued)."""
+    into the stage freed `STAGES - ahead` turns before (waiting until every warp freed it)."""
     ring = live["ring"]
-    if rop is not None and (ring.ops[0] is not rop or ring.rotate is not None):
+    if ring.ops[0] is not rop:
         return
     S, A = ring.stages, ring.ahead
     nx = g.new("nx")
@@ -463,79 +367,15 @@ def after_issue(g, live: dict, rop: Optional[RingOp]):
     g.emit("}")
 
 
-def release(g, live: dict, rop: Optional[RingOp], turn: Optional[str] = None):
-    """After the last dot of a turn has retired: this warp frees the stage; the turn ends
-    (rop None: free the stage of `turn` only, for a rotated ring)."""
+def release(g, live: dict, rop: RingOp):
+    """After the last dot of a turn has retired: this warp frees the stage; the turn ends."""
     ring = live["ring"]
-    if rop is not None and (ring.ops[-1] is not rop or ring.rotate is not None):
+    if ring.ops[-1] is not rop:
         return
     S = ring.stages
     g.emit(f"if ({live['use']} && tnb_lane == 0) tnb_mbar_arrive({live['bars']} + 8 * ({S * len(ring.ops)} + "
-           f"(unsigned)(({turn or live['it']}) % {S})));  // this warp is done with the stage")
-    if rop is not None:
-        g.emit(f"++{live['it']};")
-
-
-# ---- a rotated ring (see `Rotation`) --------------------------------------------------------------
-def rotated_receive(g, live: dict):
-    """The first statement's dot: issued by the previous turn (or here, at turn 0); wait for it.
-    Returns the register array holding its fragments."""
-    rot = live["ring"].rotate
-    it = live["it"]
-    g.emit(f"// the first dot of this turn was issued by the previous turn (into {live['sbuf']}); turn 0 issues it here")
-    g.emit(f"if ({it} == 0) {{")
-    g.ind += 1
-    g.mma_accumulate(rot.first, live["sbuf"], rot.lay1, wg={"fa": live["fa1"], "zero": True})
-    g.emit("tnb_wgmma_wait<0>();")
-    g.ind -= 1
-    g.emit("} else {")
-    g.emit("  tnb_wgmma_wait<1>();  // this turn's first dot is done; the previous turn's second dot may still run")
-    g.emit("}")
-    g.emit(f"tnb_reg_fence<{rot.lay1.slots}>({live['sbuf']}); tnb_reg_fence_u<{live['nfa1']}>({live['fa1']});")
-    return live["sbuf"]
-
-
-def rotated_before_acc(g, live: dict, var: str, step):
-    """At the second dot's statement, before it touches acc: the previous turn's second dot has
-    retired (its stage is freed); then the next turn's first dot is issued."""
-    rot = live["ring"].rotate
-    it, nk = live["it"], live["nk"]
-    g.emit(f"if ({it} > 0) {{  // the previous turn's second dot: done before acc is touched")
-    g.ind += 1
-    g.emit("tnb_wgmma_wait<0>();")
-    g.emit(f"tnb_reg_fence<{rot.lay2.slots}>({g.cname(rot.acc)}); tnb_reg_fence_u<{live['nfa2']}>({live['fa2']});")
-    release(g, live, None, f"{it} - 1")
-    g.ind -= 1
-    g.emit("}")
-    nx = g.new("nx")
-    g.emit(f"if ({it} + 1 < {nk}) {{  // the next turn's first dot, now: it runs while this turn finishes")
-    g.ind += 1
-    g.emit(f"const long long {nx} = {var} + {step};")
-    g.emit("{")
-    g.ind += 1
-    g.emit(f"const long long {var} = {nx};  // the loop variable of the next turn")
-    saved = g.regions
-    g.regions = {}
-    g.mma_accumulate(rot.first, live["sbuf"], rot.lay1, wg={"fa": live["fa1"], "zero": True, "turn": f"{it} + 1"})
-    g.regions = saved
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    after_issue(g, live, None)
-
-
-def rotated_after_acc(g, live: dict):
+           f"(unsigned)({live['it']} % {S})));  // this warp is done with the stage")
     g.emit(f"++{live['it']};")
-
-
-def loop_end(g, live: dict):
-    """After a rotated loop: its last second dot retires before acc is read."""
-    rot = live["ring"].rotate
-    if rot is None:
-        return
-    g.emit("tnb_wgmma_wait<0>();  // the last turn's second dot")
-    g.emit(f"tnb_reg_fence<{rot.lay2.slots}>({g.cname(rot.acc)}); tnb_reg_fence_u<{live['nfa2']}>({live['fa2']});")
 
 
 REG_FENCES = r"""
