@@ -1104,12 +1104,14 @@ class MmaGen:
                 self.ind -= 1
                 self.emit("}")
             self.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
+            d0 = self.new("db")
+            self.emit(f"const unsigned long long {d0} = {streamed_sm90.b_desc(rop, addr)};  // B's first k16 step")
             kk = self.new("kk")
             self.emit("#pragma unroll")
             self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
             self.ind += 1
             db = self.new("db")
-            self.emit(f"const unsigned long long {db} = {streamed_sm90.b_desc(rop, addr, kk, lay.N)};")
+            self.emit(f"const unsigned long long {db} = {d0} + {streamed_sm90.b_desc_step(rop, kk)};")
             fn = f"tnb_wgmma_rs_{kind}_n{lay.N}_t{0 if d.trans_b else 1}"
             for mi in range(MT):
                 ws = ", ".join(aword(kk, mi, q) for q in range(4))

@@ -337,16 +337,23 @@ def acquire(g, live: dict, rop: RingOp) -> str:
     return addr
 
 
-def b_desc(rop: RingOp, addr: str, kk: str, n_total: int) -> str:
-    """The descriptor of B's k16 step `kk` (a C expression) of the slice at `addr`."""
+def b_desc(rop: RingOp, addr: str) -> str:
+    """The descriptor (a C expression) of B's first k16 step of the slice at `addr`; step kk's
+    is this plus `b_desc_step(rop, kk)` (the start address field, bits 0-13, holds address / 16:
+    a shared address below 256 KB plus an offset within the stage cannot carry out of it)."""
     sw = G._swz_code(rop.span)
     if rop.k_inner:   # [N, K]: boxes of `chunk` K columns, each N rows of `span` bytes
-        per = rop.span // 32               # k16 steps per box
-        start = f"{addr} + (({kk}) / {per}) * {rop.rows * rop.span} + (({kk}) % {per}) * 32"
-        return f"tnb_gdesc({start}, 16, {8 * rop.span}, {sw})"
+        return f"tnb_gdesc({addr}, 16, {8 * rop.span}, {sw})"
     # [K, N]: boxes of `chunk` N columns, each K rows of `span` bytes; LBO steps along N
-    start = f"{addr} + ({kk}) * {16 * rop.span}"
-    return f"tnb_gdesc({start}, {rop.rows * rop.span}, {8 * rop.span}, {sw})"
+    return f"tnb_gdesc({addr}, {rop.rows * rop.span}, {8 * rop.span}, {sw})"
+
+
+def b_desc_step(rop: RingOp, kk: str) -> str:
+    """What k16 step `kk` adds to the descriptor: its byte offset in the stage, / 16."""
+    if rop.k_inner:
+        per = rop.span // 32               # k16 steps per box
+        return f"(unsigned long long)(((({kk}) / {per}) * {rop.rows * rop.span} + (({kk}) % {per}) * 32) >> 4)"
+    return f"(unsigned long long)((({kk}) * {16 * rop.span}) >> 4)"
 
 
 def after_issue(g, live: dict, rop: RingOp):
