@@ -82,6 +82,12 @@ inline long long tnb_add(long long a, long long b) { return (long long)((unsigne
 inline long long tnb_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
 inline long long tnb_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
 inline long long tnb_clamp(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }
+inline int tnb_neg(int a) { return (int)(0u - (unsigned)a); }
+inline long long tnb_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+inline int tnb_div(int a, int b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a / b); }
+inline long long tnb_div(long long a, long long b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a / b); }
+inline int tnb_mod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }
+inline long long tnb_mod(long long a, long long b) { return (b == 0 || b == -1) ? 0 : a % b; }
 inline long long tnb_cdiv(long long a, long long b) { return b == 0 ? 0 : (a + b - 1) / b; }
 inline float tnb_min(float a, float b) { return std::fmin(a, b); }
 inline float tnb_max(float a, float b) { return std::fmax(a, b); }
