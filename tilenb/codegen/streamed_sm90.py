@@ -12,11 +12,12 @@ Its tiles live on the mma row layout (`tilenb.codegen.mma`: each warp owns 16-ro
 same registers as wgmma's m64 accumulators when four warps form a warpgroup), and every tensor
 slice its dots read is double-buffered by cp.async on the generic path. On sm_90 this module
 takes such a loop instead when every staged slice qualifies (`prepare`): the slices of all its
-dots are copied by TMA (thread 0) into a ring of STAGES swizzled shared stages, each slice of a
-stage completing on its own mbarrier, a turn or two fewer ahead than the ring has stages; each dot runs as
-`wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments loaded from
-shared memory as mma.sync would) and B from the stage; a stage is freed on an "empty" mbarrier
-(one arrival per warp) after the turn's last dot. The statements around the dots are unchanged.
+dots are copied by TMA (thread 0) into a ring of swizzled shared stages, each slice of a stage
+completing on its own mbarrier, one or two turns fewer ahead than the ring has stages; each dot
+runs as `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments
+loaded from shared memory as mma.sync would) and B from the stage; a stage is freed on an
+"empty" mbarrier (one arrival per warp) after the turn's last dot. The statements around the
+dots are unchanged.
 
 Guarantees:
 - Results are the language's, as on the mma.sync path: elements of a slice outside its tensor
