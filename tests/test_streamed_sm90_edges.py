@@ -61,9 +61,11 @@ class Case:
     rank: int = 3                 # 2: [N, D]; 3: [H, N, D]; 4: [B, H, N, D]
     DV: Optional[int] = None      # columns of the V window (acc's columns); D when None
     VW: Optional[int] = None      # V's last extent; DV when None
-    c0: int = 0                   # V window's column start (a literal)
+    c0: object = 0                # V window's column start (an int, or language text over h, b, rb)
     lo: str = "0"                 # loop bounds (language text; also evaluated here over the dims)
     hi: str = "Nk"
+    step: int = 0                 # the loop's step; BC when 0
+    vname: str = "V"              # the tensor of the P V dot (K itself: keys as values)
     kvh: str = "h"                # K/V head index from the query head h
     form: str = "mul_add"         # mul_add: acc * r + dot; dot_first: dot + acc * r; pluseq: acc *= r; acc += dot
     first: str = "dot_t"          # dot_t: K [.., Nk, D]; dot_fixed: dot(q, KT[.., :, ck :+ BC]) with KT [.., D, W]
@@ -109,11 +111,12 @@ def _body(case, sfx: str, Kn: str, Vn: str, lo: str, hi: str) -> str:
         sdot = f"dot_t(q, {Kn}[{_sl(lk, [f'kt :+ {BC}', ':'])}])"
     else:
         sdot = f"dot(q, {Kn}[{_sl(lk, [f'0 :+ {D}', f'{case.ck} :+ {BC}'])}])"
+    Vn = Kn if case.vname == "K" else Vn
     vs = f"{Vn}[{_sl(lk, [f'kt :+ {BC}', f'{case.c0} :+ {dv}'])}]"
     acc = {"mul_add": [f"acc = acc * rescale + dot(p, {vs})"],
            "dot_first": [f"acc = dot(p, {vs}) + acc * rescale"],
            "pluseq": ["acc = acc * rescale", f"acc += dot(p, {vs})"]}[case.form]
-    lines = [f"for kt in range({lo}, {hi}, {BC}) {{",
+    lines = [f"for kt in range({lo}, {hi}, {case.step or BC}) {{",
              f"  var s{sfx}: tile<f32>[{BR}, {BC}] = {sdot} * scale",
              f"  var m_new{sfx} = max(m, rowmax(s{sfx}))",
              f"  var p{sfx}: tile<{case.T}>[{BR}, {BC}] = exp(s{sfx} - m_new{sfx})",
@@ -229,13 +232,15 @@ def reference(case: Case, x: Dict[str, np.ndarray], grid) -> np.ndarray:
                 fk = {2: [], 3: [kvh], 4: [bz, kvh]}[case.rank]
                 for rb in range(case.nest):
                     row = (bx * case.nest + rb) * BR
+                    env.update(rb=rb)
+                    c0 = int(eval(str(case.c0).replace("/", "//"), {}, env))   # noqa: S307
                     q = window(x["Q"], fq, row, 0, BR, D)
                     acc, m = Tv(np.zeros((BR, dv))), Tv(np.full((BR, 1), np.float32(-1.0e30)))
                     l = Tv(np.zeros((BR, 1)))
                     loops = [("K", "V", case.lo, case.hi)] + ([("K2", "V2", case.lo2, case.hi2)] if case.two else [])
                     for Kn, Vn, lo, hi in loops:
                         lo, hi = (int(eval(e, {}, env)) for e in (lo, hi))   # noqa: S307
-                        for kt in (range(lo, hi, BC) if hi > lo else []):
+                        for kt in (range(lo, hi, case.step or BC) if hi > lo else []):
                             if case.first == "dot_t":
                                 kw = window(x[Kn], fk, kt, 0, BC, D)
                                 s = Tv(q.masked() @ kw.masked().T, q.rv, kw.rv)
@@ -247,7 +252,7 @@ def reference(case: Case, x: Dict[str, np.ndarray], grid) -> np.ndarray:
                             p = to_dtype(ew(lambda a, b: np.exp(a - b), s, m_new), case.T)
                             r = ew(lambda a, b: np.exp(a - b), m, m_new)
                             l = ew(lambda a, b, c: a * b + c, l, r, rowred(p, np.sum, 0.0))
-                            vw = window(x[Vn], fk, kt, case.c0, BC, dv)
+                            vw = window(x[Kn if case.vname == "K" else Vn], fk, kt, c0, BC, dv)
                             pv = Tv(p.masked() @ vw.masked(), p.rv, vw.cv)
                             acc = ew(lambda a, b, c: a * b + c, acc, r, pv)
                             m = m_new
@@ -357,7 +362,7 @@ add("output_longer_than_q", "O has 30 rows more than Q: rows past N are invalid 
 add("v_window_c0_8", "V[h, kt :+ BC, 8 :+ 64] of 96 columns: column start on 16 bytes (tensor maps)",
     c0=8, VW=96, DV=64, dims=dict(H=1, N=64, Nk=100))
 add("v_window_c0_4_copy_path", "V[h, kt :+ BC, 4 :+ 64]: column start not on 16 bytes: the copy path even "
-    "with tensor maps", c0=4, VW=96, DV=64, dims=dict(H=1, N=64, Nk=100))
+    "with tensor maps", c0=4, VW=96, DV=64, dims=dict(H=1, N=64, Nk=300))
 add("v_window_past_columns", "V[h, kt :+ BC, 40 :+ 64] of 96 columns: 8 columns past V are invalid, not "
     "stored", c0=40, VW=96, DV=64, dims=dict(H=1, N=64, Nk=100))
 add("v_window_c0_12_past_columns", "column start 12 (copy path) and past the columns",
@@ -373,13 +378,13 @@ add("kv_head_negative", "K[h - 1, ...]: head 0 reads head -1 (outside), others t
 add("grouped_heads", "K[h / 2, ...]: two query heads share a key/value head (GQA)", kvh="h / 2",
     dims=dict(H=4, HK=2, N=64, Nk=70))
 # -- dtypes, head dims, column tiles, threads
-add("f16", "f16 operands (wgmma .f16)", T="f16", dims=dict(H=1, N=70, Nk=100))
-add("d32_bc32", "head dim 32 (32-byte rows: 64-byte swizzle on K), BC 32", D=32, BC=32, dims=dict(H=1, N=64, Nk=90))
+add("f16", "f16 operands (wgmma .f16)", T="f16", dims=dict(H=1, N=70, Nk=300))
+add("d32_bc32", "head dim 32 (32-byte rows: 64-byte swizzle on K), BC 32", D=32, BC=32, dims=dict(H=1, N=64, Nk=200))
 add("d128_bc64_256t", "head dim 128 on 256 threads, BR 128 (q in registers)", BR=128, D=128, NT=256,
     dims=dict(H=1, N=130, Nk=100))
 add("d128_bc128_q_shared", "128 x 128 x 128 on 256 threads: q stays in shared memory (register budget)",
     BR=128, BC=128, D=128, NT=256, dims=dict(H=1, N=130, Nk=150))
-add("bc16", "BC 16: wgmma n16 for the scores, k16 for P V (one K step)", BC=16, dims=dict(H=1, N=64, Nk=45))
+add("bc16", "BC 16: wgmma n16 for the scores, k16 for P V (one K step); 10 turns wrap the ring three times", BC=16, dims=dict(H=1, N=64, Nk=150))
 add("bc128_d64", "BC 128 at head dim 64 (128 threads)", BC=128, dims=dict(H=1, N=64, Nk=150))
 add("bc256_d32_not_taken", "BC 256: s [64, 256] f32 and p take 192 registers a thread, over the row layout's "
     "budget (176): the tiles stay in shared memory and the loop keeps mma.sync", BC=256, D=32,
@@ -397,7 +402,7 @@ add("first_dot_b_k_by_n_past", "dot(q, KT[h, 0 :+ D, 40 :+ 64]) of 80 columns: s
     "invalid", first="dot_fixed", ck=40, dims=dict(H=1, N=64, Nk=100, W=80))
 # -- loops in loops, two loops
 add("nested_reentered", "the loop inside `for rb in range(0, 3)`: entered three times per CTA (mbarriers "
-    "initialised again, parities restart)", nest=3, dims=dict(H=1, N=150, Nk=100))
+    "initialised again, parities restart)", nest=3, dims=dict(H=1, N=150, Nk=270))
 add("nested_bc16_odd", "re-entered with an odd number of turns (3 of BC 32): parities left mid-ring",
     nest=2, BC=32, dims=dict(H=1, N=128, Nk=70))
 add("two_loops", "two streamed loops (two rings) in one kernel: the second continues the softmax over "
@@ -405,6 +410,24 @@ add("two_loops", "two streamed loops (two rings) in one kernel: the second conti
 add("two_loops_second_empty", "two loops, the second of zero turns", two=True, dims=dict(H=1, N=64, Nk=100, Nk2=0))
 add("two_loops_nested", "two loops inside an outer loop", two=True, nest=2, BC=32,
     dims=dict(H=1, N=128, Nk=40, Nk2=70))
+
+add("v_column_start_per_head", "V[h, kt :+ BC, h * 4 :+ 64]: head 0 on 16 bytes (tensor maps), head 1 not "
+    "(the copy path): the path is chosen per CTA at run time", c0="h * 4", VW=72, DV=64,
+    dims=dict(H=2, N=64, Nk=90))
+add("keys_as_values", "dot(p, K[h, kt :+ BC, :]): one tensor in both dots (two tensor maps of it)", vname="K",
+    dims=dict(H=1, N=64, Nk=100))
+add("step_32_overlapping_slices", "range(0, Nk, 32) over slices of 64 rows: turns overlap", step=32,
+    dims=dict(H=1, N=64, Nk=100))
+add("step_100_gaps", "range(0, Nk, 100) over slices of 64 rows: rows skipped between turns", step=100,
+    dims=dict(H=1, N=64, Nk=230))
+add("nested_lo_moves", "re-entered with bounds from the outer loop: range(rb * 40, Nk - rb * 7), a different "
+    "number of turns at each entry", nest=3, lo="rb * 40", hi="Nk - rb * 7", dims=dict(H=1, N=150, Nk=130))
+add("three_warpgroups", "BR 192 on 384 threads: three warpgroups", BR=192, NT=384, dims=dict(H=1, N=200, Nk=100))
+add("d16_bc32", "head dim 16: K rows of 32 bytes (32-byte swizzle)", D=16, BC=32, dims=dict(H=1, N=64, Nk=70))
+add("d192_dv192", "head dim 192 (three 64-column boxes per K row, V of n192)", BR=128, NT=256, D=192, BC=32,
+    DV=192, dims=dict(H=1, N=100, Nk=70))
+add("dv96_not_taken", "V window 96 wide: 192-byte rows fit no swizzle span: the loop keeps mma.sync", DV=96,
+    dims=dict(H=1, N=64, Nk=70), lowered=False)
 
 
 def _random_cases(n: int, seed: int = 7):
