@@ -169,6 +169,26 @@ def test_emulated_attention_matches_the_cpu_executor(variant, tmp_path):
 
 
 @needs_gxx
+@pytest.mark.parametrize("variant", [dict(BR=64, BC=64, D=64, NT=256), dict(BR=128, BC=64, D=64, NT=256)],
+                         ids=lambda v: "-".join(f"{a}{b}" for a, b in v.items()))
+def test_emulated_attention_with_let_views_matches_the_cpu_executor(variant, tmp_path):
+    """`let k = K[h, kt :+ BC, :]` read only by a dot: the dot stages the view (double-buffered
+    cp.async) and the let copies nothing."""
+    src = _mod(SK.ATTENTION_TC).attention_tc_bf16.cuda_source(**variant)
+    assert "which stage it themselves" in src and "double-buffered staging scratch" in src
+    rng = np.random.default_rng(7)
+    H, N, Nk, D = 2, 77, 200, variant["D"]
+    args = _attention_args(rng, H, N, Nk, D)
+    cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _mod(SK.ATTENTION_TC).attention_tc_bf16(*cpu, variant=variant)
+    _emulate(SK.ATTENTION_TC, "attention_tc_bf16", args, (-(-N // variant["BR"]), H), {"H": H, "N": N, "Nk": Nk},
+             variant)
+    _close(args[3], cpu[3], 1.6e-2, 1.6e-2, f"attention_tc {variant}")
+    ref = SK.ref_attention(args[0], args[1], args[2], args[4])
+    assert np.linalg.norm(args[3].astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-2
+
+
+@needs_gxx
 def test_emulated_dots_in_expressions_match_the_cpu_executor():
     rng = np.random.default_rng(2)
     M = 148             # T's row length: a multiple of 4, of nothing else here

@@ -85,14 +85,19 @@ def test_streamed_attention_compiles_for_sm90a(tune):
 
 
 @needs_gxx
-@pytest.mark.parametrize("tune,shape", [((64, 64, 64, 128), (2, 100, 300)), ((128, 128, 128, 256), (1, 130, 150)),
-                                        ((128, 64, 128, 256), (1, 70, 200))],
-                         ids=["64x64x64_ring_wraps", "128x128x128_q_shared", "128x64x128_q_registers"])
-def test_emulated_streamed_attention_matches_numpy(tune, shape, tmp_path):
+@pytest.mark.parametrize("tune,shape,form", [((64, 64, 64, 128), (2, 100, 300), "as written"),
+                                             ((128, 128, 128, 256), (1, 130, 150), "as written"),
+                                             ((128, 64, 128, 256), (1, 70, 200), "as written"),
+                                             ((128, 64, 64, 256), (2, 70, 200), "let views")],
+                         ids=["64x64x64_ring_wraps", "128x128x128_q_shared", "128x64x128_q_registers",
+                              "128x64x64_let_views"])
+def test_emulated_streamed_attention_matches_numpy(tune, shape, form, tmp_path):
     BR, BC, D, NT = tune
     H, N, Nk = shape
-    kir = module().attention_bf16.ir(BR=BR, BC=BC, D=D, NT=NT)
-    ks = generate(kir, suite_kernels.ATTENTION, 0, arch="sm_90")
+    text = suite_kernels.ATTENTION if form == "as written" else suite_kernels.ATTENTION_TC
+    kern = tilenb.compile(text).kernels["attention_bf16" if form == "as written" else "attention_tc_bf16"]
+    kir = kern.ir(BR=BR, BC=BC, D=D, NT=NT)
+    ks = generate(kir, text, 0, arch="sm_90")
     assert ks.arch == "sm_90a"
     q, k, v = inputs(H, N, Nk, D, seed=sum(shape))
     scale = 1.0 / math.sqrt(D)

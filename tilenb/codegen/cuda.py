@@ -1407,7 +1407,9 @@ class _Gen(MmaGen):
             entries = self.apply_subs_named(entries, v.subs, s.sym)
             self.views[id(s.sym)] = ViewInfo(base, flat, entries)
         place = self.plan.tiles.get(id(s.sym))
-        if place is not None and place.space == "shared":
+        if id(s.sym) in self.streamed_views:
+            self.emit("// read only by tensor-core dots, which stage it themselves (mma.py): no copy here")
+        elif place is not None and place.space == "shared":
             # staged: a dot reads this view more than once, so it gets a shared-memory copy
             self.emit("// staged in shared memory: a dot reads this view")
             tv = self.declare_tile(s.sym)

@@ -36,6 +36,7 @@ The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -174,6 +175,7 @@ class Stage:
     loop: Optional[ir.For] = None
     local: bool = True
     ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
+    src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
 
 
 @dataclass
@@ -184,6 +186,7 @@ class LoopPipe:
 # ---- the mixin ---------------------------------------------------------------------------------
 class MmaGen:
     mma_on = False
+    streamed_views: set = frozenset()
     stream = None            # streamed_sm90.Streaming of this kernel (sm_90), if any
 
     # ---- set-up, before the body is written
@@ -240,7 +243,8 @@ class MmaGen:
 
     def _allocate(self, parent, skip, pipelined: bool, rings=None):
         self.scratch_local = {}
-        self.stage_dots = {}          # id(staged slice) -> (dot, statement layout, loop, slice)
+        self.streamed_views = set()   # id(view Sym) whose dots stage it: its `let` copies nothing
+        self.stage_dots = {}          # id(staged operand) -> (dot, statement layout, loop, its tensor slice)
         pipe_bytes = 0
         local_max = 0
         for s in ir.walk_stmts(self.kir.body):
@@ -254,29 +258,66 @@ class MmaGen:
                     self.scratch_local[id(d)] = off
                     off += _align(M * N * 4)
                 for op in (d.a, d.b):
-                    if not (isinstance(op, ir.Slice) and op.base.kind == "tensor"):
+                    sl = op if (isinstance(op, ir.Slice) and op.base.kind == "tensor") else self._view_slice(op)
+                    if sl is None:
                         continue
                     R, Cc = shape2(op.type.shape)
                     units = Cc // 8
                     pitch = Cc + (8 if units % 2 == 0 else 0)
                     nbytes = _align(R * pitch * 2)
-                    loop = self._pipe_loop(s, op, parent, skip) if pipelined else None
-                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, op)
+                    loop = self._pipe_loop(s, sl, parent, skip) if pipelined else None
+                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, sl)
+                    dt = sl.base.type.dtype
                     if loop is not None and rings and id(loop) in rings:
-                        st = Stage(0, 0, R, Cc, pitch, op.base.type.dtype, loop, False, ring=True)
+                        st = Stage(0, 0, R, Cc, pitch, dt, loop, False, ring=True)
                         self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
                     elif loop is not None:
-                        st = Stage(pipe_bytes, nbytes, R, Cc, pitch, op.base.type.dtype, loop, False)
+                        st = Stage(pipe_bytes, nbytes, R, Cc, pitch, dt, loop, False)
                         pipe_bytes += 2 * nbytes
                         self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
                     else:
-                        st = Stage(off, nbytes, R, Cc, pitch, op.base.type.dtype)
+                        st = Stage(off, nbytes, R, Cc, pitch, dt)
                         off += nbytes
+                    st.src = sl
                     self.stages[id(op)] = st
             local_max = max(local_max, off)
         self.pipe_bytes = pipe_bytes
         self.scratch_bytes = pipe_bytes + local_max
         self.scratch_base = _align(self.plan.footprint) if self.scratch_bytes else self.plan.footprint
+
+    def _view_slice(self, op) -> Optional[ir.Slice]:
+        """The tensor slice behind a dot operand that is a `let` view of a tensor the analysis did
+        not stage in shared memory (`let k = K[h, kt :+ BC, :]; dot_t(q, k)`): staged like a slice
+        written in the dot. None for anything else."""
+        if not (isinstance(op, ir.Ref) and op.sym.kind == "view"):
+            return None
+        if not hasattr(self, "_view_lets"):
+            self._view_lets = {id(t.sym): t for t in ir.walk_stmts(self.kir.body)
+                               if isinstance(t, ir.Let) and t.sym.kind == "view"}
+            # views read only as tensor-core dot operands: the dots stage them, no copy of their own
+            refs: Dict[int, int] = {}
+            as_operand: Dict[int, int] = {}
+            for t in ir.walk_stmts(self.kir.body):
+                for e in ir.stmt_exprs(t):
+                    for x in ir.walk_expr(e):
+                        if isinstance(x, ir.Ref) and id(x.sym) in self._view_lets:
+                            refs[id(x.sym)] = refs.get(id(x.sym), 0) + 1
+                        if mma_dot(x):
+                            for o in (x.a, x.b):
+                                if isinstance(o, ir.Ref) and id(o.sym) in self._view_lets:
+                                    as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
+            self._dot_only_views = {k for k, n in refs.items() if as_operand.get(k) == n}
+        let = self._view_lets.get(id(op.sym))
+        v = let.value if let is not None else None
+        if not (isinstance(v, ir.Slice) and v.base.kind == "tensor" and not v.flat):
+            return None
+        v = copy.copy(v)              # one object per operand: the generator caches regions by object
+        place = self.plan.tiles.get(id(op.sym))
+        if place is not None and place.space == "shared":
+            if id(op.sym) not in self._dot_only_views:
+                return None
+            self.streamed_views.add(id(op.sym))
+        return v
 
     def mma_min_blocks(self) -> str:
         """`, n` for __launch_bounds__: as many CTAs an SM as the register tiles on the mma row
@@ -803,7 +844,7 @@ class MmaGen:
         """('regs', TileVar) | ('smem', C pointer, row pitch, swizzle or None) | ('elem',)."""
         dt = op.type.dtype
         R, Cc = shape2(op.type.shape)
-        if isinstance(op, ir.Slice) and op.base.kind == "tensor" and id(op) in self.stages:
+        if id(op) in self.stages and (isinstance(op, ir.Ref) or (isinstance(op, ir.Slice) and op.base.kind == "tensor")):
             return ("stage", self.stages[id(op)])
         if isinstance(op, ir.Ref):
             tv = self.tile_of(op.sym)
@@ -825,7 +866,7 @@ class MmaGen:
         """Copy tensor slices into their scratch buffers where the statement needs them."""
         self.emit("__syncthreads();  // codegen-internal: staging scratch: the previous reads of these bytes are done")
         for op, st in stages:
-            self._copy_tile(op, st, self._stage_off(st), asynchronous=True)
+            self._copy_tile(st.src or op, st, self._stage_off(st), asynchronous=True)
         self.emit("tnb_cp_commit(); tnb_cp_wait<0>();")
         self.emit("__syncthreads();  // codegen-internal: the staged scratch tile is visible to every warp")
 
@@ -851,14 +892,14 @@ class MmaGen:
         it = lp["it"]
         base = self.scratch_base + st.off
         cur = self.new("stg")
-        self.emit(f"// {op.base.name}[...] in a double-buffered staging scratch: this turn's tile was copied during the "
+        self.emit(f"// {(st.src or op).base.name}[...] in a double-buffered staging scratch: this turn's tile was copied during the "
                   "previous turn (cp.async); the next turn's copy starts below")
         self.emit(f"unsigned char* const {cur} = tnb_smem + {base} + ({it} & 1) * {st.bytes};")
         self.emit(f"if ({it} == 0) {{  // the first turn: nothing is in flight for this operand yet")
         self.ind += 1
         self.emit("tnb_cp_wait<0>();")
         self.emit("__syncthreads();  // codegen-internal: staging scratch: no warp still reads it from a previous entry")
-        self._copy_tile(op, st, f"{base}", asynchronous=True)
+        self._copy_tile(st.src or op, st, f"{base}", asynchronous=True)
         self.emit("tnb_cp_commit(); tnb_cp_wait<0>();")
         self.ind -= 1
         self.emit("} else {")
@@ -876,7 +917,7 @@ class MmaGen:
         self.emit(f"const long long {var} = {nx};")
         saved = self.regions
         self.regions = {}
-        self._copy_tile(op, st, f"{base} + (({it} + 1) & 1) * {st.bytes}", asynchronous=True)
+        self._copy_tile(st.src or op, st, f"{base} + (({it} + 1) & 1) * {st.bytes}", asynchronous=True)
         self.regions = saved
         self.ind -= 1
         self.emit("}")
