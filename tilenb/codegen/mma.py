@@ -16,7 +16,8 @@ The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
 - Operands: tiles in shared memory (and staged let views) are read with `ldmatrix` (`.trans` for
   b in [K, N] form), through the tile's XOR swizzle when the analysis gave it one; an f16/bf16
   register tile on the mma row layout (`mma_tiles`) is already in the A-operand layout and is
-  read from registers; a tensor slice is staged into a shared scratch tile whose rows are padded
+  read from registers; a tensor slice (or a `let` view of one that only tensor-core dots read:
+  the `let` then copies nothing) is staged into a shared scratch tile whose rows are padded
   to an odd number of 16-byte units (no bank conflicts for ldmatrix), with 16-byte `cp.async`
   copies (elements outside the tensor are zero-filled, never read). In a loop whose turns run
   every statement (no break/continue/return), whose slice start depends only on the loop variable
