@@ -67,6 +67,7 @@ class RingOp:
     row0: ir.Expr                 # start of the slice's rows
     col0: ir.Expr                 # start of its columns (contiguous)
     dtype: str
+    key: int = 0                  # id of the dot's operand (the slice, or a view of it)
     off: int = 0                  # byte offset in a stage
     tmap: str = ""
 
@@ -101,7 +102,7 @@ class Ring:
 class Streaming:
     """What the generator needs for one kernel variant."""
     rings: Dict[int, Ring]                        # id(For) -> its ring
-    by_op: Dict[int, Tuple[Ring, RingOp]] = field(default_factory=dict)   # id(Slice) -> its ring
+    by_op: Dict[int, Tuple[Ring, RingOp]] = field(default_factory=dict)   # id(operand) -> its ring
     tmaps: List[G.TmaSpec] = field(default_factory=list)
     functions: Dict[str, str] = field(default_factory=dict)
 
@@ -156,11 +157,12 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
         if loop is None:
             continue
         lid = id(loop)
-        ok = (op is d.b and isinstance(lay, MmaLayout) and lay.rows_mode and tuple(d.type.shape) == (lay.M, lay.N))
+        ok = (key == id(d.b) and isinstance(lay, MmaLayout) and lay.rows_mode and tuple(d.type.shape) == (lay.M, lay.N))
         rop = _ring_op(g, d, op, loop) if ok else None
         if rop is None:
             bad.add(lid)
             continue
+        rop.key = key
         loops.setdefault(lid, Ring(loop, [])).ops.append(rop)
     rings = {k: v for k, v in loops.items() if k not in bad}
     if not rings:
@@ -172,7 +174,7 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
             rop.off = off
             off += rop.padded
             rop.tmap = f"tnb_sm{k}_{j}"
-            st.by_op[id(rop.slice)] = (ring, rop)
+            st.by_op[rop.key] = (ring, rop)
             st.tmaps.append(G.TmaSpec(rop.slice.base.name, rop.dtype, (rop.chunk, rop.rows) + (1,) * len(rop.fixed),
                                       rop.span, rop.tmap))
         ring.stage_bytes = off
