@@ -272,6 +272,18 @@ class Shape:
     GN: int
 
 
+def contiguous_boxes(n: int) -> Optional[Tuple[int, int]]:
+    """(swizzle span in bytes, elements a TMA box holds along the row) for a shared tile whose
+    rows hold n contiguous 2-byte elements: one box as wide as the row when the row is 32, 64 or
+    128 bytes, else boxes of 64 elements (128-byte span) when n is a multiple of 64; None when
+    neither (no swizzle mode fits)."""
+    if n * 2 in (32, 64, 128):
+        return n * 2, n
+    if n % 64 == 0:
+        return 128, 64
+    return None
+
+
 def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
     if threads % 128:
         return None
@@ -283,12 +295,10 @@ def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
     if m.b.k_inner:
         sw_b, chunk = TK * 2, 8
     else:
-        if TN * 2 in (32, 64, 128):
-            sw_b, chunk = TN * 2, TN
-        elif TN % 64 == 0:
-            sw_b, chunk = 128, 64
-        else:
+        boxes = contiguous_boxes(TN)
+        if boxes is None:
             return None
+        sw_b, chunk = boxes
     split = split_warpgroups(TM, TN, G, chunk)
     if split is None:
         return None

@@ -118,22 +118,12 @@ def _ring_op(g, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
     R, Cc = r.length, c.length
     if not (isinstance(R, int) and isinstance(Cc, int)) or R > 256 or R % 8:
         return None
-    if d.trans_b:                      # B [N, K]: rows are N, columns K (contiguous)
-        N, K = R, Cc
-        if K * 2 in (32, 64):
-            span, chunk = K * 2, K
-        elif K % 64 == 0:
-            span, chunk = 128, 64
-        else:
-            return None
-    else:                              # B [K, N]: rows are K, columns N (contiguous)
-        K, N = R, Cc
-        if N * 2 in (32, 64, 128):
-            span, chunk = N * 2, N
-        elif N % 64 == 0:
-            span, chunk = 128, 64
-        else:
-            return None
+    # B [N, K] (dot_t): rows are N, columns K; B [K, N]: rows are K, columns N (contiguous)
+    N, K = (R, Cc) if d.trans_b else (Cc, R)
+    boxes = G.contiguous_boxes(Cc)
+    if boxes is None:
+        return None
+    span, chunk = boxes
     if N > 256 or N % 8 or K % 16:
         return None
     uni = g.plan.uni
@@ -147,7 +137,8 @@ def _ring_op(g, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
 
 def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
     """The loops this lowering takes (module docstring), before shared memory is placed.
-    stage_dots: id(staged Slice) -> (dot, layout of its statement, For it is pipelined in)."""
+    stage_dots: id(staged operand) -> (dot, layout of its statement or None, For it is pipelined
+    in or None, the tensor slice it stands for)."""
     if getattr(g, "arch", None) != "sm_90" or g.T % 128:
         return None
     from .mma import MmaLayout  # noqa: PLC0415
