@@ -1033,9 +1033,11 @@ def _check_outputs(case, kir_params, got_args, want, label):
             assert_close(a, want[name], f"{label}: {name}", rtol, atol)
 
 
-def _params(aspect, only=None):
+def case_params(cases, aspect, only=None):
+    """pytest params of the cases (name -> case with a `bug` dict of aspect -> reason) for one
+    aspect: a case whose bug names the aspect is a strict xfail."""
     out = []
-    for name, case in CASES.items():
+    for name, case in cases.items():
         if only is not None and not only(case):
             continue
         marks = [pytest.mark.xfail(reason=case.bug[aspect], strict=True)] if aspect in case.bug else []
@@ -1044,7 +1046,7 @@ def _params(aspect, only=None):
 
 
 # ---- CPU-only tests -----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", _params("lowering"))
+@pytest.mark.parametrize("name", case_params(CASES, "lowering"))
 def test_lowering_takes_exactly_the_loops_it_preserves(name):
     case = CASES[name]
     ks = _gen(case, "sm_90")
@@ -1055,7 +1057,7 @@ def test_lowering_takes_exactly_the_loops_it_preserves(name):
         assert not ks.tmaps and "wgmma" not in ks.source
 
 
-@pytest.mark.parametrize("name", _params("generate"))
+@pytest.mark.parametrize("name", case_params(CASES, "generate"))
 def test_generating_for_every_target_raises_nothing_internal(name):
     """No internal exception for any target; sm_90 refuses nothing the generic code takes."""
     case = CASES[name]
@@ -1070,7 +1072,7 @@ def test_generating_for_every_target_raises_nothing_internal(name):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("name", _params("nvrtc", only=lambda c: c.lowered or "nvrtc" in c.bug))
+@pytest.mark.parametrize("name", case_params(CASES, "nvrtc", only=lambda c: c.lowered or "nvrtc" in c.bug))
 def test_what_is_lowered_compiles_for_sm90a(name):
     case = CASES[name]
     ks = _gen(case, "sm_90")
@@ -1079,7 +1081,7 @@ def test_what_is_lowered_compiles_for_sm90a(name):
     assert nvrtc_compile(ks.source, "sm_90a")
 
 
-@pytest.mark.parametrize("name", _params("cpu"))
+@pytest.mark.parametrize("name", case_params(CASES, "cpu"))
 def test_cpu_executor_matches_numpy(name):
     """At the case's shapes and at the GPU test's (so a GPU failure is never the reference's)."""
     case = CASES[name]
@@ -1095,7 +1097,7 @@ def test_cpu_executor_matches_numpy(name):
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", _params("emulate", only=lambda c: c.lowered or "emulate" in c.bug))
+@pytest.mark.parametrize("name", case_params(CASES, "emulate", only=lambda c: c.lowered or "emulate" in c.bug))
 def test_emulated_sm90_kernel_matches_the_cpu_executor(name, tmp_path):
     """Both copy paths, copies late / products early and copies early / products late."""
     case = CASES[name]
@@ -1383,7 +1385,7 @@ def _gpu_shapes(case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", _params("gpu", only=lambda c: c.gpu))
+@pytest.mark.parametrize("name", case_params(CASES, "gpu", only=lambda c: c.gpu))
 def test_on_hopper_matches_numpy(name):
     if not _on_hopper():
         pytest.skip("the wgmma lowering runs on compute capability 9.0 only")

@@ -40,7 +40,7 @@ import tilenb
 from tilenb.codegen import generate
 from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
 
-from test_gemm_sm90_edges import assert_close, build_sm90, needs_gxx, run_sm90  # noqa: E402
+from test_gemm_sm90_edges import assert_close, build_sm90, case_params, needs_gxx, run_sm90  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 NPDT = {"f16": np.float16, "bf16": BF16}
@@ -463,17 +463,7 @@ CASES.update(_random_cases(6))
 
 
 # ---- tests ----------------------------------------------------------------------------------------
-def _params(aspect, only=None):
-    out = []
-    for name, case in CASES.items():
-        if only is not None and not only(case):
-            continue
-        marks = [pytest.mark.xfail(reason=case.bug[aspect], strict=True)] if aspect in case.bug else []
-        out.append(pytest.param(name, marks=marks, id=name))
-    return out
-
-
-@pytest.mark.parametrize("name", _params("lowering"))
+@pytest.mark.parametrize("name", case_params(CASES, "lowering"))
 def test_lowering_takes_the_loop(name):
     case = CASES[name]
     _, ks = _kernel_source(case)
@@ -483,7 +473,7 @@ def test_lowering_takes_the_loop(name):
 
 
 @needs_nvrtc
-@pytest.mark.parametrize("name", _params("nvrtc", only=lambda c: c.lowered))
+@pytest.mark.parametrize("name", case_params(CASES, "nvrtc", only=lambda c: c.lowered))
 def test_lowered_source_compiles_for_sm90a(name):
     _, ks = _kernel_source(CASES[name])
     assert nvrtc_compile(ks.source, "sm_90a")
@@ -493,7 +483,7 @@ def _run_args(case, x):
     return [x[n] if not isinstance(x[n], np.ndarray) else x[n].copy() for n in _order(case)]
 
 
-@pytest.mark.parametrize("name", _params("cpu"))
+@pytest.mark.parametrize("name", case_params(CASES, "cpu"))
 def test_cpu_executor_matches_numpy(name):
     case = CASES[name]
     mod, _ = _kernel_source(case)
@@ -505,7 +495,7 @@ def test_cpu_executor_matches_numpy(name):
 
 
 @needs_gxx
-@pytest.mark.parametrize("name", _params("emulate", only=lambda c: c.lowered))
+@pytest.mark.parametrize("name", case_params(CASES, "emulate", only=lambda c: c.lowered))
 def test_emulated_sm90_matches_numpy(name, tmp_path):
     """Both copy paths; copies late / products early and the reverse."""
     case = CASES[name]
