@@ -1110,6 +1110,17 @@ class MmaGen:
                     for q, (ri, ki) in enumerate(((r0, k0), (f"{r0} + 8", k0), (r0, f"{k0} + 8"), (f"{r0} + 8", f"{k0} + 8"))):
                         self.emit(f"{regs[q]} = {pack}({aval(ri, ki)}, {aval(ri, f'{ki} + 1')});")
 
+        def mask_a(fa: str, k0: str):
+            """The K-range masks of K step k0; A's fragments in fa ANDed with them. Returns the
+            two mask names (k0 .. k0 + 7, k0 + 8 .. k0 + 15)."""
+            ml, mh = self.new("ml"), self.new("mh")
+            self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
+            if fa is not None:
+                for mi in range(MT):
+                    self.emit(f"{fa}[{mi * 4}] &= {ml}; {fa}[{mi * 4 + 1}] &= {ml}; {fa}[{mi * 4 + 2}] &= {mh}; "
+                              f"{fa}[{mi * 4 + 3}] &= {mh};")
+            return ml, mh
+
         def wg_loop(masked: bool):
             """wgmma: every K step's A fragments first (wgmma reads them asynchronously), one
             fence, then the products of all K steps and row blocks, then wait for them."""
@@ -1138,11 +1149,7 @@ class MmaGen:
                 self.emit(f"unsigned* const {fk} = &{fa}[{kk} * {MT * 4}];")
                 load_a(fk, kk, k0)
                 if masked:
-                    ml, mh = self.new("ml"), self.new("mh")
-                    self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
-                    for mi in range(MT):
-                        self.emit(f"{fk}[{mi * 4}] &= {ml}; {fk}[{mi * 4 + 1}] &= {ml}; {fk}[{mi * 4 + 2}] &= {mh}; "
-                                  f"{fk}[{mi * 4 + 3}] &= {mh};")
+                    mask_a(fk, k0)
                 self.ind -= 1
                 self.emit("}")
             self.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
@@ -1197,12 +1204,7 @@ class MmaGen:
                         self.emit(f"{fb}[{ni * 2 + q}] = {pack}({bval(ki, n0)}, {bval(f'{ki} + 1', n0)});")
                     ni += 1
             if masked:
-                ml, mh = self.new("ml"), self.new("mh")
-                self.emit(f"const unsigned {ml} = tnb_kmask({k0}, {klo}, {khi}), {mh} = tnb_kmask({k0} + 8, {klo}, {khi});")
-                if sa[0] != "elem":
-                    for mi in range(MT):
-                        self.emit(f"{fa}[{mi * 4}] &= {ml}; {fa}[{mi * 4 + 1}] &= {ml}; {fa}[{mi * 4 + 2}] &= {mh}; "
-                                  f"{fa}[{mi * 4 + 3}] &= {mh};")
+                ml, mh = mask_a(fa if sa[0] != "elem" else None, k0)
                 if sb[0] != "elem":
                     for n in range(NT):
                         self.emit(f"{fb}[{n * 2}] &= {ml}; {fb}[{n * 2 + 1}] &= {mh};")
