@@ -29,8 +29,6 @@ def main():
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import tilenb
-    import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
     import suite
     import suite_kernels
     suite.S.torch = torch
@@ -62,12 +60,8 @@ def main():
                     k(*w, variant=var)
                     torch.cuda.synchronize()
                     err = ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
-                    prep = prepare(k, None, tuple(w), variant=var)
-                    ch = prep.chosen
-                    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-                    ks = tc.kernel_source(k, ch.kir)
-                    fn = tc.load_kernel(ks, tc.device_arch())
-                    t = time_ms(torch, lambda: tc._launch(fn, ks, ch.grid, da))
+                    go, ks, fn = suite.prepared_launch(k, None, w, var)
+                    t = time_ms(torch, go)
                     print(f"  {var} streamed={'tnb_wgmma_rs' in ks.source} smem={ks.smem_bytes} regs={fn.num_regs} "
                           f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s = {best / t * 100:.1f}% of SDPA's best",
                           flush=True)

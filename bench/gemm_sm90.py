@@ -58,8 +58,6 @@ def main():
     args = ap.parse_args()
     import torch
     import tilenb
-    import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
     import suite
     suite.S.torch = torch
     from suite import GpuArray
@@ -86,12 +84,8 @@ def main():
                     k(*w, variant=v)
                     torch.cuda.synchronize()
                     err = ((c.double() - ref.double()).norm() / ref.double().norm()).item()
-                    prep = prepare(k, None, tuple(w), variant=v)
-                    ch = prep.chosen
-                    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-                    ks = tc.kernel_source(k, ch.kir)
-                    fn = tc.load_kernel(ks, tc.device_arch())
-                    t = time_ms(torch, lambda: tc._launch(fn, ks, ch.grid, da))
+                    go, ks, fn = suite.prepared_launch(k, None, w, v)
+                    t = time_ms(torch, go)
                     print(f"  {v} lowered={ks.arch == 'sm_90a'} smem={ks.smem_bytes} regs={fn.num_regs} "
                           f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s = {t_ref / t * 100:.1f}% of cuBLAS", flush=True)
                 except Exception as e:  # report and go on

@@ -49,13 +49,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import torch
     import tilenb
-    import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
     import suite_kernels as SK
     mod = tilenb.compile(SK.ATTENTION, backend="cuda")
     k = mod.attention_bf16
     for D in (int(x) for x in a.d.split(",")):
-        run_d(a, k, D, torch, tc, prepare, written_tensors)
+        run_d(a, k, D, torch)
 
 
 def _median_time(torch, fn, reps):
@@ -70,7 +68,8 @@ def _median_time(torch, fn, reps):
     return float(np.median(ts))
 
 
-def run_d(a, k, D, torch, tc, prepare, written_tensors):
+def run_d(a, k, D, torch):
+    import suite
     H, N = a.heads, a.n
     g = torch.Generator(device="cuda").manual_seed(0)
     q, kk, v = (torch.randn((H, N, D), device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
@@ -108,12 +107,8 @@ def run_d(a, k, D, torch, tc, prepare, written_tensors):
             continue
         ref = torch.nn.functional.scaled_dot_product_attention(q[:2].double(), kk[:2].double(), v[:2].double(), scale=scale)
         err = float((o[:2].double() - ref).norm() / ref.norm())
-        prep = prepare(k, None, args, variant=var)
-        ch = prep.chosen
-        da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-        ks = tc.kernel_source(k, ch.kir)
-        fn = tc.load_kernel(ks, tc.device_arch())
-        t = _median_time(torch, lambda: tc._launch(fn, ks, ch.grid, da), a.reps)
+        go, ks, fn = suite.prepared_launch(k, None, args, var)
+        t = _median_time(torch, go, a.reps)
         regs = getattr(fn, "num_regs", "?")
         print(f"attention_bf16 {var}: {t * 1e3:.3f} ms, {flops / t / 1e12:.1f} TFLOP/s, rel err {err:.2e}, "
               f"{regs} registers, {ks.smem_bytes} B shared", flush=True)

@@ -223,12 +223,29 @@ class GpuArray:
                                          "data": (t.data_ptr(), False), "version": 3, "strides": None}
 
 
+def prepared_launch(kernel, grid, args, variant):
+    """The generated kernel of one variant, launched from prepared arguments (no launch checks):
+    (a closure that launches it once, its KernelSource, its loaded CuPy function). `args` are
+    what the public call took (GpuArray for torch tensors); the kernel must have run once with
+    them (its source compiled and loaded)."""
+    import tilenb.runtime.cuda as tc
+    from tilenb.runtime.launch import prepare, written_tensors
+    ch = prepare(kernel, grid, tuple(args), variant=dict(variant)).chosen
+    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+    ks = tc.kernel_source(kernel, ch.kir)
+    fn = tc.load_kernel(ks, tc.device_arch())
+
+    def go():
+        tc._launch(fn, ks, ch.grid, da)
+    go.keep = (args, da, ch)
+    return go, ks, fn
+
+
 def tl_launch(kernel, grid, args, out, variant=None):
     """Poison `out` (torch), run the public call once (autotuning on a first signature unless
     `variant` names one), and return (a closure that launches the chosen variant's kernel alone,
     the variant, facts about it)."""
     import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
     torch = S.torch
     if out.dtype.is_floating_point:
         out.fill_(float("nan"))
@@ -241,13 +258,9 @@ def tl_launch(kernel, grid, args, out, variant=None):
     torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
     run = kernel.last_run
-    prep = prepare(kernel, grid, tuple(wrapped), variant=dict(run.variant))
-    ch = prep.chosen
-    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-    ks = tc.kernel_source(kernel, ch.kir)
-    fn = tc.load_kernel(ks, tc.device_arch())
+    go, ks, fn = prepared_launch(kernel, grid, wrapped, run.variant)
     facts = {"first_call_s": round(first_s, 4), "smem_bytes": ks.smem_bytes, "threads": ks.threads,
-             "grid": list(ch.grid), "symbol": ks.symbol,
+             "grid": list(run.grid), "symbol": ks.symbol,
              "autotune": [{"variant": t["variant"], "ms": t["ms"], "note": t["note"]} for t in run.extra.get("timings", [])]}
     import hashlib
     from tilenb.codegen.nvrtc import cache_dir
@@ -259,11 +272,6 @@ def tl_launch(kernel, grid, args, out, variant=None):
             facts[attr] = int(getattr(fn, attr))
         except Exception:
             pass
-    keep = (wrapped, da)
-
-    def go():
-        tc._launch(fn, ks, ch.grid, da)
-    go.keep = keep
     return go, dict(run.variant), facts
 
 
@@ -842,14 +850,7 @@ def w_launch():
 
 
 def tl_fast_cupy(kernel, args):
-    import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
-    prep = prepare(kernel, None, tuple(args), variant=dict(kernel.last_run.variant))
-    ch = prep.chosen
-    da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-    ks = tc.kernel_source(kernel, ch.kir)
-    fn = tc.load_kernel(ks, tc.device_arch())
-    return lambda: tc._launch(fn, ks, ch.grid, da)
+    return prepared_launch(kernel, None, args, kernel.last_run.variant)[0]
 
 
 WORKLOADS = {"copy": w_copy, "add": w_add, "scale_rows": w_scale_rows, "transpose": w_transpose, "norms": w_norms,
