@@ -383,17 +383,29 @@ template <int N> __device__ __forceinline__ void tnb_wgmma_wait() { asm volatile
 #endif
 """
 
-def wgmma_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
+def wgmma_function(kind: str, n: int, trans_b: int, a_in_registers: bool = False) -> Tuple[str, str]:
     """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32
-    accumulators d[0 .. n/2), A and B from shared memory by descriptor."""
-    name = f"tnb_wgmma_{kind}_n{n}_t{trans_b}"
+    accumulators d[0 .. n/2) and B from shared memory by descriptor; A from shared memory by
+    descriptor too, or (a_in_registers) from four .b32 registers of this thread (wgmma's
+    register form, which has no transpose flag for A)."""
     nregs = n // 2
     regs = ", ".join(f"%{i}" for i in range(nregs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nregs))
-    text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, unsigned long long da, unsigned long long db) {{\n"
-            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 2}, 0;\\n"\n'
-            f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, %{nregs}, %{nregs + 1}, p, 1, 1, 0, {trans_b};\\n}}\\n"\n'
-            f"    : {outs}\n    : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}}\n#endif\n")
+    if a_in_registers:
+        name = f"tnb_wgmma_rs_{kind}_n{n}_t{trans_b}"
+        params = "unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long db"
+        a = "{" + ", ".join(f"%{nregs + i}" for i in range(4)) + "}"
+        operands, pred, trans = f"{a}, %{nregs + 4}", nregs + 5, f"{trans_b}"
+        ins = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1)'
+    else:
+        name = f"tnb_wgmma_{kind}_n{n}_t{trans_b}"
+        params = "unsigned long long da, unsigned long long db"
+        operands, pred, trans = f"%{nregs}, %{nregs + 1}", nregs + 2, f"0, {trans_b}"
+        ins = '"l"(da), "l"(db), "r"(1)'
+    text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, {params}) {{\n"
+            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{pred}, 0;\\n"\n'
+            f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, {operands}, p, 1, 1, {trans};\\n}}\\n"\n'
+            f"    : {outs}\n    : {ins} : \"memory\");\n}}\n#endif\n")
     return name, text
 
 

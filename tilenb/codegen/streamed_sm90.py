@@ -205,24 +205,8 @@ def functions_for(g, st: Streaming):
     for ring in st.rings.values():
         for rop in ring.ops:
             n = rop.rows if rop.k_inner else rop.cols
-            name, text = wgmma_rs_function(rop.dtype, n, 0 if rop.k_inner else 1)
+            name, text = G.wgmma_function(rop.dtype, n, 0 if rop.k_inner else 1, a_in_registers=True)
             st.functions[name] = text
-
-
-def wgmma_rs_function(kind: str, n: int, trans_b: int) -> Tuple[str, str]:
-    """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32 accumulators
-    d[0 .. n/2), A from four registers of this thread, B from shared memory by descriptor."""
-    name = f"tnb_wgmma_rs_{kind}_n{n}_t{trans_b}"
-    nregs = n // 2
-    regs = ", ".join(f"%{i}" for i in range(nregs))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nregs))
-    a = ", ".join(f"%{nregs + i}" for i in range(4))
-    text = (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(float* d, unsigned a0, unsigned a1, unsigned a2, "
-            f"unsigned a3, unsigned long long db) {{\n"
-            f'  asm volatile("{{\\n .reg .pred p;\\n setp.ne.b32 p, %{nregs + 5}, 0;\\n"\n'
-            f'    " wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{regs}}}, {{{a}}}, %{nregs + 4}, p, 1, 1, {trans_b};\\n}}\\n"\n'
-            f'    : {outs}\n    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1) : "memory");\n}}\n#endif\n')
-    return name, text
 
 
 # ---- emitted code -------------------------------------------------------------------------------
