@@ -3,6 +3,11 @@ timed alone, against torch SDPA (cuDNN and flash backends), in one process. Prin
 variant and shape: time, TFLOP/s (4 N Nk D H B flops), share of the best SDPA backend.
 
     python bench/attention_sm90.py [--shapes 2x16x4096] [--dims 64,128] [--variants BR.BC.NT,...]
+                                   [--nk 4096,16384] [--no-sdpa]
+
+`--nk` sets the key length apart from the query length (BxHxN): the time per key block and the
+fixed cost of a CTA (Q load, pipeline fill, epilogue) follow from two key lengths at one grid.
+`--no-sdpa` skips the peers and the error check (for ncu runs).
 
 Each time is the median of CUDA-event timings after warm-up; outputs are checked against SDPA
 (relative Frobenius error). bench/suite.py holds the figures of record; this script is for
@@ -24,6 +29,8 @@ def main():
     ap.add_argument("--shapes", default="2x16x4096")
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--variants", default="", help="BR.BC.NT,... (default: the kernel's space)")
+    ap.add_argument("--nk", default="", help="key lengths, comma-separated (default: N)")
+    ap.add_argument("--no-sdpa", action="store_true")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -38,16 +45,18 @@ def main():
     for shp in args.shapes.split(","):
         B, H, N = map(int, shp.split("x"))
         for D in map(int, args.dims.split(",")):
-            q, kk, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            flop = 4.0 * B * H * N * N * D
-            best = None
-            for name, be in (("cuDNN", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+          for NK in (map(int, args.nk.split(",")) if args.nk else [N]):
+            q = torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16)
+            kk, v = (torch.randn(B, H, NK, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+            flop = 4.0 * B * H * N * NK * D
+            best, ref = None, None
+            for name, be in (() if args.no_sdpa else (("cuDNN", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))):
                 with sdpa_kernel(be):
                     ref = F.scaled_dot_product_attention(q, kk, v)
                     t = time_ms(torch, lambda: F.scaled_dot_product_attention(q, kk, v))
-                print(f"B{B} H{H} N{N} D{D} SDPA {name} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s", flush=True)
+                print(f"B{B} H{H} N{N} Nk{NK} D{D} SDPA {name} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s", flush=True)
                 best = t if best is None else min(best, t)
-            qh, kh, vh = (x.reshape(B * H, N, D) for x in (q, kk, v))
+            qh, kh, vh = q.reshape(B * H, N, D), kk.reshape(B * H, NK, D), v.reshape(B * H, NK, D)
             if args.variants:
                 vs = [dict(zip(("BR", "BC", "NT"), map(int, x.split(".")))) for x in args.variants.split(",")]
             else:
@@ -59,12 +68,13 @@ def main():
                 try:
                     k(*w, variant=var)
                     torch.cuda.synchronize()
-                    err = ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
+                    err = float("nan") if ref is None else \
+                        ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
                     go, ks, fn = suite.prepared_launch(k, None, w, var)
                     t = time_ms(torch, go)
-                    print(f"  {var} streamed={'tnb_wgmma_rs' in ks.source} smem={ks.smem_bytes} regs={fn.num_regs} "
-                          f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s = {best / t * 100:.1f}% of SDPA's best",
-                          flush=True)
+                    share = "" if best is None else f" = {best / t * 100:.1f}% of SDPA's best"
+                    print(f"  Nk{NK} {var} streamed={'tnb_wgmma_rs' in ks.source} smem={ks.smem_bytes} regs={fn.num_regs} "
+                          f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s{share}", flush=True)
                 except Exception as e:  # report and go on
                     print(f"  {var} FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
