@@ -10,13 +10,22 @@ callback per reduction (`_Builder`), with spans computed from the tokens each ru
 its operands' enclosing parentheses included). A program nested deeper than `_DEEP` levels
 (long operator chains) goes the other way, through Lark's parse tree and `_ToAst`, which
 reports nesting too deep for Python's recursion where it lies. Both give the same Program.
+
+The LALR loop itself is `_Driver`: Lark's tables, per-state lexers and callbacks, replayed with
+less machinery per token; a text it cannot parse goes through Lark's own loop, whose exception
+becomes the TileSyntaxError, so diagnostics are Lark's. Lark's analysis of the grammar (~70 ms,
+the first parse of a process) is kept on disk through Lark's `cache=` option (`_build`); a
+missing, stale, corrupt or unwritable cache file only costs that time again.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import sys
 import threading
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 import lark
 from lark import Token, Transformer, v_args
@@ -64,11 +73,46 @@ class _Newlines:
             yield tok
 
 
+def _cache_file(kind: str, grammar: str) -> Optional[Path]:
+    """Where Lark keeps its analysis of the grammar (LALR tables, lexers) for the parser `kind`:
+    under tilenb's cache directory ($TILENB_CACHE_DIR, else ~/.cache/tilenb, as
+    `tilenb.codegen.nvrtc.cache_dir`), named after the grammar and Lark's and Python's versions;
+    None where there is no home directory."""
+    tag = hashlib.sha256(repr((kind, grammar, lark.__version__, sys.version)).encode()).hexdigest()[:16]
+    try:
+        d = os.environ.get("TILENB_CACHE_DIR")
+        root = Path(d) if d else Path.home() / ".cache" / "tilenb"
+    except (RuntimeError, OSError, KeyError):   # no home directory
+        return None
+    return root / "parser" / f"lark_{kind}_{tag}.cache"
+
+
+def _build(kind: str, **options) -> lark.Lark:
+    """`lark.Lark(grammar of record, parser="lalr", postlex=_Newlines(), **options)` through
+    Lark's grammar cache (`cache=`): once a build has saved its analysis, the first parse of a
+    process loads it in milliseconds instead of analysing the grammar (~70 ms). Lark checks the
+    file's first line against a hash of the grammar, options and versions and builds afresh
+    (saving again) when it differs or the file cannot be loaded; it ignores a failure to save.
+    Any other failure builds without the cache."""
+    grammar = _GRAMMAR.read_text()
+    options = dict(parser="lalr", postlex=_Newlines(), **options)
+    path = _cache_file(kind, grammar)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:   # unwritable: Lark's save fails quietly
+            pass
+        try:
+            return lark.Lark(grammar, cache=str(path), **options)
+        except Exception:  # the cache is only a saving
+            pass
+    return lark.Lark(grammar, **options)
+
+
 @functools.lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
     """The grammar of record as a parse-tree builder (positions on every node)."""
-    return lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True,
-                     postlex=_Newlines(), maybe_placeholders=True)
+    return _build("tree", propagate_positions=True, maybe_placeholders=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,10 +120,202 @@ def _fast() -> Tuple[lark.Lark, "_Builder"]:
     """The same grammar and LALR tables, reducing straight to AST nodes through `_Builder`
     (every token kept, so that spans can start and end at keywords and brackets)."""
     builder = _Builder()
-    parser = lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=False,
-                       postlex=_Newlines(), maybe_placeholders=False, keep_all_tokens=True,
-                       transformer=builder)
+    parser = _build("fast", propagate_positions=False, maybe_placeholders=False, keep_all_tokens=True,
+                    transformer=builder)
     return parser, builder
+
+
+class _Driver:
+    """The LALR loop of `_fast()`'s parser, run over Lark's own tables, lexers and callbacks with
+    less machinery per token (no generators, no parser-state object, unit reductions of `?`
+    rules done in place): the same tokens reach the same callbacks in the same order, so it
+    builds the same Program. It handles well-formed input only: `run` returns `_FAILED` for
+    anything else (a character no terminal matches, a token the table does not expect, any
+    exception), and the caller then parses again with Lark, whose exception is reported.
+
+    What it replays, step for step: Lark's contextual lexer (each token is matched with the
+    lexer of the parser's current state, ignored terminals skipped, keyword callbacks applied,
+    lines and columns counted as `LineCounter` does), `_Newlines`, and `ParserState.feed_token`
+    (shifts, reductions, the `$END` token borrowed from the last token)."""
+
+    def __init__(self, parser: lark.Lark):
+        from lark.parse_tree_builder import ExpandSingleChild
+        from lark.parsers.lalr_analysis import Shift
+        front = parser.parser
+        contextual = front.lexer.lexer            # PostLexConnector -> ContextualLexer
+        inner = front.parser.parser               # LALR_Parser -> _Parser
+        table = inner.parse_table
+        callbacks = inner.callbacks
+        if any(not isinstance(k, lark.grammar.Rule) for k in callbacks):
+            raise TypeError("token callbacks are not replayed")   # none in this grammar
+        self.start = table.start_states["start"]
+        self.end = table.end_states["start"]
+        rules = {}
+        self.table = {}
+        for state, acts in table.states.items():
+            row = {}
+            for sym, (action, arg) in acts.items():
+                sym = str(sym)                      # a plain str key (Lark names rules with Tokens)
+                if action is Shift:
+                    if arg == self.end and sym != "start":
+                        continue                    # Lark asserts against it: left to Lark
+                    row[sym] = arg                  # an int: shift (or goto) to that state
+                else:
+                    info = rules.get(arg)
+                    if info is None:
+                        size, cb = len(arg.expansion), callbacks[arg]
+                        info = rules[arg] = (size, str(arg.origin.name), cb, size == 1 and type(cb) is ExpandSingleChild)
+                    row[sym] = info                 # a tuple: reduce by that rule
+            self.table[state] = row
+        self.units = {}    # (state below, top state, token type) -> the top after its unit reductions
+        self.lexers = _StateLexers(contextual.lexers)
+
+    def run(self, text: str):
+        try:
+            return self._run(text)
+        except Exception:  # anything unusual: Lark's own parse decides (and reports)
+            return _FAILED
+
+    def _run(self, text: str):
+        table, lexers, keywords, units = self.table, self.lexers, _KEYWORD_SET, self.units
+        new_token, borrow = Token._future_new, Token.new_borrow_pos
+        states = [self.start]
+        values = []
+        pos, line, column, line_start, n = 0, 1, 1, 0, len(text)
+        parens = braces = 0
+        last = None
+        while pos < n:
+            mres, ignore, newline, lexcb = lexers[states[-1]]
+            m = None
+            for mre in mres:
+                m = mre.match(text, pos, n)
+                if m:
+                    break
+            if not m:
+                return _FAILED
+            value, typ = m.group(0), m.lastgroup
+            ignored = typ in ignore
+            start, start_line, start_column = pos, line, column
+            if typ in newline:
+                k = value.count("\n")
+                if k:
+                    line += k
+                    line_start = pos + value.rindex("\n") + 1
+            pos += len(value)
+            column = pos - line_start + 1
+            if ignored and typ not in lexcb:
+                continue
+            tok = new_token(typ, value, start, start_line, start_column, line, column, pos)
+            if typ in lexcb:
+                tok = lexcb[typ](tok)
+            if ignored:
+                continue
+            if type(tok) is not Token:
+                return _FAILED
+            # _Newlines.process
+            t = tok.type
+            if t == "NAME" and tok.value in keywords:
+                tok = borrow(tok.value.upper(), tok.value, tok)
+                t = tok.type
+            if t == "_NL":
+                if not (parens == 0 and braces > 0):
+                    continue
+            elif t == "LPAR" or t == "LSQB":
+                parens += 1
+            elif t == "RPAR" or t == "RSQB":
+                parens = max(0, parens - 1)
+            elif t == "LBRACE":
+                braces += 1
+            elif t == "RBRACE":
+                braces = max(0, braces - 1)
+            last = tok
+            # ParserState.feed_token
+            while True:
+                act = table[states[-1]].get(t)
+                if act is None:
+                    return _FAILED
+                if type(act) is int:
+                    states.append(act)
+                    values.append(tok)
+                    break
+                size, origin, cb, unit = act
+                if unit:
+                    # `?rule: child` reductions leave the child's value and replace only the top
+                    # state; a run of them depends on (state below, top state, token) alone
+                    key = (states[-2], states[-1], t)
+                    top = units.get(key)
+                    if top is None:
+                        below = table[states[-2]]
+                        while True:
+                            top = below[act[1]]
+                            act = table[top].get(t)
+                            if act is None or type(act) is int or not act[3]:
+                                break
+                        units[key] = top
+                    states[-1] = top
+                    continue
+                else:
+                    if size:
+                        s = values[-size:]
+                        del states[-size:]
+                        del values[-size:]
+                    else:
+                        s = []
+                    values.append(cb(s))
+                states.append(table[states[-1]][origin])
+        end = borrow("$END", "", last) if last is not None else Token("$END", "", 0, 1, 1)
+        while True:
+            act = table[states[-1]].get(end.type)
+            if act is None or type(act) is int:
+                return _FAILED
+            size, origin, cb, unit = act
+            if unit:
+                del states[-1]
+            else:
+                if size:
+                    s = values[-size:]
+                    del states[-size:]
+                    del values[-size:]
+                else:
+                    s = []
+                values.append(cb(s))
+            states.append(table[states[-1]][origin])
+            if states[-1] == self.end:
+                return values[-1]
+
+
+class _StateLexers(dict):
+    """parser state -> (compiled patterns, ignored types, types that may hold newlines, keyword
+    callbacks) of the contextual lexer's lexer for that state, made on first use (as Lark builds
+    a state's scanner when that state first lexes: compiling them all costs ~10 ms)."""
+
+    def __init__(self, lexers):
+        super().__init__()
+        self.source = lexers
+        self.by_lexer = {}
+
+    def __missing__(self, state):
+        lx = self.source[state]
+        got = self.by_lexer.get(id(lx))
+        if got is None:
+            mres = lx.scanner._mres               # builds the scanner and its keyword callbacks
+            got = self.by_lexer[id(lx)] = (tuple(mres), lx.ignore_types, lx.newline_types, dict(lx.callback))
+        self[state] = got
+        return got
+
+
+_FAILED = object()
+_KEYWORD_SET = frozenset(KEYWORDS)
+
+
+@functools.lru_cache(maxsize=1)
+def _driver() -> Optional[_Driver]:
+    """The fast loop over `_fast()`'s parser, or None where this Lark's internals differ from
+    what `_Driver` replays (every parse then goes through Lark)."""
+    try:
+        return _Driver(_fast()[0])
+    except Exception:
+        return None
 
 
 _fast_lock = threading.Lock()   # _Builder keeps per-parse state
@@ -628,10 +864,14 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
             raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
 
     parser, builder = _fast()
+    driver = _driver()
     with _fast_lock:
         builder.reset()
         try:
-            result = syntax(parser.parse)
+            result = driver.run(text) if driver is not None else _FAILED
+            if result is _FAILED:   # not well-formed (or unusual): Lark parses it and reports
+                builder.reset()
+                result = syntax(parser.parse)
             depth, bad = builder.depth.get(id(result), 0), builder.bad
         finally:
             builder.reset()
