@@ -211,6 +211,54 @@ def test_emulated_k_loop_with_masked_last_step_matches_the_cpu_executor():
     _close(args[2], cpu[2], 2e-3, 2e-3, "Y")
 
 
+SCALED_STORE = """
+// Fragments divided by a per-row divisor held in registers, stored into a bf16 window whose
+// column start c0 is a kernel argument (odd: the fragment pairs are not 4-byte aligned) and whose
+// columns run past Y's last one (c0 = 5: the last pair half outside).
+@launch(128)
+@grid(cdiv(M, 64))
+kernel scaled_store(A: tensor<bf16>[M, 32], B: tensor<bf16>[32, 32], L: tensor<f32>[M, 1],
+                    Y: tensor<bf16>[M, N], c0: i32) {
+  let r = ctx.block.x * 64
+  var acc: tile<f32>[64, 32] = dot(A[r :+ 64, :], B[0 :+ 32, :])
+  var l: tile<f32>[64, 1] = rowmax(acc) * 0.0 + L[r :+ 64, :]
+  Y[r :+ 64, c0 :+ 32] = acc / l
+}
+"""
+
+
+def test_fragment_store_divides_by_a_row_reciprocal_and_stores_pairs():
+    src = _mod(SCALED_STORE).scaled_store.cuda_source()
+    store = src[src.index(": Y[r :+ 64, c0 :+ 32] = acc / l"):]
+    assert "tnb_rcp_ok" in store and "1.0f / " in store      # one reciprocal a row, checked
+    assert "*(unsigned*)" in store and "tnb_pack_b2(" in store  # a pair as one 4-byte store
+    assert "& 3ull) == 0" in store                            # only where 4-byte aligned
+
+
+@needs_gxx
+@pytest.mark.parametrize("c0", [0, 1, 5])
+def test_emulated_fragment_store_with_row_divisors_matches_the_cpu_executor(c0):
+    """Even and odd column starts; divisors that are ordinary, 0 (inf and nan), negative, and
+    subnormal (1 / d overflows: the rows of that warp take x / d)."""
+    rng = np.random.default_rng(11 + c0)
+    M, N = 150, 36
+    L = rng.uniform(0.5, 4.0, (M, 1)).astype(np.float32)
+    L[3] = 0.0
+    L[70] = -2.5
+    L[140] = 1e-39          # subnormal: tnb_rcp_ok is false for it
+    args = [rng.standard_normal((M, 32)).astype(BF), rng.standard_normal((32, 32)).astype(BF), L,
+            np.full((M, N), 7.0, BF), c0]
+    cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _mod(SCALED_STORE).scaled_store(*cpu)
+    _emulate(SCALED_STORE, "scaled_store", args, (3,), {"M": M, "N": N})
+    got, ref = args[3].astype(np.float64), cpu[3].astype(np.float64)
+    assert (got[:, :c0] == 7.0).all(), "a column left of the window was written"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=2 ** -7, atol=1e-30)
+
+
 # ---- on the GPU against the CPU executor ------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 77, 200), (1, 200, 77), (1, 64, 64)], ids=lambda s: "x".join(map(str, s)))

@@ -270,7 +270,9 @@ class _Gen(MmaGen):
         self.views: Dict[int, ViewInfo] = {}
         self.pre: Dict[int, str] = {}          # id(expr) -> C variable holding its value (coop reduce)
         self.pre_bcast: set = set()            # ids in pre valid at a broadcast's coordinates too
-        self.fast_div: Dict[int, str] = {}     # id(Binary '/') -> the reciprocal of its divisor, this chunk
+        # id(Binary '/') -> the reciprocal of its divisor: a variable of this chunk, or, on fragments,
+        # a function of the element's At (mma.py: one reciprocal a row)
+        self.fast_div: Dict[int, object] = {}
         self.memo: Dict[tuple, tuple] = {}     # (structure, coordinates) -> (C variable, block depth)
         self.skeys: Dict[int, tuple] = {}
         self.regions: Dict[int, Region] = {}   # id(expr) -> its region within one statement
@@ -954,7 +956,8 @@ class _Gen(MmaGen):
         ct = e.type.dtype
         av, bv = C.convert(a, ta, ct), C.convert(b, tb, ct)
         if op == "/" and id(e) in self.fast_div:
-            return f"({av} * {self.fast_div[id(e)]})"
+            rcp = self.fast_div[id(e)]
+            return f"({av} * {rcp(at) if callable(rcp) else rcp})"
         if C.is_float(ct):
             if op == "%":
                 return f"{'fmodf' if ct != 'f64' else 'fmod'}({av}, {bv})"

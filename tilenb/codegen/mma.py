@@ -651,6 +651,18 @@ class MmaGen:
             self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
         del cg
 
+    def _in_registers(self, e) -> bool:
+        """Whether e reads only scalars, constants and register tiles (so it may be evaluated at any
+        fragment element, outside every valid region, without a memory access)."""
+        for x in ir.walk_expr(e):
+            if isinstance(x, ir.Slice):
+                return False
+            if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
+                tv = self.tile_of(x.sym)
+                if tv is None or tv.space != "registers":
+                    return False
+        return True
+
     def _refs(self, e, sym) -> bool:
         return any(isinstance(x, ir.Ref) and x.sym is sym for x in ir.walk_expr(e))
 
@@ -686,11 +698,25 @@ class MmaGen:
         self.frag_sweep(lay, body)
 
     def _sweep_window(self, s, loc, lay, value, mask, domain):
+        """Store the value at this thread's fragment elements into a window of a tensor or shared tile.
+
+        On the mma.sync grid layout: a division by a row-invariant divisor (`acc / l`) runs as
+        x * (1 / d) when every row's d allows it (`tnb_rcp_ok`, within spec 17's f32 bound), the
+        reciprocal computed once a row; and a 2-byte element type is stored a fragment pair (two
+        adjacent columns) at a time, as one 4-byte store where both are in the window and the
+        address is 4-byte aligned (each element alone otherwise)."""
         vdt = value.type.dtype
+        cg = _cg()
+        grid = isinstance(lay, MmaLayout)
+        rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
+        pairs = (grid and loc.kind == "global" and C.itemsize(loc.dtype) == 2
+                 and rngs[-1] == len(loc.entries) - 1)        # a fragment pair is adjacent in memory
+
+        def elem(at):
+            return C.store_bits(self.elem_value(value, at, domain), vdt, loc.dtype)
 
         def write(at):
-            line = f"{loc.ptr}[{loc.index(at.i, at.j)}] = {C.store_bits(self.elem_value(value, at, domain), vdt, loc.dtype)};"
-            self.emit(line)
+            self.emit(f"{loc.ptr}[{loc.index(at.i, at.j)}] = {elem(at)};")
 
         def body(at):
             if isinstance(lay, RowLayout):
@@ -701,7 +727,71 @@ class MmaGen:
                 self.emit("}")
             else:
                 self.masked(mask, at, domain, write)
-        self.frag_sweep(lay, body)
+
+        def pair_body(ats):
+            a0, a1 = ats
+            conds = [self.in_region(mask, a.i, a.j, domain) if mask is not None else True for a in ats]
+            if False in conds:            # a column known to be outside: element by element
+                for a in ats:
+                    self.masked(mask, a, domain, write)
+                return
+            p = self.new("pw")
+            self.emit(f"{C.STORE_C[loc.dtype]}* const {p} = {loc.ptr} + {loc.index(a0.i, a0.j)};")
+            both = " && ".join(c for c in conds if c is not True)
+            aligned = f"(((unsigned long long){p}) & 3ull) == 0"
+            self.emit(f"if ({both + ' && ' if both else ''}{aligned}) {{")
+            self.ind += 1
+            if vdt in C.F32_FAMILY and loc.dtype in ("bf16", "f16"):    # one cvt for both (prelude)
+                pack = "tnb_pack_b2" if loc.dtype == "bf16" else "tnb_pack_h2"
+                v0, v1 = (C.convert(self.elem_value(value, a, domain), vdt, "f32") for a in ats)
+                self.emit(f"*(unsigned*){p} = {pack}({v0}, {v1});")
+            else:
+                self.emit(f"*(unsigned*){p} = (unsigned)({elem(a0)}) | ((unsigned)({elem(a1)}) << 16);")
+            self.ind -= 1
+            self.emit("} else {")
+            self.ind += 1
+            for k, a in enumerate(ats):
+                if conds[k] is not True:
+                    self.emit(f"if ({conds[k]}) {p}[{k}] = {elem(a)};")
+                else:
+                    self.emit(f"{p}[{k}] = {elem(a)};")
+            self.ind -= 1
+            self.emit("}")
+
+        def sweep():
+            if pairs:
+                self.frag_sweep(lay, pair_body, pairs=True)
+            else:
+                self.frag_sweep(lay, body)
+
+        divs = [d for d in (self.invariant_divisions(value, domain) if grid else []) if self._in_registers(d.b)]
+        if not divs:
+            sweep()
+            return
+        ok = self.new("rcpok")
+        rcps = [self.new("rcp") for _ in divs]
+        self.emit(f"bool {ok} = true;  // x * (1 / d) stands for x / d at every row's divisor d (tnb_rcp_ok)")
+        for r in rcps:
+            self.emit(f"float {r}[{lay.slots}];  // 1 / d at each fragment element (one reciprocal a row once folded)")
+
+        def check(at):
+            for d, r in zip(divs, rcps):
+                dv = C.convert(self.ev(d.b, self.child_at(d, d.b, at)), d.b.type.dtype, "f32")
+                self.emit(f"{ok} = {ok} && tnb_rcp_ok({dv}); {r}[{at.slot}] = 1.0f / {dv};")
+        self.frag_sweep(lay, check)
+        saved = dict(self.fast_div)
+        self.emit(f"if ({ok}) {{")
+        self.ind += 1
+        for d, r in zip(divs, rcps):
+            self.fast_div[id(d)] = lambda at, r=r: f"{r}[{at.slot}]"
+        sweep()
+        self.fast_div = dict(saved)
+        self.ind -= 1
+        self.emit("} else {")
+        self.ind += 1
+        sweep()
+        self.ind -= 1
+        self.emit("}")
 
     # ---- row reductions on rows-mode fragments
     def _hoist_reductions(self, value, lay) -> List[int]:

@@ -180,7 +180,7 @@ def place(g, st: Streaming, base: int) -> int:
         ring.off = base + total
         room = G.SMEM_LIMIT - ring.off - 1024
         per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
-        stages = min(MAX_STAGES, room // per)
+        stages = min(STAGES_OVERRIDE or MAX_STAGES, room // per)
         if stages < 2:
             return -1
         # one warpgroup a CTA: two stages, so that several CTAs share an SM and one's softmax
