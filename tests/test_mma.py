@@ -259,6 +259,29 @@ def test_emulated_fragment_store_with_row_divisors_matches_the_cpu_executor(c0):
     np.testing.assert_allclose(got[fin], ref[fin], rtol=2 ** -7, atol=1e-30)
 
 
+@needs_gxx
+@pytest.mark.parametrize("c", [0, 1])
+def test_emulated_attention_with_q_at_a_column_offset_matches_the_cpu_executor(c):
+    """q, a register tile of fragment pairs, read from Q at column c of rows of D + 4: at c = 0
+    each pair is one 4-byte load; at c = 1 no pair is 4-byte aligned (element by element)."""
+    text = SK.ATTENTION.replace("Q: tensor<bf16>[H, N, D]", "Q: tensor<bf16>[H, N, DQ]") \
+                       .replace("var q = Q[h, row :+ BR, :]", "var q = Q[h, row :+ BR, c0 :+ D]") \
+                       .replace("O: tensor<bf16>[H, N, D], scale: f32)", "O: tensor<bf16>[H, N, D], scale: f32, c0: i32)")
+    variant = dict(BR=128, BC=64, D=64, NT=256)
+    assert "the pair as one 4-byte load" in _mod(text).attention_bf16.cuda_source(**variant)
+    rng = np.random.default_rng(5)
+    H, N, Nk, D = 2, 77, 136, 64
+    args = _attention_args(rng, H, N, Nk, D)
+    args[0] = rng.standard_normal((H, N, D + 4)).astype(BF)
+    args.append(c)
+    cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    _mod(text).attention_bf16(*cpu, variant=variant)
+    _emulate(text, "attention_bf16", args, (-(-N // 128), H), {"H": H, "N": N, "Nk": Nk, "DQ": D + 4}, variant)
+    _close(args[3], cpu[3], 1.6e-2, 1.6e-2, f"attention with q at column {c}")
+    ref = SK.ref_attention(np.ascontiguousarray(args[0][:, :, c:c + D]), args[1], args[2], args[4])
+    assert np.linalg.norm(args[3].astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-2
+
+
 # ---- on the GPU against the CPU executor ------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(2, 77, 200), (1, 200, 77), (1, 64, 64)], ids=lambda s: "x".join(map(str, s)))

@@ -651,6 +651,18 @@ class MmaGen:
             self.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
         del cg
 
+    def _pair_source(self, value, dtype, domain):
+        """The Loc of `value` when it is a slice of a global tensor of `dtype` read at the sweep's
+        own coordinates with its columns adjacent in memory (a fragment pair is then one 4-byte
+        word of the tensor); None otherwise."""
+        if not isinstance(value, ir.Slice) or shape2(value.type.shape) != tuple(domain):
+            return None
+        loc = self.loc_of(value)
+        if loc is None or loc.kind != "global" or loc.dtype != dtype:
+            return None
+        rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
+        return loc if rngs and rngs[-1] == len(loc.entries) - 1 else None
+
     def _in_registers(self, e) -> bool:
         """Whether e reads only scalars, constants and register tiles (so it may be evaluated at any
         fragment element, outside every valid region, without a memory access)."""
@@ -672,12 +684,25 @@ class MmaGen:
             if vdt not in C.F32_FAMILY:
                 self.fail(f"a {vdt} value stored into the {tv.dtype} register tile '{tv.sym.name}'", s)
             pack = "tnb_pack_b2" if tv.dtype == "bf16" else "tnb_pack_h2"
+            loc = self._pair_source(value, tv.dtype, domain)
 
             def body(ats):
                 a0, a1 = ats
                 v0 = C.convert(self.elem_value(value, a0, domain), vdt, "f32")
                 v1 = C.convert(self.elem_value(value, a1, domain), vdt, "f32")
-                self.emit(f"{tv.cname}[({a0.slot}) >> 1] = {pack}({v0}, {v1});")
+                dst = f"{tv.cname}[({a0.slot}) >> 1]"
+                if loc is not None:      # the pair's two elements are adjacent in the tensor
+                    rg, shape = self.region(value), shape2(loc.shape)
+                    conds = [self.in_region(rg, a.i, a.j, shape) for a in ats]
+                    if False not in conds:
+                        p = self.new("pr")
+                        self.emit(f"const {C.STORE_C[loc.dtype]}* const {p} = {loc.ptr} + {loc.index(a0.i, a0.j)};")
+                        both = " && ".join(c for c in conds if c is not True)
+                        self.emit(f"if ({both + ' && ' if both else ''}(((unsigned long long){p}) & 3ull) == 0) "
+                                  f"{dst} = *(const unsigned*){p};  // the pair as one 4-byte load")
+                        self.emit(f"else {dst} = {pack}({v0}, {v1});")
+                        return
+                self.emit(f"{dst} = {pack}({v0}, {v1});")
             self.frag_sweep(lay, body, pairs=True)
             return
 
