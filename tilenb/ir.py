@@ -304,38 +304,103 @@ def child_blocks(s) -> Tuple[Tuple[Stmt, ...], ...]:
     return ()
 
 
+# Statement classes without nested blocks (walk_stmts steps over them without a call).
+_FLAT_STMTS = frozenset((Let, VarDecl, Assign, Break, Continue, Return, Barrier, Atomic))
+
+
 def walk_stmts(body):
     """Every statement of `body`, nested ones included, in source order (pre-order)."""
-    for s in body:
-        yield s
-        for b in child_blocks(s):
-            yield from walk_stmts(b)
+    # iterative (a recursive generator costs a frame per level at every step of the walk)
+    its = [iter(body)]
+    while its:
+        for s in its[-1]:
+            yield s
+            t = type(s)
+            if t in _FLAT_STMTS:
+                continue
+            if t is For or t is While:
+                its.append(iter(s.body))
+                break
+            if t is If:
+                its.append(iter(s.orelse))
+                its.append(iter(s.then))
+                break
+            blocks = child_blocks(s)
+            if blocks:
+                its.extend(iter(b) for b in reversed(blocks))
+                break
+        else:
+            its.pop()
+
+
+def _no_subs(e):
+    return ()
+
+
+def _x_sub(e):
+    return (e.x,)
+
+
+def _ab_subs(e):
+    return (e.a, e.b)
+
+
+def _args_subs(e):
+    return e.args
+
+
+def _slice_subs(e):
+    out = []
+    for s in e.subs:
+        out.append(s.index if isinstance(s, SubIndex) else s.start)
+    return tuple(out)
+
+
+def _indices_subs(e):
+    return e.indices
+
+
+# The sub-expression rule of each class, in the order sub_exprs tests them (a subclass takes the
+# first rule of a class it derives from); classes met later are added to _SUB_RULE as they come.
+_SUB_RULES = (((Unary, Convert, Reduce, Transpose), _x_sub), ((Binary,), _ab_subs), ((Dot,), _ab_subs),
+              ((Math,), _args_subs), ((Slice,), _slice_subs), ((Element,), _indices_subs))
+_SUB_RULE = {c: f for cs, f in _SUB_RULES for c in cs}
+_SUB_RULE.update({Const: _no_subs, Ref: _no_subs, Ctx: _no_subs})
+
+
+def _sub_rule(cls):
+    for classes, f in _SUB_RULES:
+        if issubclass(cls, classes):
+            break
+    else:
+        f = _no_subs
+    _SUB_RULE[cls] = f
+    return f
 
 
 def sub_exprs(e):
     """The direct sub-expressions of an expression."""
-    if isinstance(e, (Unary, Convert, Reduce, Transpose)):
-        return (e.x,)
-    if isinstance(e, Binary):
-        return (e.a, e.b)
-    if isinstance(e, Dot):
-        return (e.a, e.b)
-    if isinstance(e, Math):
-        return e.args
-    if isinstance(e, Slice):
-        out = []
-        for s in e.subs:
-            out.append(s.index if isinstance(s, SubIndex) else s.start)
-        return tuple(out)
-    if isinstance(e, Element):
-        return e.indices
-    return ()
+    f = _SUB_RULE.get(type(e))
+    if f is None:
+        f = _sub_rule(type(e))
+    return f(e)
 
 
 def walk_expr(e):
-    yield e
-    for c in sub_exprs(e):
-        yield from walk_expr(c)
+    """`e` and every sub-expression in it, in pre-order (a node, then each of its operands' walks)."""
+    rule = _SUB_RULE
+    stack = [e]
+    pop, push = stack.pop, stack.append
+    while stack:
+        x = pop()
+        yield x
+        f = rule.get(type(x))
+        subs = (f if f is not None else _sub_rule(type(x)))(x)
+        if subs:
+            if len(subs) == 1:
+                push(subs[0])
+            else:
+                stack.extend(reversed(subs))
 
 
 def stmt_exprs(s):

@@ -65,7 +65,17 @@ def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
 
     A candidate stays in shared memory when some other use needs elements other threads hold:
     read by a reduction, a dot (as an operand), a transpose or a per-thread element access,
-    sliced, viewed by a let, or broadcast over a larger shape."""
+    sliced, viewed by a let, or broadcast over a larger shape. Computed once per KernelIR object
+    and kept on it, as `tile_lifetimes` is (the lifetimes, the checker's budget and the code
+    generator's layouts ask for the same variant's); each call returns a new list."""
+    hit = kir.__dict__.get("_gemm_accumulators")
+    if hit is None:
+        hit = tuple(_gemm_accumulators(kir))
+        object.__setattr__(kir, "_gemm_accumulators", hit)   # KernelIR is frozen; not a field
+    return list(hit)
+
+
+def _gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     out = []
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For) and s.unroll == 1:

@@ -263,7 +263,21 @@ def mma_register_tiles(kir: ir.KernelIR, gemm_accs: Optional[List[ir.Sym]] = Non
     """id(Sym) -> Sym of the tiles kept in registers on the rows layout (see the module doc).
 
     gemm_accs: the GEMM-loop accumulators (`lifetimes.gemm_accumulators`); a group made of those
-    alone is not returned (they keep their own layout)."""
+    alone is not returned (they keep their own layout). Computed once per KernelIR object and
+    set of accumulators, and kept on the KernelIR (the lifetimes and the code generator's layouts
+    both ask); each call returns a new dict."""
+    key = tuple(id(a) for a in (gemm_accs or ()))
+    memo = kir.__dict__.get("_mma_register_tiles")
+    if memo is None:
+        memo = {}
+        object.__setattr__(kir, "_mma_register_tiles", memo)   # KernelIR is frozen; not a field
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (_mma_register_tiles(kir, gemm_accs), tuple(gemm_accs or ()))   # keeps the ids valid
+    return dict(hit[0])
+
+
+def _mma_register_tiles(kir: ir.KernelIR, gemm_accs: Optional[List[ir.Sym]]) -> Dict[int, ir.Sym]:
     W = kir.threads // 32
     if W < 1:
         return {}
