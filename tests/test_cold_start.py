@@ -6,17 +6,30 @@
 - Lark's grammar cache (in $TILENB_CACHE_DIR/parser): a second build loads the saved analysis
   instead of analysing the grammar; a corrupt, stale, unreadable or unwritable cache never
   changes what `parse` returns or raises.
+- The first launch: a @grid evaluated without the CPU executor (`launch._grid_int`) is the value
+  the executor gives, or is left to it; the cubin file a launch loads holds NVRTC's bytes (a hard
+  link to NVRTC's cache entry where possible), and a link never lets a write reach that entry.
 """
+import os
 import random
 import sys
 from pathlib import Path
 
 import lark
 import lark.lark
+import numpy as np
 import pytest
 
+import fake_cupy
+import tilenb
+import tilenb.api
+import tilenb.codegen.nvrtc as nv
+import tilenb.runtime.cuda as tc
 from tilenb.lang import parser as P
 from tilenb.lang.diagnostics import TileError
+from tilenb.runtime.cpu import eval_uniform
+import tilenb.runtime.launch as launch_module
+from tilenb.runtime.launch import Bound, _grid_int, resolve_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import suite_kernels as SK  # noqa: E402
@@ -185,3 +198,102 @@ def test_lark_internals_the_driver_does_not_know_mean_lark_parses(monkeypatch):
         monkeypatch.undo()
         P._driver.cache_clear()
     assert P._driver() is not None
+
+
+# ---- the first launch ----------------------------------------------------------------------------
+GRIDS = """
+@autotune(T in [64, 128])
+@launch(128)
+@grid(cdiv(N, T) * 2 - 1, max(M / 3, 1) % 5 + min(H, n), cdiv(M - 100, T) + (N - 3) / 2 + n)
+kernel g(X: tensor<f32>[M, N], Y: tensor<f32>[H, 4], n: i32, s: u16, q: f32) {
+  X[0, 0] = q
+}
+"""
+
+
+def _grid_or_error(kir, b):
+    try:
+        return resolve_grid(kir, None, b)
+    except TileError as e:
+        return type(e).__name__, str(e)
+
+
+@pytest.mark.parametrize("M, N, H, n", [(1, 1, 1, 1), (100, 3, 7, 2), (37, 4096, 2, 0), (1000, 9, 65535, 5),
+                                        (2 ** 40, 2 ** 33, 3, 2 ** 31 - 1), (5, 2 ** 62, 1, 1), (99, 2, 3, -4)])
+def test_a_grid_is_the_cpu_executor_s_value(M, N, H, n, monkeypatch):
+    k = tilenb.compile(GRIDS, backend="cpu").g
+    dims = {"M": M, "N": N, "H": H}
+    scalars = {"n": np.int32(n), "s": np.uint16(3), "q": np.float32(1.0)}
+    b = Bound(dims, {}, scalars)
+    for kir in k.checked.variants.values():
+        fast = [_grid_int(e, b) for e in kir.grid]
+        want = [int(eval_uniform(kir, e, dims, scalars)) for e in kir.grid]
+        assert all(v is None or v == w for v, w in zip(fast, want))
+        if M >= 100 and 3 <= N < 2 ** 61:
+            assert None not in fast         # all of it within what _grid_int evaluates
+        got = _grid_or_error(kir, b)
+        with monkeypatch.context() as m:   # every entry through the executor
+            m.setattr(launch_module, "_grid_int", lambda e, b: None)
+            assert _grid_or_error(kir, b) == got
+
+
+CUBIN = b"\x7fELF" + bytes(range(256)) * 64
+
+
+@pytest.fixture
+def stub_nvrtc(monkeypatch, tmp_path):
+    """fake_cupy for CuPy and the GPU, and an NVRTC whose compile returns CUBIN at once (the rest of
+    nvrtc_compile, its caches included, runs as it is)."""
+    monkeypatch.setattr(tc, "PROGRESS", False)
+    for name in ("_get_device", "_prepack"):
+        monkeypatch.setattr(tc, name, getattr(tc, name))
+    real = nv.nvrtc_compile
+    cp = fake_cupy.install(monkeypatch, tmp_path)
+    monkeypatch.setattr(nv, "nvrtc_compile", real)
+
+    class FakeNvrtc:
+        @staticmethod
+        def getVersion():
+            return (12, 4)
+    monkeypatch.setattr(nv, "_cupy_nvrtc", lambda: FakeNvrtc)
+    monkeypatch.setattr(nv, "_compile_cupy", lambda m, source, name, opts, want: (CUBIN, ""))
+    yield cp
+    tilenb.api.clear_caches()
+    tc._arch_of.cache_clear()
+    tc._device_name.cache_clear()
+    tc._optin_smem.cache_clear()
+
+
+def test_the_loaded_cubin_file_holds_nvrtc_s_bytes(stub_nvrtc, tmp_path):
+    cp = stub_nvrtc
+    k = tilenb.compile(SK.kernel_text("add_f32"), backend="cuda").add_f32
+    x, y, z = (cp.asarray(np.ones(4096, np.float32)) for _ in range(3))
+    k(x, y, z, variant={"TILE": 4096, "NT": 256})
+    cached = list((tmp_path / "nvrtc").glob("*.cubin"))
+    loaded = list((tmp_path / "cubin").glob("*.cubin"))
+    assert len(cached) == 1 and len(loaded) == 1
+    assert cached[0].read_bytes() == CUBIN and loaded[0].read_bytes() == CUBIN
+    assert not list(tmp_path.rglob("*.tmp"))
+    # a second process: NVRTC's entry is read from disk, the loaded file is kept as it is
+    tilenb.api.clear_caches()
+    before = os.stat(loaded[0]).st_mtime_ns
+    k2 = tilenb.compile(SK.kernel_text("add_f32"), backend="cuda").add_f32
+    k2(x, y, z, variant={"TILE": 4096, "NT": 256})
+    assert loaded[0].read_bytes() == CUBIN and os.stat(loaded[0]).st_mtime_ns == before
+
+
+def test_a_file_is_never_written_through_a_link(tmp_path):
+    same = tmp_path / "entry.cubin"
+    same.write_bytes(b"other bytes")            # not the data: a link would be wrong
+    path = tmp_path / "sub" / "k.cubin"
+    tc._put_file(path, CUBIN, same)
+    assert path.read_bytes() == CUBIN and same.read_bytes() == b"other bytes"
+    same2 = tmp_path / "entry2.cubin"
+    same2.write_bytes(CUBIN)
+    tc._put_file(path, CUBIN, same2)            # the same bytes: a link (or a copy) of them
+    assert path.read_bytes() == CUBIN and same2.read_bytes() == CUBIN
+    tc._put_file(path, b"new", same2)
+    assert path.read_bytes() == b"new" and same2.read_bytes() == CUBIN
+    tc._put_file(path, CUBIN, tmp_path / "missing")
+    assert path.read_bytes() == CUBIN
+    assert not list(tmp_path.rglob("*.tmp"))

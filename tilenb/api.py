@@ -65,6 +65,7 @@ def clear_caches():
     _checked.cache_clear()
     analysis._CACHE.clear()
     nvrtc._mem_cache.clear()
+    nvrtc._files.clear()
     cuda = sys.modules.get("tilenb.runtime.cuda")   # only if the CUDA backend was ever used
     if cuda is not None:
         cuda._generated.clear()

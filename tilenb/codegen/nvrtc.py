@@ -45,6 +45,7 @@ class NvrtcUnavailable(UnsupportedError):
 
 _lock = threading.Lock()
 _mem_cache: Dict[str, bytes] = {}
+_files: Dict[int, Tuple[bytes, Path]] = {}   # id(result) -> (result, the disk-cache file holding it)
 _lib = None
 _lib_error: Optional[str] = None
 
@@ -188,12 +189,12 @@ def nvrtc_compile(source: str, arch: str = "sm_80", options: Sequence[str] = DEF
     lib = None if m is not None else _load()
     if m is None and lib is None:
         raise NvrtcUnavailable(_lib_error or "no NVRTC library")
-    try:
-        ver = nvrtc_version() if lib is not None else tuple(m.getVersion())
-    except Exception:
-        ver = (0, 0)
-    key = hashlib.sha256("\0".join([source, " ".join(opts), arch, f"{ver}", "cupy" if m else "ctypes"]).encode()).hexdigest()
     if use_cache:
+        try:
+            ver = nvrtc_version() if lib is not None else tuple(m.getVersion())
+        except Exception:
+            ver = (0, 0)
+        key = hashlib.sha256("\0".join([source, " ".join(opts), arch, f"{ver}", "cupy" if m else "ctypes"]).encode()).hexdigest()
         with _lock:
             hit = _mem_cache.get(key)
         if hit is not None:
@@ -203,6 +204,7 @@ def nvrtc_compile(source: str, arch: str = "sm_80", options: Sequence[str] = DEF
             data = path.read_bytes()
             with _lock:
                 _mem_cache[key] = data
+                _files[id(data)] = (data, path)
             return data
         except OSError:
             pass
@@ -222,10 +224,22 @@ def nvrtc_compile(source: str, arch: str = "sm_80", options: Sequence[str] = DEF
         with _lock:
             _mem_cache[key] = data
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.parent.is_dir():
+                path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, path)
+            with _lock:
+                _files[id(data)] = (data, path)
         except OSError:
             pass  # a read-only home: the memory cache still works
     return data
+
+
+def cached_file(data: bytes) -> Optional[Path]:
+    """The disk-cache file that held `data` (this very bytes object, as `nvrtc_compile` returned
+    it) when `nvrtc_compile` wrote or read it, or None. For a caller that wants the same bytes
+    in a file of its own name (a hard link costs less than writing them again)."""
+    with _lock:
+        hit = _files.get(id(data))
+    return hit[1] if hit is not None and hit[0] is data else None

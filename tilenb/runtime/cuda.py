@@ -119,21 +119,18 @@ def load_kernel(ks, arch: str):
     """The CuPy RawKernel of a KernelSource for `arch` (compiled once, cached); a source that
     names its own target (`ks.arch`, e.g. sm_90a for wgmma) is compiled for that."""
     cp = _cupy()
-    from ..codegen.nvrtc import cache_dir, nvrtc_compile  # noqa: PLC0415
+    from ..codegen import nvrtc  # noqa: PLC0415
     arch = getattr(ks, "arch", None) or arch
     key = (hashlib.sha256(ks.source.encode()).hexdigest(), arch)
     with _lock:
         fn = _loaded.get(key)
     if fn is not None:
         return fn
-    cubin = nvrtc_compile(ks.source, arch)
-    path = cache_dir() / "cubin" / f"{key[0]}_{arch}.cubin"
+    cubin = nvrtc.nvrtc_compile(ks.source, arch)
+    path = nvrtc.cache_dir() / "cubin" / f"{key[0]}_{arch}.cubin"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_bytes() != cubin:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(cubin)
-            os.replace(tmp, path)
+            _put_file(path, cubin, nvrtc.cached_file(cubin))
         mod = cp.RawModule(path=str(path))
     except OSError:
         import tempfile  # noqa: PLC0415
@@ -144,6 +141,29 @@ def load_kernel(ks, arch: str):
     with _lock:
         _loaded[key] = fn
     return fn
+
+
+def _put_file(path, data: bytes, same=None):
+    """Make `path` hold `data`, atomically (under a temporary name, then renamed): a hard link to
+    `same`, a file that holds these bytes (NVRTC's disk-cache entry), where the file system
+    allows one, else a copy. Raises OSError when the directory cannot be written."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    if same is not None:
+        try:
+            os.link(same, tmp)
+            if os.stat(tmp).st_size == len(data):
+                os.replace(tmp, path)
+                return
+        except OSError:   # another file system, no hard links, or `same` gone
+            pass
+    try:
+        os.remove(tmp)    # never write through a link to another file
+    except FileNotFoundError:
+        pass
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 # ---- arguments -----------------------------------------------------------------------------
@@ -612,9 +632,11 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     timings: List[dict] = []
     note = ""
     t0 = time.perf_counter()
+    loaded = None
     if len(cands) == 1:
         ks = kernel_source(kernel, chosen.kir, arch)
         fn = load_kernel(ks, arch)
+        loaded = (ks, fn)
         why = _fits(fn, ks)
         if why:
             raise LaunchError(f"kernel '{kernel.name}' ({_label(chosen.tune)}) cannot run on this GPU: {why}")
@@ -663,8 +685,11 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
             run = best
             _tuned_put(sig, {"best": _label(best.tune), "timings": timings})
             note = f"@autotune: timed {sum(t['ms'] is not None for t in timings)} variant(s); kept {_label(best.tune)} ({best_ms:.4f} ms)."
-    ks = kernel_source(kernel, run.kir, arch)
-    fn = load_kernel(ks, arch)
+    if loaded is not None:   # the one candidate, loaded above
+        ks, fn = loaded
+    else:
+        ks = kernel_source(kernel, run.kir, arch)
+        fn = load_kernel(ks, arch)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
     _launch(fn, ks, run.grid, da)

@@ -290,11 +290,13 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
     if grid is None:
         if not kir.grid:
             raise LaunchError(f"kernel '{name}' has no @grid; launch it with a grid, as in {name}[grid](...)")
-        from .cpu import eval_uniform
         vals = []
         for axis, e in enumerate(kir.grid):
             try:
-                v = int(eval_uniform(kir, e, bound.dims, bound.scalars))
+                v = _grid_int(e, bound)
+                if v is None:   # beyond what _grid_int evaluates: the CPU executor's evaluator
+                    from .cpu import eval_uniform
+                    v = int(eval_uniform(kir, e, bound.dims, bound.scalars))
             except TileError:
                 raise
             except Exception as exc:  # noqa: BLE001 (reported as a launch error)
@@ -325,6 +327,80 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
         if v > lim:
             raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}; CUDA allows at most {lim}")
     return g
+
+
+_SMALL = 2 ** 62                          # |values| below this: no i64 arithmetic wraps
+_INT_PARAMS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32")
+
+
+def _grid_int(e, bound: Bound) -> Optional[int]:
+    """The value of a @grid entry built from index constants, runtime dims, integer scalar
+    parameters (u64 aside), + - * / % (/ and % of a non-negative by a positive), cdiv (by a
+    positive), min and max, where every value stays below 2**62 in magnitude: then the CPU executor's i64
+    arithmetic (`tilenb.runtime.cpu.eval_uniform`) gives the same int, computed here without
+    setting up an executor. None for anything else (the caller then asks eval_uniform)."""
+    t = type(e)
+    if t is ir.Const:
+        v = e.value
+        ok = e.type.dtype == "index" and type(v) is int
+    elif t is ir.Ref:
+        s = e.sym
+        if s.kind == "dim" and s.name in bound.dims:
+            v = int(bound.dims[s.name])
+        elif s.kind == "scalar_param" and e.type.dtype in _INT_PARAMS and s.name in bound.scalars:
+            v = int(bound.scalars[s.name])    # exact in i64, as the executor widens it
+        else:
+            return None
+        ok = True
+    elif t is ir.Convert:
+        x = e.x
+        if (e.type.dtype != "index" or type(x) is not ir.Ref or x.sym.kind != "scalar_param"
+                or x.type.dtype not in _INT_PARAMS or x.sym.name not in bound.scalars):
+            return None
+        v = int(bound.scalars[x.sym.name])
+        ok = True
+    elif t is ir.Binary:
+        if e.type.dtype != "index" or not (_index_operand(e.a) and _index_operand(e.b)):
+            return None
+        a, b = _grid_int(e.a, bound), _grid_int(e.b, bound)
+        if a is None or b is None:
+            return None
+        op = e.op
+        if op == "+":
+            v = a + b
+        elif op == "-":
+            v = a - b
+        elif op == "*":
+            v = a * b
+        elif op in ("/", "%") and a >= 0 and b > 0:
+            v = a // b if op == "/" else a % b
+        else:
+            return None
+        ok = True
+    elif t is ir.Math:
+        if e.type.dtype != "index" or len(e.args) != 2 or not all(_index_operand(x) for x in e.args):
+            return None
+        a, b = _grid_int(e.args[0], bound), _grid_int(e.args[1], bound)
+        if a is None or b is None:
+            return None
+        if e.fn == "cdiv" and b > 0:
+            v = -(-a // b)
+        elif e.fn == "min":
+            v = min(a, b)
+        elif e.fn == "max":
+            v = max(a, b)
+        else:
+            return None
+        ok = True
+    else:
+        return None
+    return v if ok and -_SMALL < v < _SMALL else None
+
+
+def _index_operand(x) -> bool:
+    """An operand an index operation takes as it is: an index value, or an integer scalar
+    parameter (widened exactly)."""
+    return x.type.dtype == "index" or (type(x) is ir.Ref and x.sym.kind == "scalar_param")
 
 
 @dataclass(frozen=True)
