@@ -83,6 +83,9 @@ class _Unavailable:
     message: str
 
 
+_UNBOUND = object()
+
+
 class _Env:
     def __init__(self, parent: Optional["_Env"] = None):
         self.parent = parent
@@ -91,8 +94,9 @@ class _Env:
     def lookup(self, name):
         e = self
         while e is not None:
-            if name in e.names:
-                return e.names[name]
+            v = e.names.get(name, _UNBOUND)
+            if v is not _UNBOUND:
+                return v
             e = e.parent
         return None
 
@@ -447,16 +451,18 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
     # functions never mention (a CTA size used by @launch alone, say) check the body the same
     # way: it is checked once per group of them and shared (see `_KernelChecker.run_shared`).
     mentioned = _body_names(k, fns) if len(combos) > 1 else set()
+    in_grid = _grid_names(k, fns) if len(combos) > 1 and "grid" in seen_attrs else None
     shared: Dict[tuple, _Shared] = {}
     for combo in combos:
         tune = dict(zip(names, combo))
         key = tuple(sorted(tune.items()))
         group = tuple(v for n, v in zip(names, combo) if n in mentioned)
+        grid_key = tuple(v for n, v in zip(names, combo) if n in in_grid) if in_grid is not None else None
         res = None
         if group in shared:
-            res = _KernelChecker(k, fns, recursive, src, tune, seen_attrs).run_shared(shared[group])
+            res = _KernelChecker(k, fns, recursive, src, tune, seen_attrs, grid_key).run_shared(shared[group])
         if res is None:
-            checker = _KernelChecker(k, fns, recursive, src, tune, seen_attrs)
+            checker = _KernelChecker(k, fns, recursive, src, tune, seen_attrs, grid_key)
             res = checker.run()
             if checker.shared is not None and group not in shared:
                 shared[group] = checker.shared
@@ -560,27 +566,68 @@ class _Shared:
     uniformity: Dict[int, int]
     sym_uni: Dict[int, int]
     inlined: int        # function bodies inlined by @launch and @grid
+    # @grid of the variants sharing this walk, by the values of the @autotune names it can reach
+    # (`_grid_names`): (grid, function bodies it inlined); and the budget check's tile sizes
+    grids: Dict[tuple, tuple] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)
 
 
 def _body_names(k: A.Kernel, fns) -> set:
     """Every string in the kernel's parameters, body and attributes other than @autotune,
     @launch and @grid, and in every function: a superset of the names that checking the
     parameters and the body can look up (walked without recursion)."""
+    return _strings_in([k.params, k.body, tuple(fns.values()),
+                        tuple(a for a in k.attributes if a.name not in ("autotune", "launch", "grid"))])
+
+
+def _grid_names(k: A.Kernel, fns) -> set:
+    """Every string in the kernel's @grid and in every function: a superset of the names that
+    checking @grid can look up (a function's free names resolve where it is called)."""
+    return _strings_in([tuple(a for a in k.attributes if a.name == "grid"), tuple(fns.values())])
+
+
+_FIELDS: Dict[type, Tuple[str, ...]] = {}   # AST class -> its field names (`_children`, faster)
+
+
+def _strings_in(roots) -> set:
+    """Every str reachable from `roots` through tuples and dataclass fields (not Spans), as
+    `_children` walks them, without recursion."""
     out = set()
-    stack = [k.params, k.body, tuple(fns.values()),
-             tuple(a for a in k.attributes if a.name not in ("autotune", "launch", "grid"))]
+    stack = list(roots)
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    fields_of = _FIELDS
     while stack:
-        n = stack.pop()
-        if isinstance(n, str):
+        n = pop()
+        t = type(n)
+        if t is str:
             out.add(n)
-        else:
-            stack.extend(_children(n))
+            continue
+        if t is tuple:
+            extend(n)
+            continue
+        names = fields_of.get(t)
+        if names is None:
+            if isinstance(n, str):
+                out.add(n)
+                continue
+            names = tuple(getattr(t, "__dataclass_fields__", ())) if t is not A.Span else ()
+            if not isinstance(n, tuple):
+                fields_of[t] = names
+            else:
+                extend(n)
+                continue
+        for f in names:
+            push(getattr(n, f))
     return out
 
 
 class _KernelChecker:
-    def __init__(self, k: A.Kernel, fns, recursive, src: Source, tune: Dict[str, int], attrs):
+    def __init__(self, k: A.Kernel, fns, recursive, src: Source, tune: Dict[str, int], attrs, grid_key=None):
         self.k = k
+        # the values of the @autotune names @grid can reach (`_grid_names`): variants sharing a
+        # walk with equal ones have the same @grid (None: not worked out, always checked)
+        self.grid_key = grid_key
+        self.budget_memo = None   # the shared walk's memo of tile sizes (`check_budget`)
         self.fns = fns
         self.recursive = recursive
         self.src = src
@@ -694,6 +741,7 @@ class _KernelChecker:
             env.names[p.name] = sym
             params.append(ir.Param(sym, p.span))
         threads, grid = self.launch_and_grid(env, params, dims)
+        grid_inlined = self.inlined
         self.dynshared = "dynshared" in self.attrs
         self.register_names = []
         if "registers" in self.attrs:
@@ -721,6 +769,9 @@ class _KernelChecker:
         if not self.errors:
             self.shared = _Shared(tuple(params), dims, body, tuple(regs), dict(self.stmt_uni), dict(self.sym_uni),
                                   inlined)
+            if self.grid_key is not None:
+                self.shared.grids[self.grid_key] = (grid, grid_inlined)
+            self.budget_memo = self.shared.memo
             self.check_budget(kir)
         return kir
 
@@ -744,19 +795,22 @@ class _KernelChecker:
             env.names[n] = sym
         for p in shared.params:
             env.names[p.sym.name] = p.sym
-        threads, grid = self.launch_and_grid(env, list(shared.params), shared.dims)
+        threads, grid = self.launch_and_grid(env, list(shared.params), shared.dims, shared.grids)
         if self.errors or self.inlined != shared.inlined:
             return None
         self.dynshared = "dynshared" in self.attrs
         kir = ir.KernelIR(self.k.name, shared.params, dict(shared.dims), dict(self.tune), threads, grid,
                           self.dynshared, shared.registers, shared.body, self.k.span, dict(shared.uniformity))
+        self.budget_memo = shared.memo
         self.check_budget(kir)
         if self.errors:
             return None, self.errors
         return kir, []
 
-    def launch_and_grid(self, env, params, dims):
-        """The attributes that need the environment: (threads per CTA, @grid extents or None)."""
+    def launch_and_grid(self, env, params, dims, grids=None):
+        """The attributes that need the environment: (threads per CTA, @grid extents or None).
+        grids: the shared walk's @grid by `grid_key` (variants whose @grid reaches the same
+        @autotune values over the same parameters get the same one), filled and read here."""
         threads = 256
         if "launch" in self.attrs:
             at = self.attrs["launch"]
@@ -768,7 +822,11 @@ class _KernelChecker:
                     threads = n
         self.threads = threads
         grid = None
-        if "grid" in self.attrs:
+        if "grid" in self.attrs and grids is not None and self.grid_key in grids:
+            grid, n = grids[self.grid_key]
+            self.inlined += n
+        elif "grid" in self.attrs:
+            inlined, nerr = self.inlined, len(self.errors)
             genv = _Env()
             for n, v in self.tune.items():
                 genv.names[n] = _Tune(v)
@@ -791,6 +849,8 @@ class _KernelChecker:
                 except _Abort:
                     pass
             grid = tuple(gl)
+            if grids is not None and self.grid_key is not None and len(self.errors) == nerr:
+                grids[self.grid_key] = (grid, self.inlined - inlined)
         return threads, grid
 
     # ---- control uniformity
@@ -1311,6 +1371,17 @@ class _KernelChecker:
         self.fail(TileRuleError, f"'{self.text(e)}' cannot be assigned; assign a var, a slice or an element", e.span)
 
     def expr(self, e, env, allow_ctx=True) -> ir.Expr:
+        t = type(e)
+        if t is A.Name:       # the common cases first, by exact class (the chain below: subclasses)
+            return self.name(e, env, allow_ctx)
+        if t is A.Binary:
+            a = self.expr(e.left, env, allow_ctx)
+            b = self.expr(e.right, env, allow_ctx)
+            return self.binary(e.op, a, b, e.span)
+        if t is A.Call:
+            return self.call(e, env, allow_ctx)
+        if t is A.Index:
+            return self.index(e, env)
         if isinstance(e, A.IntLit):
             if e.value > 2 ** 63:
                 self.fail(TileTypeError, f"the integer {e.value} does not fit in 64 bits", e.span)
@@ -1350,6 +1421,10 @@ class _KernelChecker:
 
     def name(self, e: A.Name, env, allow_ctx=True):
         b = env.lookup(e.id)
+        if type(b) is ir.Sym:   # the common case (none of the binding classes below)
+            if b.kind == "tensor":
+                self.fail(TileRuleError, f"tensor '{e.id}' cannot be used whole; take a slice such as {e.id}[r :+ 64, :] or an element {e.id}[i, j]", e.span)
+            return ir.Ref(b, b.type, e.span)
         if isinstance(b, _Poison):
             raise _Abort()
         if isinstance(b, _Unavailable):
@@ -1942,15 +2017,24 @@ class _KernelChecker:
         # The footprint never exceeds the sum of the shared tiles (tilenb.analysis.lifetimes): when
         # every tile declared fits at once, or every one but those surely kept in registers
         # (@registers, GEMM-loop accumulators), the variant fits without computing its lifetimes.
-        sizes = []
-        for s in ir.walk_stmts(kir.body):
-            if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT:
-                t = s.sym.type
-                sizes.append((s.sym, (t.size * T.DTYPES[t.dtype].itemsize + ALIGN - 1) // ALIGN * ALIGN))
-        if sum(n for _, n in sizes) <= limit:
+        # the sums depend on the body alone: variants sharing a walk share them (`budget_memo`)
+        memo = self.budget_memo if self.budget_memo is not None else {}
+        total = memo.get("total")
+        if total is None:
+            sizes = []
+            for s in ir.walk_stmts(kir.body):
+                if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT:
+                    t = s.sym.type
+                    sizes.append((s.sym, (t.size * T.DTYPES[t.dtype].itemsize + ALIGN - 1) // ALIGN * ALIGN))
+            total = memo["total"] = sum(n for _, n in sizes)
+            memo["sizes"] = sizes
+        if total <= limit:
             return
-        in_regs = {id(x) for x in kir.registers} | {id(x) for x in gemm_accumulators(kir)}
-        if sum(n for sym, n in sizes if id(sym) not in in_regs) <= limit:
+        outside = memo.get("outside_registers")
+        if outside is None:
+            in_regs = {id(x) for x in kir.registers} | {id(x) for x in gemm_accumulators(kir)}
+            outside = memo["outside_registers"] = sum(n for sym, n in memo["sizes"] if id(sym) not in in_regs)
+        if outside <= limit:
             return
         lt = tile_lifetimes(kir)
         if lt.footprint <= limit:
