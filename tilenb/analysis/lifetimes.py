@@ -145,16 +145,34 @@ def _uses(e, views: Dict[int, ir.Sym]):
     return out
 
 
-def tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
+def tile_lifetimes(kir: ir.KernelIR, same_body: Optional[dict] = None) -> Lifetimes:
     """The lifetimes of `kir`'s tiles (see the module's guarantees). Computed once per KernelIR
     object and kept on it (the IR is immutable): the checker's budget check, the analysis and
-    the code generator all ask for the same variant's."""
+    the code generator all ask for the same variant's.
+
+    same_body: a dict shared by KernelIRs with one body and one @registers (the checker's
+    variants that share a walk); the lifetimes depend on nothing else but the set of tiles kept
+    in registers (which the CTA size can change), so variants with equal sets get one result."""
     hit = kir.__dict__.get("_tile_lifetimes")
     if hit is not None:
         return hit
-    lt = _tile_lifetimes(kir)
+    if same_body is None:
+        lt = _tile_lifetimes(kir)
+    else:
+        key = ("tile_lifetimes", _in_registers(kir))
+        lt = same_body.get(key)
+        if lt is None:
+            lt = same_body[key] = _tile_lifetimes(kir)
     object.__setattr__(kir, "_tile_lifetimes", lt)   # KernelIR is frozen; not a field (no eq, repr)
     return lt
+
+
+def _in_registers(kir: ir.KernelIR) -> frozenset:
+    """id() of the tiles kept in registers: @registers, GEMM accumulators, and the tiles of
+    tensor-core work that stay on the mma.sync row layout (flash attention's s, p, acc, m, l:
+    see mma_tiles)."""
+    accs = gemm_accumulators(kir)
+    return frozenset({id(s) for s in kir.registers} | {id(s) for s in accs} | set(mma_register_tiles(kir, accs)))
 
 
 def _tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
@@ -211,11 +229,7 @@ def _tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
                     used_at[id(sym)].append(p)
                     last[id(sym)] = max(last[id(sym)], p)
 
-    accs = gemm_accumulators(kir)
-    # tiles kept in registers: @registers, GEMM accumulators, and the tiles of tensor-core work
-    # that stay on the mma.sync row layout (flash attention's s, p, acc, m, l: see mma_tiles)
-    in_regs = ({id(s) for s in kir.registers} | {id(s) for s in accs}
-               | set(mma_register_tiles(kir, accs)))
+    in_regs = _in_registers(kir)
     ranges: Dict[int, Tuple[int, int]] = {}
     for k, (p0, _) in decl.items():
         start, end = p0, last[k]

@@ -2036,7 +2036,7 @@ class _KernelChecker:
             outside = memo["outside_registers"] = sum(n for sym, n in memo["sizes"] if id(sym) not in in_regs)
         if outside <= limit:
             return
-        lt = tile_lifetimes(kir)
+        lt = tile_lifetimes(kir, self.budget_memo)
         if lt.footprint <= limit:
             return
         shared = [t for t in lt.tiles if t.space == "shared"]
