@@ -76,6 +76,24 @@ def test_rows_not_owned_by_whole_warpgroups_keep_mma_sync():
     assert "wgmma" not in src
 
 
+def test_the_turns_last_dot_retires_at_the_next_turns_first_wait():
+    """With a ring of 3 or more stages, P V is not waited for at the end of its turn: the next
+    turn's Q K^T wait retires both (wgmma groups retire in order), its stage is freed then, and
+    the loop waits once after its last turn. Two stages (128 threads) keep the wait, and so does
+    a loop that reads acc after the dot."""
+    k = module().attention_bf16
+    src = k.cuda_source(arch="sm_90", BR=128, BC=64, D=128, NT=256)
+    loop = src[src.index("for (long long kt_"):]
+    assert "retires at the next turn's first wait" in loop
+    assert "the last turn's products have retired" in loop and "the last turn's deferred product" in loop
+    assert "retires at the next turn" not in k.cuda_source(arch="sm_90", BR=64, BC=64, D=64, NT=128)
+    reads_acc = suite_kernels.ATTENTION.replace("    m = m_new\n", "    m = m_new + rowmax(acc) * 0.0\n")
+    assert reads_acc != suite_kernels.ATTENTION
+    src2 = tilenb.compile(reads_acc, backend="cpu").attention_bf16.cuda_source(arch="sm_90", BR=128, BC=64, D=128,
+                                                                                NT=256)
+    assert "tnb_wgmma_rs_bf16" in src2 and "retires at the next turn" not in src2
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("tune", TAKEN, ids=lambda t: "BR%d_BC%d_D%d_NT%d" % t)
 def test_streamed_attention_compiles_for_sm90a(tune):

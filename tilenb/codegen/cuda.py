@@ -652,6 +652,7 @@ class _Gen(MmaGen):
             self.loop_ctx.pop()
             self.ind -= 1
             self.emit("}")
+            self.mma_loop_end(s)                 # a streamed loop's last deferred product (mma.py)
         else:
             n = s.unroll
             lov, mid, base = self.new("lo"), self.new("mid"), self.new("ib")

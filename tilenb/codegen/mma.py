@@ -504,6 +504,12 @@ class MmaGen:
         self.emit(f"int {it} = 0;  // turns done: the parity of the double-buffered tensor-core operands")
         self.mma_live_loops[id(s)] = {"it": it, "hi": hi, "var": var, "step": s.step, "left": None}
 
+    def mma_loop_end(self, s: ir.For):
+        """After a native `for`: a streamed loop's deferred product retires (streamed_sm90)."""
+        live = self.mma_live_loops.get(id(s)) if getattr(self, "mma_on", False) else None
+        if live is not None and "ring" in live:
+            streamed_sm90.loop_end(self, live)
+
     # ---- register tiles
     def reg_read(self, tv, slot) -> str:
         if packed(tv.layout, tv.dtype):
@@ -1284,9 +1290,18 @@ class MmaGen:
             self.emit("}")
             self.emit("tnb_wgmma_commit();")
             streamed_sm90.after_issue(self, live, rop)
+            if own and live["ring"].defer and rop is live["ring"].ops[-1]:
+                # the turn's last dot accumulates in place and nothing reads its registers until
+                # the next turn's first dot: it retires at that dot's wait (streamed_sm90.release)
+                self.emit("// retires at the next turn's first wait, which covers it (wgmma groups retire in order)")
+                live["pending"] = [f"tnb_reg_fence<{lay.slots}>({out});"]
+                return
             self.emit("tnb_wgmma_wait<0>();")
             self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{nfa}>({fa});"
                       "  // no read of these registers moves above the wait")
+            prev = streamed_sm90.pending_fences(live, rop)
+            if prev:
+                self.emit(f"{prev}  // and the last turn's product, retired by the same wait")
 
         def loop(masked: bool):
             if ring is not None:
@@ -1348,6 +1363,7 @@ class MmaGen:
         self.ind -= 1
         self.emit("}")
         if ring is not None:
+            streamed_sm90.retire_previous(self, ring[0], ring[1])
             streamed_sm90.release(self, ring[0], ring[1])
         return ar, br
 

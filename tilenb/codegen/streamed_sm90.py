@@ -16,8 +16,12 @@ dots are copied by TMA (thread 0) into a ring of swizzled shared stages, each sl
 completing on its own mbarrier, one or two turns fewer ahead than the ring has stages; each dot
 runs as `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments
 loaded from shared memory as mma.sync would) and B from the stage; a stage is freed on an
-"empty" mbarrier (one arrival per warp) after the turn's last dot. The statements around the
-dots are unchanged.
+"empty" mbarrier (one arrival per warp) after the turn's last dot. With three stages or more,
+a last dot that accumulates in place into a register tile nothing else touches until the next
+turn's first dot (`acc = acc * r + dot(p, V)`) is not waited for in its turn: the next turn's
+first wait retires it too (wgmma groups retire in order), its stage is freed then, and the loop
+waits once after its last turn; the tensor cores run P V and the next Q K^T back to back. The
+statements around the dots are unchanged.
 
 Guarantees:
 - Results are the language's, as on the mma.sync path: elements of a slice outside its tensor
@@ -52,6 +56,7 @@ from . import gemm_sm90 as G
 MAX_STAGES = 4
 STAGES_OVERRIDE = int(os.environ.get("TILENB_STREAM_STAGES", "0") or 0)   # for experiments: this many
 AHEAD_OVERRIDE = int(os.environ.get("TILENB_STREAM_AHEAD", "0") or 0)     # for experiments: turns copied ahead
+DEFER = os.environ.get("TILENB_STREAM_DEFER", "1") != "0"                   # for experiments: 0 waits every dot
 
 
 @dataclass
@@ -67,6 +72,7 @@ class RingOp:
     row0: ir.Expr                 # start of the slice's rows
     col0: ir.Expr                 # start of its columns (contiguous)
     dtype: str
+    dot: Optional[ir.Dot] = None  # the dot that reads it
     key: int = 0                  # id of the dot's operand (the slice, or a view of it)
     off: int = 0                  # byte offset in a stage
     tmap: str = ""
@@ -92,6 +98,7 @@ class Ring:
     stages: int = 0
     ahead: int = 1                # turns whose copies are in flight ahead of the one computed
     off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
+    defer: bool = False           # the turn's last dot retires at the next turn's first wait
 
     @property
     def nbytes(self) -> int:
@@ -132,7 +139,7 @@ def _ring_op(g, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
         return None
     if any(isinstance(x, ir.Ref) and x.sym is loop.var for x in ir.walk_expr(c.start)):
         return None
-    return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt)
+    return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
 
 
 def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
@@ -196,8 +203,71 @@ def place(g, st: Streaming, base: int) -> int:
         ring.ahead = stages - 1 if stages < 3 else stages - 2
         if AHEAD_OVERRIDE:
             ring.ahead = max(1, min(stages - 1, AHEAD_OVERRIDE))
+        # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
+        # stage one turn late
+        ring.defer = DEFER and ring.ahead <= stages - 2 and _defer_safe(g, ring)
         total += ring.nbytes
     return total
+
+
+def _defer_safe(g, ring: Ring) -> bool:
+    """Whether the turn's last dot may retire at the next turn's first wait (wgmma groups retire
+    in order, so that wait covers both): the loop body is a flat list of statements without
+    break or continue; the first and last dots are different statements at its top level; the
+    last is `t = x + dot(a, B)` into a register tile t (accumulated in place, nothing read after
+    the dot); and no statement after it, nor any up to and including the first dot's, names t or
+    what A reads (their registers are the in-flight product's)."""
+    body = list(ring.loop.body)
+    if len(ring.ops) < 2 or any(isinstance(x, (ir.Break, ir.Continue)) for x in ir.walk_stmts(body)):
+        return False
+    first, last = ring.ops[0].dot, ring.ops[-1].dot
+    if first is None or last is None or first is last:
+        return False
+
+    def where(d):
+        for k, st in enumerate(body):
+            if any(x is d for e in _exprs(st) for x in ir.walk_expr(e)):
+                return k
+        return None
+    i0, i1 = where(first), where(last)
+    if i0 is None or i1 is None or i0 >= i1:
+        return False
+    st = body[i1]
+    if not (isinstance(st, ir.Assign) and isinstance(st.target, ir.Ref)):
+        return False
+    v = st.value
+    if not ((st.op is None and isinstance(v, ir.Binary) and v.op == "+" and (v.a is last or v.b is last))
+            or (st.op == "+" and v is last)):
+        return False
+    if g._reg_layout(st.target.sym) is None:           # not a register tile (mma.py)
+        return False
+    held = {id(st.target.sym)} | {id(x.sym) for x in ir.walk_expr(last.a) if isinstance(x, ir.Ref)}
+    return not any(_names(other, held) for other in body[i1 + 1:] + body[:i0 + 1])
+
+
+def _exprs(st) -> List:
+    """The expressions of a statement's own fields (not those of nested blocks)."""
+    out = []
+    for f in st.__dataclass_fields__:
+        v = getattr(st, f)
+        if v is not None and not isinstance(v, (tuple, ir.Sym, ir.Span, str, int)) and hasattr(v, "__dataclass_fields__"):
+            out.append(v)
+    return out
+
+
+def _names(st, held) -> bool:
+    """Whether a statement (or one nested in it) reads or writes a symbol of `held` (ids)."""
+    for s2 in ir.walk_stmts([st]):
+        for f in s2.__dataclass_fields__:
+            v = getattr(s2, f)
+            if isinstance(v, ir.Sym) and id(v) in held:
+                return True
+        for e in _exprs(s2):
+            if any(isinstance(x, ir.Ref) and id(x.sym) in held for x in ir.walk_expr(e)):
+                return True
+            if isinstance(e, ir.Slice) and id(e.base) in held:
+                return True
+    return False
 
 
 def functions_for(g, st: Streaming):
@@ -353,14 +423,45 @@ def after_issue(g, live: dict, rop: RingOp):
 
 
 def release(g, live: dict, rop: RingOp):
-    """After the last dot of a turn has retired: this warp frees the stage; the turn ends."""
+    """After the last dot of a turn has retired: this warp frees the stage; the turn ends. (A
+    deferred last dot has not retired yet: `retire_previous` frees its stage next turn.)"""
     ring = live["ring"]
     if ring.ops[-1] is not rop:
         return
     S = ring.stages
-    g.emit(f"if ({live['use']} && tnb_lane == 0) tnb_mbar_arrive({live['bars']} + 8 * ({S * len(ring.ops)} + "
-           f"(unsigned)({live['it']} % {S})));  // this warp is done with the stage")
+    if not ring.defer:
+        g.emit(f"if ({live['use']} && tnb_lane == 0) tnb_mbar_arrive({live['bars']} + 8 * ({S * len(ring.ops)} + "
+               f"(unsigned)({live['it']} % {S})));  // this warp is done with the stage")
     g.emit(f"++{live['it']};")
+
+
+def pending_fences(live: dict, rop: RingOp) -> str:
+    """After the first dot's wait: the register fences of the previous turn's deferred last dot
+    (its accumulator and A registers), which that wait retired too; '' when none."""
+    ring = live["ring"]
+    if not ring.defer or ring.ops[0] is not rop or not live.get("pending"):
+        return ""
+    return " ".join(live["pending"])
+
+
+def retire_previous(g, live: dict, rop: RingOp):
+    """After the first dot of a turn has waited: the previous turn's last dot has retired with it;
+    this warp frees that turn's stage."""
+    ring = live["ring"]
+    if not ring.defer or ring.ops[0] is not rop:
+        return
+    S = ring.stages
+    g.emit(f"if ({live['use']} && tnb_lane == 0 && {live['it']} > 0) tnb_mbar_arrive({live['bars']} + 8 * "
+           f"({S * len(ring.ops)} + (unsigned)(({live['it']} - 1) % {S})));  "
+           "// the last turn's products have retired: this warp is done with its stage")
+
+
+def loop_end(g, live: dict):
+    """After the loop: its last turn's deferred product retires before anything reads it."""
+    ring = live["ring"]
+    if ring.defer and live.get("pending"):
+        g.emit("tnb_wgmma_wait<0>();  // the last turn's deferred product")
+        g.emit(" ".join(live["pending"]))
 
 
 REG_FENCES = r"""
