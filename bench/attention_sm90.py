@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--variants", default="", help="BR.BC.NT,... (default: the kernel's space)")
     ap.add_argument("--nk", default="", help="key lengths, comma-separated (default: N)")
     ap.add_argument("--no-sdpa", action="store_true")
+    ap.add_argument("--kernel", default="attention_bf16", help="a kernel of bench/suite_kernels.py (attention_bf16, attention_tc_bf16)")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
@@ -40,7 +41,7 @@ def main():
     import suite_kernels
     suite.S.torch = torch
     from suite import GpuArray
-    k = tilenb.compile(suite_kernels.ATTENTION, backend="cuda").attention_bf16
+    k = tilenb.compile(suite_kernels.kernel_text(args.kernel), backend="cuda").kernels[args.kernel]
     space = k.tune_space
     for shp in args.shapes.split(","):
         B, H, N = map(int, shp.split("x"))

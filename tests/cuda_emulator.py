@@ -103,6 +103,7 @@ inline unsigned tnb_kmask(int k, int lo, int hi) {
   return (k >= lo && k < hi ? 0x0000ffffu : 0u) | (k + 1 >= lo && k + 1 < hi ? 0xffff0000u : 0u);
 }
 inline float tnb_exp(float x) { return std::exp(x); }
+inline float tnb_exp2(float x) { return std::exp2(x); }
 inline bool tnb_rcp_ok(float d) { float a = std::fabs(d); return !(a < 1.17549435e-38f && a != 0.0f) && !(a > 8.50705917e+37f && !std::isinf(a)); }
 inline float tnb_b2f_w(unsigned w, int hi) { return __uint_as_float(hi ? (w & 0xffff0000u) : (w << 16)); }
 inline float tnb_h2f_w(unsigned w, int hi) { return tnb_h2f((tnb_f16)(hi ? (w >> 16) : (w & 0xffffu))); }

@@ -991,6 +991,8 @@ class _Gen(MmaGen):
         f32 = dt != "f64"
         if fn == "exp" and f32:
             return f"tnb_exp({x})"
+        if fn == "exp2" and f32:
+            return f"tnb_exp2({x})"
         if fn == "rsqrt":
             return f"(1.0f / sqrtf({x}))" if f32 else f"(1.0 / sqrt({x}))"
         name = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt", "abs": "fabs",

@@ -15,9 +15,10 @@ Its helpers implement the language's arithmetic rules exactly:
 - float min/max and the max/min reductions follow fminf/fmaxf (a NaN operand yields the other);
 - f64 -> f16/bf16 rounds once (through f32 rounded to odd).
 
-Two helpers trade the last ulps for speed, within spec 17's f32 bound: `tnb_exp` (exp on the
-special-function unit, relative error <= |x| 2^-24 + 2^-22, results below 2^-126 flushed to 0)
-and the reciprocal a chunk shares (`tnb_rcp_ok` says when x * (1 / d) stands for x / d).
+Three helpers trade the last ulps for speed, within spec 17's f32 bound: `tnb_exp` (exp on the
+special-function unit, relative error <= |x| 2^-24 + 2^-22, results below 2^-126 flushed to 0),
+`tnb_exp2` (2^x on that unit: relative error <= 2^-22, the same flush) and the reciprocal a
+chunk shares (`tnb_rcp_ok` says when x * (1 / d) stands for x / d).
 """
 
 PRELUDE = r"""
@@ -63,6 +64,11 @@ __device__ __forceinline__ float tnb_h2f_w(unsigned w, int hi) { return tnb_h2f(
 __device__ __forceinline__ float tnb_exp(float x) {
   const float t = x * 1.44269502162933349609375f;
   float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t)); return y;
+}
+// 2^x: relative error <= 2^-22 (PTX ISA, ex2.approx.f32) wherever the result is a normal number
+// (within spec 17's f32 bound); results below 2^-126 are 0; 2^-inf = 0, 2^inf = inf, 2^NaN = NaN
+__device__ __forceinline__ float tnb_exp2(float x) {
+  float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y;
 }
 // x / d as x * (1 / d) (at most 1.5 ulp from the quotient) is used for a divisor shared by many x
 // when 1 / d is a normal number, 0 or infinite: every d except 0 < |d| < 2^-126 and 2^126 < |d| < inf
