@@ -124,14 +124,21 @@ class _State:
 
 
 def _join_vals(a, b):
-    return np.where(a == b, a, np.where(a == NONE, b, np.where(b == NONE, a, ANY))).astype(np.int32)
+    same = a == b
+    if same.all():
+        return a.copy()
+    return np.where(same, a, np.where(a == NONE, b, np.where(b == NONE, a, ANY))).astype(np.int32)
 
 
 def _join(states: List[Optional[_State]]) -> Optional[_State]:
     live = [s for s in states if s is not None]
     if not live:
         return None
-    out = live[0].copy()
+    if len(live) == 1:
+        return live[0].copy()
+    out = _State.__new__(_State)
+    for k in _State.__slots__:   # every field is replaced by a new array below: no copy needed
+        setattr(out, k, getattr(live[0], k))
     for s in live[1:]:
         out.w = _join_vals(out.w, s.w)
         out.r = _join_vals(out.r, s.r)
@@ -139,7 +146,12 @@ def _join(states: List[Optional[_State]]) -> Optional[_State]:
             a, b = getattr(out, src), getattr(s, src)
             a2, b2 = getattr(out, src2), getattr(s, src2)
             # keep one source of each side: the first side's, and the other side's as the second
-            both = (a >= 0) & (b >= 0) & (a != b)
+            differ = a != b
+            if not differ.any():             # one source everywhere: no second one from here
+                setattr(out, src2, np.where(a2 >= 0, a2, b2).astype(np.int32))
+                setattr(out, src, a.copy())
+                continue
+            both = (a >= 0) & (b >= 0) & differ
             second = np.where(both, b, np.where(a2 >= 0, a2, b2))
             setattr(out, src2, second.astype(np.int32))
             setattr(out, src, np.where(a >= 0, a, b).astype(np.int32))
@@ -426,10 +438,14 @@ class _Placer:
             k = e.idx
             x = state.r[k]                  # a view when k is a slice: read all of it before writing
             t = e.thread
-            other = (x != NONE) & (x != t)
-            merged = np.where(x == NONE, t, np.where(x == t, x, ANY))
-            state.rsrc2[k] = np.where(other, state.rsrc[k], state.rsrc2[k])
-            state.r[k] = merged
+            read = x != NONE
+            if read.any():
+                other = read & (x != t)
+                merged = np.where(read, np.where(x == t, x, ANY), t)
+                state.rsrc2[k] = np.where(other, state.rsrc[k], state.rsrc2[k])
+                state.r[k] = merged
+            else:                           # nothing read there yet: this read alone
+                state.r[k] = t
             state.rsrc[k] = i
         if self._has(p, "within"):
             state = _State(self.ncells)
