@@ -211,6 +211,38 @@ def test_emulated_k_loop_with_masked_last_step_matches_the_cpu_executor():
     _close(args[2], cpu[2], 2e-3, 2e-3, "Y")
 
 
+def test_a_shared_tile_read_whole_by_dots_is_swizzled_for_ldmatrix():
+    """q in shared memory (BR 128, BC 128): its rows are 256 bytes, so ldmatrix's eight rows of
+    16 bytes would share banks; the analysis lays it out with 16-byte units XORed by the row's low
+    three bits, the copy into it and the dots' ldmatrix both apply that, and the emulated kernel
+    still matches (test_emulated_attention_matches_the_cpu_executor, BR128-BC128)."""
+    from tilenb.analysis import analyze
+    from tilenb.analysis.copies import tile_swizzles
+    from tilenb.analysis.layout import Swizzle
+    kir = _mod(SK.ATTENTION).attention_bf16.ir(BR=128, BC=128, D=128, NT=256)
+    sw = {s.name: v for s in ir_syms(kir) for k, v in tile_swizzles(analyze(kir).statements, 256).items() if k == id(s)}
+    assert sw.get("q") == Swizzle(3, 3, 4)
+    src = _mod(SK.ATTENTION).attention_bf16.cuda_source(BR=128, BC=128, D=128, NT=256)
+    assert "tile q (line" in src and "shared" in src.split("tile q (line")[1].split("\n")[0]
+    assert "tnb_swz(" in src.split("var q = Q[h, row :+ BR, :]")[1].split("// line")[0]   # the copy into q
+    assert ">> 7) & 7) << 3)" in src                                                      # ldmatrix of q
+    # a tile that a dot statement also reads otherwise keeps its row-major layout
+    other = SK.ATTENTION.replace("dot_t(q, K[h, kt :+ BC, :]) * scale", "dot_t(q, K[h, kt :+ BC, :]) * scale + q[0, 0]")
+    kir2 = _mod(other).attention_bf16.ir(BR=128, BC=128, D=128, NT=256)
+    names = {id(s): s.name for s in ir_syms(kir2)}
+    assert "q" not in {names.get(k) for k in tile_swizzles(analyze(kir2).statements, 256)}
+
+
+def ir_syms(kir):
+    from tilenb import ir as IR
+    out = {}
+    for s in IR.walk_stmts(kir.body):
+        sym = getattr(s, "sym", None)
+        if sym is not None:
+            out[id(sym)] = sym
+    return list(out.values())
+
+
 SCALED_STORE = """
 // Fragments divided by a per-row divisor held in registers, stored into a bf16 window whose
 // column start c0 is a kernel argument (odd: the fragment pairs are not 4-byte aligned) and whose

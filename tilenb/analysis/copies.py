@@ -32,7 +32,9 @@ writes along a column (a transpose, `t[:, j]`), the XOR swizzle of 16-byte units
 fewer than the row-major layout takes; the CUDA generator lays the tile out that way (a swizzle
 permutes 16-byte units within each row, so the tile keeps its bytes and every vector access of up
 to 16 bytes stays whole). Tiles that a dot reads or writes are left row-major (the tensor-core
-paths address them themselves). A copy plan's figures are for the layout the generator uses:
+paths address them themselves), except a tile of 2-byte elements that dots only read, whole, as
+an operand, with rows of a power-of-two multiple of 128 bytes: ldmatrix reads eight of its rows at
+a time, which would share banks, so its 16-byte units are XORed by the row's low three bits. A copy plan's figures are for the layout the generator uses:
 `swizzle` names it (None: row-major), and `fix` is measured against it.
 
 Guarantees: `runs` lists every chunk of the iteration space exactly once, so every element of the
@@ -189,6 +191,57 @@ def _has_dot(stmt) -> bool:
     return False
 
 
+def _operand_swizzles(plans, syms) -> Dict[int, Swizzle]:
+    """Shared tiles of 2-byte elements that dots read whole, as an operand (the tensor-core paths
+    load them with ldmatrix: eight rows of 16 bytes at a time), and that no dot statement touches
+    otherwise: with rows of a power-of-two multiple of 128 bytes those eight rows fall in the same
+    banks (an 8-way conflict). Each gets the XOR swizzle of its 16-byte units by the row's low
+    three bits, which puts them in eight different banks."""
+    from .. import ir
+    reads: Dict[int, object] = {}
+    bad = set()
+    for plan in plans:
+        if plan.kind != "tile" or not _has_dot(plan.stmt):
+            continue
+        operand_refs: Dict[int, int] = {}
+        all_refs: Dict[int, int] = {}
+        for e in ir.stmt_exprs(plan.stmt):
+            for x in ir.walk_expr(e):
+                if isinstance(x, ir.Dot):
+                    for o in (x.a, x.b):
+                        if isinstance(o, ir.Ref):
+                            operand_refs[id(o.sym)] = operand_refs.get(id(o.sym), 0) + 1
+                            reads[id(o.sym)] = o.sym
+                elif isinstance(x, ir.Ref):
+                    all_refs[id(x.sym)] = all_refs.get(id(x.sym), 0) + 1
+                elif isinstance(x, (ir.Slice, ir.Element)):
+                    bad.add(id(x.base))
+        for k, n in all_refs.items():
+            if n != operand_refs.get(k, 0):
+                bad.add(k)          # read or written otherwise by a dot statement
+        tgt = getattr(plan.stmt, "target", None)
+        if tgt is not None:
+            bad.add(id(getattr(tgt, "sym", None) or getattr(tgt, "base", None)))
+        sym = getattr(plan.stmt, "sym", None)
+        if sym is not None:
+            bad.add(id(sym))
+    out: Dict[int, Swizzle] = {}
+    for k, sym in reads.items():
+        if k in bad or k not in syms:
+            continue
+        t = sym.type
+        shape = tuple(getattr(t, "shape", ()))
+        if len(shape) != 2 or getattr(t, "dtype", None) not in ("f16", "bf16"):
+            continue
+        R, Cc = shape
+        if not (isinstance(R, int) and isinstance(Cc, int)) or R < 8 or Cc & (Cc - 1) or Cc * 2 < 128:
+            continue
+        unit = SWIZZLE_UNIT_BYTES // 2
+        base = unit.bit_length() - 1
+        out[k] = Swizzle(3, base, (Cc.bit_length() - 1) - base)
+    return out
+
+
 def _tile_swizzles(plans, threads) -> Dict[int, Swizzle]:
     uses: Dict[int, list] = {}        # id(tile) -> [(plan, access)] partition accesses in shared memory
     column = set()                    # tiles some statement reads or writes along a column
@@ -213,6 +266,9 @@ def _tile_swizzles(plans, threads) -> Dict[int, Swizzle]:
                                   or (lay.shape[1] == 1 and lay.shape[0] > 1 and lay.stride[0] > 1)):
                 column.add(k)       # along a column: by element (a transpose) or by row (t[:, j :+ 1])
     out: Dict[int, Swizzle] = {}
+    for k, sw in _operand_swizzles(plans, syms).items():
+        if k not in column:
+            out[k] = sw
     for k in sorted(column - excluded, key=lambda k: syms[k].name):
         shape = tuple(syms[k].type.shape)
         if len(shape) != 2:
