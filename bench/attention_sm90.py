@@ -31,6 +31,9 @@ def main():
     ap.add_argument("--variants", default="", help="BR.BC.NT,... (default: the kernel's space)")
     ap.add_argument("--nk", default="", help="key lengths, comma-separated (default: N)")
     ap.add_argument("--no-sdpa", action="store_true")
+    ap.add_argument("--ab-defer", action="store_true",
+                    help="time each variant with and without the deferred retire of a turn's last dot "
+                         "(streamed_sm90.DEFER), alternating, 7 rounds; prints both medians")
     ap.add_argument("--kernel", default="attention_bf16", help="a kernel of bench/suite_kernels.py (attention_bf16, attention_tc_bf16)")
     args = ap.parse_args()
     import torch
@@ -71,6 +74,9 @@ def main():
                     torch.cuda.synchronize()
                     err = float("nan") if ref is None else \
                         ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
+                    if args.ab_defer:
+                        ab_defer(torch, tilenb, suite, args.kernel, w, var, flop)
+                        continue
                     go, ks, fn = suite.prepared_launch(k, None, w, var)
                     t = time_ms(torch, go)
                     share = "" if best is None else f" = {best / t * 100:.1f}% of SDPA's best"
@@ -78,6 +84,33 @@ def main():
                           f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s{share}", flush=True)
                 except Exception as e:  # report and go on
                     print(f"  {var} FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
+
+
+def ab_defer(torch, tilenb, suite, name, w, var, flop):
+    """One variant built with streamed_sm90.DEFER off and on (fresh caches for each), timed in
+    alternation so that clock drift falls on both alike."""
+    import statistics
+    import suite_kernels
+    import tilenb.api
+    import tilenb.codegen.streamed_sm90 as S9
+    saved, runs = S9.DEFER, {}
+    for flag in (False, True):
+        S9.DEFER = flag
+        tilenb.api.clear_caches()
+        k = tilenb.compile(suite_kernels.kernel_text(name), backend="cuda").kernels[name]
+        k(*w, variant=var)
+        torch.cuda.synchronize()
+        go, ks, fn = suite.prepared_launch(k, None, w, var)
+        runs[flag] = (go, fn.num_regs, "retires at the next turn" in ks.source, [])
+    S9.DEFER = saved
+    for _ in range(7):
+        for flag in (False, True):
+            runs[flag][3].append(time_ms(torch, runs[flag][0]))
+    for flag in (False, True):
+        go, regs, deferred, ts = runs[flag]
+        t = statistics.median(ts)
+        print(f"  {var} defer={flag} (taken: {deferred}) regs={regs} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s "
+              f"(min {min(ts):.3f}, max {max(ts):.3f})", flush=True)
 
 
 if __name__ == "__main__":
