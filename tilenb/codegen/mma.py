@@ -801,20 +801,27 @@ class MmaGen:
             return
         ok = self.new("rcpok")
         rcps = [self.new("rcp") for _ in divs]
+        rows = 2 * lay.MT                  # the fragment rows this lane holds: (mi, half)
         self.emit(f"bool {ok} = true;  // x * (1 / d) stands for x / d at every row's divisor d (tnb_rcp_ok)")
         for r in rcps:
-            self.emit(f"float {r}[{lay.slots}];  // 1 / d at each fragment element (one reciprocal a row once folded)")
-
-        def check(at):
-            for d, r in zip(divs, rcps):
-                dv = C.convert(self.ev(d.b, self.child_at(d, d.b, at)), d.b.type.dtype, "f32")
-                self.emit(f"{ok} = {ok} && tnb_rcp_ok({dv}); {r}[{at.slot}] = 1.0f / {dv};")
-        self.frag_sweep(lay, check)
+            self.emit(f"float {r}[{rows}];  // 1 / d at each of this lane's fragment rows")
+        At = _cg().At
+        wr, wc = self.new("wr"), self.new("wc")
+        self.emit(f"const int {wr} = (tnb_warp / {lay.WN}) * {16 * lay.MT}, {wc} = (tnb_warp % {lay.WN}) * {8 * lay.NT};")
+        for mi in range(lay.MT):
+            for h in range(2):
+                # the row's first element this lane holds: the divisor is the same along the row
+                at = At(f"({wr} + {mi * 16} + (tnb_lane >> 2) + {h * 8})", f"({wc} + (tnb_lane & 3) * 2)",
+                        f"{mi * lay.NT * 4 + h * 2}", lay, True)
+                for d, r in zip(divs, rcps):
+                    dv = C.convert(self.ev(d.b, self.child_at(d, d.b, at)), d.b.type.dtype, "f32")
+                    self.emit(f"{ok} = {ok} & tnb_rcp_ok({dv}); {r}[{mi * 2 + h}] = 1.0f / {dv};")
         saved = dict(self.fast_div)
         self.emit(f"if ({ok}) {{")
         self.ind += 1
         for d, r in zip(divs, rcps):
-            self.fast_div[id(d)] = lambda at, r=r: f"{r}[{at.slot}]"
+            self.fast_div[id(d)] = (lambda at, r=r:
+                                    f"{r}[(({at.slot}) / {lay.NT * 4}) * 2 + ((({at.slot}) & 3) >> 1)]")
         sweep()
         self.fast_div = dict(saved)
         self.ind -= 1
