@@ -475,7 +475,10 @@ class _Gen(MmaGen):
 
     # ---- statements
     def block(self, body):
-        for s in body:
+        early = self.mma_early_rings(body) if getattr(self, "mma_on", False) else {}
+        for k, s in enumerate(body):
+            for loop in early.get(k, ()):
+                self.mma_ring_early(loop)       # a streamed loop's first copies, ahead (mma.py)
             self.stmt(s)
 
     def guard(self) -> Optional[str]:

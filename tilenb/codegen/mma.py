@@ -45,6 +45,7 @@ from .. import ir
 from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
 from . import ctypes_ as C
 from . import streamed_sm90
+from .plan import is_tile_stmt
 
 SCRATCH_ALIGN = 128
 SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_90 (A100: 163 KB: autotune skips)
@@ -492,10 +493,53 @@ class MmaGen:
             return f"warp w: rows {16 * lay.MT}w .., all {lay.N} columns"
         return f"warps {lay.WM} x {lay.WN}, each {16 * lay.MT} x {8 * lay.NT}"
 
+    def mma_early_rings(self, body) -> Dict[int, List[ir.For]]:
+        """Streamed loops of this block whose ring (mbarriers and first copies) can be set up
+        before earlier statements, so that the first copies are in flight while those run:
+        index in `body` -> the loops to set up before that statement. A ring goes up past plain
+        statements (let, var, assignment) that define no scalar its copies or bounds read and
+        write no tensor (a copy must see every earlier write); its bytes lie past every tile."""
+        out: Dict[int, List[ir.For]] = {}
+        if getattr(self, "stream", None) is None:
+            return out
+        for j, s in enumerate(body):
+            if not (isinstance(s, ir.For) and id(s) in self.stream.rings and s.unroll <= 1):
+                continue
+            ring = self.stream.rings[id(s)]
+            exprs = [s.lo, s.hi] + [e for rop in ring.ops for e in (*rop.fixed, rop.row0, rop.col0)]
+            deps = {id(x.sym) for e in exprs for x in ir.walk_expr(e) if isinstance(x, ir.Ref)} - {id(s.var)}
+            i = j
+            while i > 0:
+                t = body[i - 1]
+                if not isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)):
+                    break
+                if isinstance(t, (ir.Let, ir.VarDecl)) and id(t.sym) in deps:
+                    break
+                tgt = t.target if isinstance(t, ir.Assign) else None
+                if isinstance(tgt, ir.Ref) and id(tgt.sym) in deps:
+                    break
+                if isinstance(tgt, (ir.Slice, ir.Element)) and tgt.base.kind == "tensor":
+                    break
+                if isinstance(t, (ir.Let, ir.VarDecl)) and t.sym.kind == "view":
+                    break
+                i -= 1
+            if i < j and any(is_tile_stmt(t) for t in body[i:j]):
+                out.setdefault(i, []).append(s)
+        return out
+
+    def mma_ring_early(self, s: ir.For):
+        """Set up the ring of streamed loop `s` here (mma_early_rings chose the place)."""
+        lo = self.scalar_as(s.lo, "index")
+        hi = self.scalar_as(s.hi, "index")
+        self.emit(f"// the ring of the loop at line {s.span.line + self.line_offset}, set up ahead of the statements before it")
+        self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], self.cname(s.var), lo, hi)
+
     def mma_loop_begin(self, s: ir.For, var: str, lo: str, hi: str):
         """Before a native `for`: the turn counter of its double-buffered stagings (or, for a loop
-        streamed on sm_90, its ring: streamed_sm90)."""
+        streamed on sm_90, its ring: streamed_sm90; already set up when mma_ring_early did)."""
         if not getattr(self, "mma_on", False) or id(s) not in self.mma_pipes:
+            return
+        if id(s) in self.mma_live_loops:
             return
         if self.stream is not None and id(s) in self.stream.rings:
             self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], var, lo, hi)
