@@ -31,9 +31,9 @@ def main():
     ap.add_argument("--variants", default="", help="BR.BC.NT,... (default: the kernel's space)")
     ap.add_argument("--nk", default="", help="key lengths, comma-separated (default: N)")
     ap.add_argument("--no-sdpa", action="store_true")
-    ap.add_argument("--ab-defer", action="store_true",
-                    help="time each variant with and without the deferred retire of a turn's last dot "
-                         "(streamed_sm90.DEFER), alternating, 7 rounds; prints both medians")
+    ap.add_argument("--ab", default="", choices=["", "defer"],
+                    help="time each variant built with and without one code-generator choice, alternating, "
+                         "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot)")
     ap.add_argument("--kernel", default="attention_bf16", help="a kernel of bench/suite_kernels.py (attention_bf16, attention_tc_bf16)")
     args = ap.parse_args()
     import torch
@@ -74,8 +74,8 @@ def main():
                     torch.cuda.synchronize()
                     err = float("nan") if ref is None else \
                         ((o.double() - ref.reshape(B * H, N, D).double()).norm() / ref.double().norm()).item()
-                    if args.ab_defer:
-                        ab_defer(torch, tilenb, suite, args.kernel, w, var, flop)
+                    if args.ab:
+                        ab_choice(torch, tilenb, suite, args.kernel, w, var, flop, args.ab)
                         continue
                     go, ks, fn = suite.prepared_launch(k, None, w, var)
                     t = time_ms(torch, go)
@@ -86,30 +86,31 @@ def main():
                     print(f"  {var} FAILED: {type(e).__name__}: {str(e)[:400]}", flush=True)
 
 
-def ab_defer(torch, tilenb, suite, name, w, var, flop):
-    """One variant built with streamed_sm90.DEFER off and on (fresh caches for each), timed in
-    alternation so that clock drift falls on both alike."""
+def ab_choice(torch, tilenb, suite, name, w, var, flop, which):
+    """One variant built with a code-generator choice off and on (fresh caches for each), timed
+    in alternation so that clock drift falls on both alike."""
     import statistics
     import suite_kernels
     import tilenb.api
     import tilenb.codegen.streamed_sm90 as S9
-    saved, runs = S9.DEFER, {}
+    mod, attr, mark = {"defer": (S9, "DEFER", "retires at the next turn")}[which]
+    saved, runs = getattr(mod, attr), {}
     for flag in (False, True):
-        S9.DEFER = flag
+        setattr(mod, attr, flag)
         tilenb.api.clear_caches()
         k = tilenb.compile(suite_kernels.kernel_text(name), backend="cuda").kernels[name]
         k(*w, variant=var)
         torch.cuda.synchronize()
         go, ks, fn = suite.prepared_launch(k, None, w, var)
-        runs[flag] = (go, fn.num_regs, "retires at the next turn" in ks.source, [])
-    S9.DEFER = saved
+        runs[flag] = (go, fn.num_regs, mark in ks.source, [])
+    setattr(mod, attr, saved)
     for _ in range(7):
         for flag in (False, True):
             runs[flag][3].append(time_ms(torch, runs[flag][0]))
     for flag in (False, True):
-        go, regs, deferred, ts = runs[flag]
+        go, regs, taken, ts = runs[flag]
         t = statistics.median(ts)
-        print(f"  {var} defer={flag} (taken: {deferred}) regs={regs} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s "
+        print(f"  {var} {which}={flag} (taken: {taken}) regs={regs} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s "
               f"(min {min(ts):.3f}, max {max(ts):.3f})", flush=True)
 
 
