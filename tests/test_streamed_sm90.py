@@ -86,6 +86,8 @@ def test_the_turns_last_dot_retires_at_the_next_turns_first_wait():
     loop = src[src.index("for (long long kt_"):]
     assert "retires at the next turn's first wait" in loop
     assert "the last turn's products have retired" in loop and "the last turn's deferred product" in loop
+    # the first dot's wait fences the accumulator too: no read of it moves above that wait
+    assert "tnb_reg_fence<64>(acc_12);  // and the last turn's product, retired by the same wait" in loop
     assert "retires at the next turn" not in k.cuda_source(arch="sm_90", BR=64, BC=64, D=64, NT=128)
     reads_acc = suite_kernels.ATTENTION.replace("    m = m_new\n", "    m = m_new + rowmax(acc) * 0.0\n")
     assert reads_acc != suite_kernels.ATTENTION
@@ -129,6 +131,54 @@ def test_emulated_streamed_attention_matches_numpy(tune, shape, form, tmp_path):
             run_sm90(exe, got, tmp_path, tma, late_products)
             assert_close(got[3], want, f"emulated sm_90 attention {tune} at {shape} (tma={tma}, late={late_products})",
                          rtol=3e-2, atol=3e-2)
+
+
+# Programs around the loop that its ring must not be set up ahead of (or that repeat it):
+# a write through a view of K before the loop, a loop bound read from a tile element written
+# before it, and the loop inside `for<unroll 2>` (its ring and turn counter set up per copy).
+VIEW_WRITE = suite_kernels.ATTENTION.replace(
+    "  var q = Q[h, row :+ BR, :]\n", "  let kv = K[h, 0 :+ 8, :]\n  var q = Q[h, row :+ BR, :]\n  kv[0, 0] = 8.0\n")
+TILE_BOUND = suite_kernels.ATTENTION.replace(
+    "  var q = Q[h, row :+ BR, :]\n",
+    "  var cnt: tile<i32>[1, 4] = 0\n  cnt[0, 1] = 2 * BC\n  var q = Q[h, row :+ BR, :]\n").replace(
+    "for kt in range(0, Nk, BC)", "for kt in range(0, cnt[0, 1], BC)")
+UNROLLED = suite_kernels.ATTENTION.replace("@grid(cdiv(N, BR), H)", "@grid(cdiv(N, BR), 1)").replace(
+    "  let h = ctx.block.y\n", "  for<unroll 2> h in range(0, H) {\n").replace(
+    "  O[h, row :+ BR, :] = acc / l\n}", "  O[h, row :+ BR, :] = acc / l\n  }\n}")
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch,tune", [(None, (64, 64, 64, 128)), ("sm_90", (128, 64, 128, 256)),
+                                       ("sm_90", (64, 64, 64, 128))], ids=["generic", "sm90_256", "sm90_128"])
+def test_a_tensor_core_loop_inside_an_unrolled_loop_compiles(arch, tune):
+    BR, BC, D, NT = tune
+    src = tilenb.compile(UNROLLED).attention_bf16.cuda_source(arch=arch, BR=BR, BC=BC, D=D, NT=NT)
+    assert nvrtc_compile(src, "sm_90a" if arch else "sm_80")
+
+
+@needs_gxx
+@pytest.mark.parametrize("form", ["view_write", "tile_bound", "unrolled"])
+def test_emulated_ring_around_other_statements_matches_the_cpu_executor(form, tmp_path):
+    """The ring is not set up above a write through a view of K nor above the statements a loop
+    bound reads; inside `for<unroll 2>` each copy of the loop has its own ring."""
+    text = {"view_write": VIEW_WRITE, "tile_bound": TILE_BOUND, "unrolled": UNROLLED}[form]
+    assert text != suite_kernels.ATTENTION
+    BR, BC, D, NT = 64, 64, 64, 128
+    H, N, Nk = 2, 50, 100
+    kern = tilenb.compile(text, backend="cpu").attention_bf16
+    q, k, v = inputs(H, N, Nk, D, seed=3)
+    args = [q, k, v, np.full((H, N, D), np.nan, BF16), np.float32(1.0 / math.sqrt(D))]
+    cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    kern(*cpu, variant=dict(BR=BR, BC=BC, D=D, NT=NT))
+    ks = generate(kern.ir(BR=BR, BC=BC, D=D, NT=NT), text, 0, arch="sm_90")
+    grid = (math.ceil(N / BR), 1 if form == "unrolled" else H)
+    exe = build_sm90(ks, args, {"H": H, "N": N, "Nk": Nk, "D": D}, grid, tmp_path)
+    for tma in (1, 0):
+        for late_products in (0, 1):
+            got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+            run_sm90(exe, got, tmp_path, tma, late_products)
+            assert_close(got[3], cpu[3].astype(np.float64), f"{form} (tma={tma}, late={late_products})",
+                         rtol=2e-2, atol=2e-2)
 
 
 def _on_hopper() -> bool:

@@ -52,6 +52,27 @@ SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_9
 FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
 
 
+def _sym_of(x):
+    """The symbol an expression node names (a Ref's, an Element's or a Slice's base), or None."""
+    if isinstance(x, ir.Ref):
+        return x.sym
+    if isinstance(x, (ir.Element, ir.Slice)):
+        return x.base
+    return None
+
+
+def _blocks_early_copy(t, deps) -> bool:
+    """Whether statement `t` keeps a streamed loop's first copies from moving above it: it is not
+    a let, var or assignment, or it defines or writes a symbol (id) in `deps`, or it writes a
+    tensor or a view (a copy must see every earlier write)."""
+    if not isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)):
+        return True
+    if isinstance(t, (ir.Let, ir.VarDecl)):
+        return id(t.sym) in deps or t.sym.kind == "view"
+    sym = _sym_of(t.target)
+    return sym is None or id(sym) in deps or sym.kind in ("tensor", "view")
+
+
 def _cg():
     from . import cuda
     return cuda
@@ -203,6 +224,7 @@ class MmaGen:
         self.scratch_local: Dict[int, int] = {}      # id(dot) -> byte offset of its f32 scratch tile
         self.mma_pipes: Dict[int, LoopPipe] = {}
         self.mma_live_loops: Dict[int, dict] = {}
+        self.mma_early_done: set = set()        # streamed loops whose ring mma_ring_early set up
         self.W = self.T // 32
         parent: Dict[int, ir.For] = {}
 
@@ -496,9 +518,10 @@ class MmaGen:
     def mma_early_rings(self, body) -> Dict[int, List[ir.For]]:
         """Streamed loops of this block whose ring (mbarriers and first copies) can be set up
         before earlier statements, so that the first copies are in flight while those run:
-        index in `body` -> the loops to set up before that statement. A ring goes up past plain
-        statements (let, var, assignment) that define no scalar its copies or bounds read and
-        write no tensor (a copy must see every earlier write); its bytes lie past every tile."""
+        index in `body` -> the loops to set up before that statement. A ring goes up past
+        statements that are a let, var or assignment (nothing nested), that define or write no
+        symbol its copies or bounds read (scalars, tiles, elements), and that write no tensor or
+        view (a copy must see every earlier write); its bytes lie past every tile."""
         out: Dict[int, List[ir.For]] = {}
         if getattr(self, "stream", None) is None:
             return out
@@ -507,21 +530,9 @@ class MmaGen:
                 continue
             ring = self.stream.rings[id(s)]
             exprs = [s.lo, s.hi] + [e for rop in ring.ops for e in (*rop.fixed, rop.row0, rop.col0)]
-            deps = {id(x.sym) for e in exprs for x in ir.walk_expr(e) if isinstance(x, ir.Ref)} - {id(s.var)}
+            deps = {id(_sym_of(x)) for e in exprs for x in ir.walk_expr(e) if _sym_of(x) is not None} - {id(s.var)}
             i = j
-            while i > 0:
-                t = body[i - 1]
-                if not isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)):
-                    break
-                if isinstance(t, (ir.Let, ir.VarDecl)) and id(t.sym) in deps:
-                    break
-                tgt = t.target if isinstance(t, ir.Assign) else None
-                if isinstance(tgt, ir.Ref) and id(tgt.sym) in deps:
-                    break
-                if isinstance(tgt, (ir.Slice, ir.Element)) and tgt.base.kind == "tensor":
-                    break
-                if isinstance(t, (ir.Let, ir.VarDecl)) and t.sym.kind == "view":
-                    break
+            while i > 0 and not _blocks_early_copy(body[i - 1], deps):
                 i -= 1
             if i < j and any(is_tile_stmt(t) for t in body[i:j]):
                 out.setdefault(i, []).append(s)
@@ -533,13 +544,15 @@ class MmaGen:
         hi = self.scalar_as(s.hi, "index")
         self.emit(f"// the ring of the loop at line {s.span.line + self.line_offset}, set up ahead of the statements before it")
         self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], self.cname(s.var), lo, hi)
+        self.mma_early_done.add(id(s))
 
     def mma_loop_begin(self, s: ir.For, var: str, lo: str, hi: str):
         """Before a native `for`: the turn counter of its double-buffered stagings (or, for a loop
         streamed on sm_90, its ring: streamed_sm90; already set up when mma_ring_early did)."""
         if not getattr(self, "mma_on", False) or id(s) not in self.mma_pipes:
             return
-        if id(s) in self.mma_live_loops:
+        if id(s) in self.mma_early_done:       # its ring was set up ahead (mma_ring_early)
+            self.mma_early_done.discard(id(s))
             return
         if self.stream is not None and id(s) in self.stream.rings:
             self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], var, lo, hi)
@@ -717,7 +730,7 @@ class MmaGen:
         """Whether e reads only scalars, constants and register tiles (so it may be evaluated at any
         fragment element, outside every valid region, without a memory access)."""
         for x in ir.walk_expr(e):
-            if isinstance(x, ir.Slice):
+            if isinstance(x, (ir.Slice, ir.Element)):
                 return False
             if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
                 tv = self.tile_of(x.sym)
@@ -781,7 +794,6 @@ class MmaGen:
         adjacent columns) at a time, as one 4-byte store where both are in the window and the
         address is 4-byte aligned (each element alone otherwise)."""
         vdt = value.type.dtype
-        cg = _cg()
         grid = isinstance(lay, MmaLayout)
         rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
         pairs = (grid and loc.kind == "global" and C.itemsize(loc.dtype) == 2
@@ -1345,14 +1357,14 @@ class MmaGen:
                 # the turn's last dot accumulates in place and nothing reads its registers until
                 # the next turn's first dot: it retires at that dot's wait (streamed_sm90.release)
                 self.emit("// retires at the next turn's first wait, which covers it (wgmma groups retire in order)")
-                live["pending"] = [f"tnb_reg_fence<{lay.slots}>({out});"]
                 return
             self.emit("tnb_wgmma_wait<0>();")
             self.emit(f"tnb_reg_fence<{lay.slots}>({out}); tnb_reg_fence_u<{nfa}>({fa});"
                       "  // no read of these registers moves above the wait")
-            prev = streamed_sm90.pending_fences(live, rop)
-            if prev:
-                self.emit(f"{prev}  // and the last turn's product, retired by the same wait")
+            if rop is live["ring"].ops[0]:
+                prev = streamed_sm90.deferred_fence(self, live["ring"])
+                if prev:
+                    self.emit(f"{prev}  // and the last turn's product, retired by the same wait")
 
         def loop(masked: bool):
             if ring is not None:

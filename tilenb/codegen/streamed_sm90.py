@@ -99,6 +99,7 @@ class Ring:
     ahead: int = 1                # turns whose copies are in flight ahead of the one computed
     off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
     defer: bool = False           # the turn's last dot retires at the next turn's first wait
+    defer_acc: Optional[ir.Sym] = None   # the register tile that dot accumulates into
 
     @property
     def nbytes(self) -> int:
@@ -194,8 +195,6 @@ def place(g, st: Streaming, base: int) -> int:
         # overlaps another's products (measured on the H200: 310 against 268 TFLOP/s at D 128)
         if g.T <= 128:
             stages = 2
-        if STAGES_OVERRIDE:
-            stages = max(2, min(stages, STAGES_OVERRIDE))
         ring.stages = stages
         # turns copied ahead: with three stages or more, one less than the ring holds, so that the
         # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
@@ -212,11 +211,12 @@ def place(g, st: Streaming, base: int) -> int:
 
 def _defer_safe(g, ring: Ring) -> bool:
     """Whether the turn's last dot may retire at the next turn's first wait (wgmma groups retire
-    in order, so that wait covers both): the loop body is a flat list of statements without
-    break or continue; the first and last dots are different statements at its top level; the
-    last is `t = x + dot(a, B)` into a register tile t (accumulated in place, nothing read after
-    the dot); and no statement after it, nor any up to and including the first dot's, names t or
-    what A reads (their registers are the in-flight product's)."""
+    in order, so that wait covers both): the loop body has no break or continue; the first and
+    last dots are in different statements of its top level; the last is `t = x + dot(a, B)` (or
+    `t += dot(a, B)`) into a register tile t (accumulated in place, nothing read after the dot);
+    and no statement after it, nor any up to and including the first dot's (nested ones
+    included), names t or what A reads (their registers are the in-flight product's). Records t
+    in `ring.defer_acc`."""
     body = list(ring.loop.body)
     if len(ring.ops) < 2 or any(isinstance(x, (ir.Break, ir.Continue)) for x in ir.walk_stmts(body)):
         return False
@@ -226,7 +226,7 @@ def _defer_safe(g, ring: Ring) -> bool:
 
     def where(d):
         for k, st in enumerate(body):
-            if any(x is d for e in _exprs(st) for x in ir.walk_expr(e)):
+            if any(x is d for e in ir.stmt_exprs(st) for x in ir.walk_expr(e)):
                 return k
         return None
     i0, i1 = where(first), where(last)
@@ -242,17 +242,10 @@ def _defer_safe(g, ring: Ring) -> bool:
     if g._reg_layout(st.target.sym) is None:           # not a register tile (mma.py)
         return False
     held = {id(st.target.sym)} | {id(x.sym) for x in ir.walk_expr(last.a) if isinstance(x, ir.Ref)}
-    return not any(_names(other, held) for other in body[i1 + 1:] + body[:i0 + 1])
-
-
-def _exprs(st) -> List:
-    """The expressions of a statement's own fields (not those of nested blocks)."""
-    out = []
-    for f in st.__dataclass_fields__:
-        v = getattr(st, f)
-        if v is not None and not isinstance(v, (tuple, ir.Sym, ir.Span, str, int)) and hasattr(v, "__dataclass_fields__"):
-            out.append(v)
-    return out
+    if any(_names(other, held) for other in body[i1 + 1:] + body[:i0 + 1]):
+        return False
+    ring.defer_acc = st.target.sym
+    return True
 
 
 def _names(st, held) -> bool:
@@ -262,11 +255,11 @@ def _names(st, held) -> bool:
             v = getattr(s2, f)
             if isinstance(v, ir.Sym) and id(v) in held:
                 return True
-        for e in _exprs(s2):
-            if any(isinstance(x, ir.Ref) and id(x.sym) in held for x in ir.walk_expr(e)):
-                return True
-            if isinstance(e, ir.Slice) and id(e.base) in held:
-                return True
+        for e in ir.stmt_exprs(s2):
+            for x in ir.walk_expr(e):
+                sym = x.sym if isinstance(x, ir.Ref) else getattr(x, "base", None)
+                if sym is not None and id(sym) in held:
+                    return True
     return False
 
 
@@ -435,13 +428,17 @@ def release(g, live: dict, rop: RingOp):
     g.emit(f"++{live['it']};")
 
 
-def pending_fences(live: dict, rop: RingOp) -> str:
-    """After the first dot's wait: the register fences of the previous turn's deferred last dot
-    (its accumulator and A registers), which that wait retired too; '' when none."""
-    ring = live["ring"]
-    if not ring.defer or ring.ops[0] is not rop or not live.get("pending"):
+def deferred_fence(g, ring: Ring) -> str:
+    """The register fence of the deferred last dot's accumulator (after a wait that retires it:
+    no read of it moves above that wait); '' when the ring defers nothing. (P's registers are
+    the next turn's to rewrite after the same wait; ptxas keeps a wgmma's A registers until it
+    retires.)"""
+    if not ring.defer or ring.defer_acc is None:
         return ""
-    return " ".join(live["pending"])
+    tv = g.tile_of(ring.defer_acc)
+    if tv is None or tv.layout is None:
+        return ""
+    return f"tnb_reg_fence<{tv.layout.slots}>({tv.cname});"
 
 
 def retire_previous(g, live: dict, rop: RingOp):
@@ -459,9 +456,8 @@ def retire_previous(g, live: dict, rop: RingOp):
 def loop_end(g, live: dict):
     """After the loop: its last turn's deferred product retires before anything reads it."""
     ring = live["ring"]
-    if ring.defer and live.get("pending"):
-        g.emit("tnb_wgmma_wait<0>();  // the last turn's deferred product")
-        g.emit(" ".join(live["pending"]))
+    if ring.defer:
+        g.emit(f"tnb_wgmma_wait<0>(); {deferred_fence(g, ring)}  // the last turn's deferred product")
 
 
 REG_FENCES = r"""
