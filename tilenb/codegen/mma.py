@@ -61,6 +61,13 @@ def _sym_of(x):
     return None
 
 
+def _columns_adjacent(loc) -> bool:
+    """Whether a window's columns are adjacent in memory (its last range is the base's last
+    dimension): a fragment pair (two adjacent columns) is then one 4-byte word of 2-byte data."""
+    rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
+    return bool(rngs) and rngs[-1] == len(loc.entries) - 1
+
+
 def _blocks_early_copy(t, deps) -> bool:
     """Whether statement `t` keeps a streamed loop's first copies from moving above it: it is not
     a let, var or assignment, or it defines or writes a symbol (id) in `deps`, or it writes a
@@ -723,8 +730,7 @@ class MmaGen:
         loc = self.loc_of(value)
         if loc is None or loc.kind != "global" or loc.dtype != dtype:
             return None
-        rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
-        return loc if rngs and rngs[-1] == len(loc.entries) - 1 else None
+        return loc if _columns_adjacent(loc) else None
 
     def _in_registers(self, e) -> bool:
         """Whether e reads only scalars, constants and register tiles (so it may be evaluated at any
@@ -795,9 +801,7 @@ class MmaGen:
         address is 4-byte aligned (each element alone otherwise)."""
         vdt = value.type.dtype
         grid = isinstance(lay, MmaLayout)
-        rngs = [k for k, en in enumerate(loc.entries) if en[0] == "rng"]
-        pairs = (grid and loc.kind == "global" and C.itemsize(loc.dtype) == 2
-                 and rngs[-1] == len(loc.entries) - 1)        # a fragment pair is adjacent in memory
+        pairs = grid and loc.kind == "global" and C.itemsize(loc.dtype) == 2 and _columns_adjacent(loc)
 
         def elem(at):
             return C.store_bits(self.elem_value(value, at, domain), vdt, loc.dtype)
