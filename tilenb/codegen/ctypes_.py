@@ -24,6 +24,12 @@ STORE_C = {"f16": "tnb_f16", "bf16": "tnb_bf16", "f32": "float", "f64": "double"
 F32_FAMILY = ("f16", "bf16", "f32")
 
 
+def pack2(dt: str) -> str:
+    """The prelude function that rounds two f32 values to one 32-bit word of two `dt` (f16 or
+    bf16) values, the first in the low half."""
+    return "tnb_pack_b2" if dt == "bf16" else "tnb_pack_h2"
+
+
 def is_float(dt: str) -> bool:
     return DTYPES[dt].is_float
 

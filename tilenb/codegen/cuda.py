@@ -1857,7 +1857,7 @@ class _Gen(MmaGen):
                     self.emit(f"{out}[{vv}] = {C.store_bits(val, value.type.dtype, odt)};")
                 self.close()
                 if pack:
-                    fn = "tnb_pack_b2" if odt == "bf16" else "tnb_pack_h2"
+                    fn = C.pack2(odt)
                     p = self.new("p")
                     self.emit("#pragma unroll")
                     self.emit(f"for (int {p} = 0; {p} < {V // 2}; ++{p}) "

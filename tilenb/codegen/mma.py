@@ -752,7 +752,7 @@ class MmaGen:
         if packed(lay, tv.dtype):
             if vdt not in C.F32_FAMILY:
                 self.fail(f"a {vdt} value stored into the {tv.dtype} register tile '{tv.sym.name}'", s)
-            pack = "tnb_pack_b2" if tv.dtype == "bf16" else "tnb_pack_h2"
+            pack = C.pack2(tv.dtype)
             loc = self._pair_source(value, tv.dtype, domain)
 
             def body(ats):
@@ -833,7 +833,7 @@ class MmaGen:
             self.emit(f"if ({both + ' && ' if both else ''}{aligned}) {{")
             self.ind += 1
             if vdt in C.F32_FAMILY and loc.dtype in ("bf16", "f16"):    # one cvt for both (prelude)
-                pack = "tnb_pack_b2" if loc.dtype == "bf16" else "tnb_pack_h2"
+                pack = C.pack2(loc.dtype)
                 v0, v1 = (C.convert(self.elem_value(value, a, domain), vdt, "f32") for a in ats)
                 self.emit(f"*(unsigned*){p} = {pack}({v0}, {v1});")
             else:
@@ -1187,7 +1187,7 @@ class MmaGen:
         At = _cg().At
         M, K = shape2(d.a.type.shape)
         kind = "f16" if d.a.type.dtype == "f16" else "bf16"
-        pack = "tnb_pack_h2" if kind == "f16" else "tnb_pack_b2"
+        pack = C.pack2(kind)
         ar, br = self.region(d.a), self.region(d.b)
         self.prepare_regions(d.a)
         self.prepare_regions(d.b)
