@@ -403,6 +403,17 @@ def walk_expr(e):
                 stack.extend(reversed(subs))
 
 
+def named_sym(e) -> Optional[Sym]:
+    """The symbol an expression node names: a Ref's, or the base of a Slice or an Element (the
+    tensor, tile or view it reads or writes); None for every other node."""
+    t = type(e)
+    if t is Ref:
+        return e.sym
+    if t is Slice or t is Element:
+        return e.base
+    return None
+
+
 def stmt_exprs(s):
     """The expressions a statement evaluates (targets included), not those of nested blocks."""
     if isinstance(s, (Let, VarDecl)):

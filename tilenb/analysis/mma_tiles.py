@@ -125,7 +125,7 @@ class _Scan:
 
     def tile_refs(self, e, out: Set[int]):
         for x in ir.walk_expr(e):
-            sym = x.sym if isinstance(x, ir.Ref) else (x.base if isinstance(x, (ir.Slice, ir.Element)) else None)
+            sym = ir.named_sym(x)
             if sym is not None and id(sym) in self.cand:
                 out.add(id(sym))
 

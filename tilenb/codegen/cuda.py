@@ -1911,7 +1911,7 @@ class _Gen(MmaGen):
             if isinstance(t, (ir.Break, ir.Continue, ir.Return, ir.Atomic, ir.Barrier)):
                 return None
             if isinstance(t, ir.Assign) and not isinstance(t.target, ir.Ref):
-                base = t.target.base if isinstance(t.target, (ir.Slice, ir.Element)) else None
+                base = ir.named_sym(t.target)
                 if base is None or base.kind == "tensor" or getattr(base, "kind", "") == "view":
                     return None           # a tensor (or a view, which may be one) written in the loop
             if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref):

@@ -52,15 +52,6 @@ SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_9
 FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
 
 
-def _sym_of(x):
-    """The symbol an expression node names (a Ref's, an Element's or a Slice's base), or None."""
-    if isinstance(x, ir.Ref):
-        return x.sym
-    if isinstance(x, (ir.Element, ir.Slice)):
-        return x.base
-    return None
-
-
 def _columns_adjacent(loc) -> bool:
     """Whether a window's columns are adjacent in memory (its last range is the base's last
     dimension): a fragment pair (two adjacent columns) is then one 4-byte word of 2-byte data."""
@@ -76,7 +67,7 @@ def _blocks_early_copy(t, deps) -> bool:
         return True
     if isinstance(t, (ir.Let, ir.VarDecl)):
         return id(t.sym) in deps or t.sym.kind == "view"
-    sym = _sym_of(t.target)
+    sym = ir.named_sym(t.target)
     return sym is None or id(sym) in deps or sym.kind in ("tensor", "view")
 
 
@@ -537,7 +528,7 @@ class MmaGen:
                 continue
             ring = self.stream.rings[id(s)]
             exprs = [s.lo, s.hi] + [e for rop in ring.ops for e in (*rop.fixed, rop.row0, rop.col0)]
-            deps = {id(_sym_of(x)) for e in exprs for x in ir.walk_expr(e) if _sym_of(x) is not None} - {id(s.var)}
+            deps = {id(y) for e in exprs for x in ir.walk_expr(e) if (y := ir.named_sym(x)) is not None} - {id(s.var)}
             i = j
             while i > 0 and not _blocks_early_copy(body[i - 1], deps):
                 i -= 1

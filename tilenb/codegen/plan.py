@@ -249,7 +249,7 @@ def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:
         for t in ir.walk_stmts((s,)):
             for e in ir.stmt_exprs(t):
                 for x in ir.walk_expr(e):
-                    sym = x.sym if isinstance(x, ir.Ref) else (x.base if isinstance(x, (ir.Slice, ir.Element)) else None)
+                    sym = ir.named_sym(x)
                     if sym is not None and id(sym) in shared_ids:
                         return sym.name
             if isinstance(t, (ir.Let, ir.VarDecl)) and id(t.sym) in shared_ids:

@@ -257,7 +257,7 @@ def _names(st, held) -> bool:
                 return True
         for e in ir.stmt_exprs(s2):
             for x in ir.walk_expr(e):
-                sym = x.sym if isinstance(x, ir.Ref) else getattr(x, "base", None)
+                sym = ir.named_sym(x)
                 if sym is not None and id(sym) in held:
                     return True
     return False
