@@ -34,7 +34,8 @@ def main():
     ap.add_argument("--ab", default="", choices=["", "defer"],
                     help="time each variant built with and without one code-generator choice, alternating, "
                          "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot)")
-    ap.add_argument("--kernel", default="attention_bf16", help="a kernel of bench/suite_kernels.py (attention_bf16, attention_tc_bf16)")
+    ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16"],
+                    help="which attention kernel of bench/suite_kernels.py")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
