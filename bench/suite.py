@@ -458,11 +458,17 @@ ROW_OPS = ("rms_norm", "layer_norm", "softmax")
 ROW_SHAPES = {"norms": (32768, 4096), "norms_mid": (16384, 16384), "norms_wide": (4096, 131072)}
 
 
+CLUSTER_ROWS = (131072,)
+
+
 def _row_kernel(op: str, N: int, dt: str) -> str:
     """The tilenb kernel for a row op: the whole-row kernels are written for D = 4096 and
-    16384 (@autotune values: the launch picks the variants whose D is the row length), every
-    other row length takes the chunked `_wide` kernel (runtime N)."""
-    return f"{op}{'_wide' if N not in (4096, 16384) else ''}_{dt}"
+    16384 (@autotune values: the launch picks the variants whose D is the row length), the
+    `_cluster` kernels (a row held by a thread block cluster) for D = 131072, and every other
+    row length takes the chunked two-pass `_wide` kernel (runtime N)."""
+    if N in (4096, 16384):
+        return f"{op}_{dt}"
+    return f"{op}_{'cluster' if N in CLUSTER_ROWS else 'wide'}_{dt}"
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -516,8 +522,10 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
     peers.append((f"Triton ({'whole row' if N <= TP.FUSED_MAX_ELEMS else 'two sweeps'})", tt, st, tx))
     verified = None if err is None else bool(err <= tol_for(dt, "reduce"))
     notes = f"tilenb kernel {kname}"
-    if N != 4096:
-        notes += " (chunked over C columns: suite_kernels.py writes the whole-row kernels for D = 4096 only)"
+    if "_wide" in kname:
+        notes += " (two passes over chunks of C columns)"
+    elif "_cluster" in kname:
+        notes += " (the row held by a thread block cluster of K CTAs, statistics combined in distributed shared memory)"
     for peer, ps, pst, px in peers:
         row(op, (M, N), dt, "memory", tilenb_s=t, tilenb_status=status, peer=peer, peer_s=ps, peer_status=pst,
             nbytes=nbytes, verified=verified, rel_err=err, variant=var, notes=notes,
@@ -1049,6 +1057,16 @@ def cpu_check(jobs: int):
             check(f"layer_norm{suf}_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
             getattr(mod, f"softmax{suf}_{dt}")(x, yv, variant=v)
             check(f"softmax{suf}_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
+        M, N = 3, CLUSTER_ROWS[0]
+        x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
+        yv = np.zeros((M, N), x.dtype)
+        v = {"K": 4, "NT": 1024}
+        getattr(mod, f"rms_norm_cluster_{dt}")(x, w, yv, 1e-6, variant=v)
+        check(f"rms_norm_cluster_{dt} {(M, N)}", yv, SK.ref_rms_norm(x, w, 1e-6), tol)
+        getattr(mod, f"layer_norm_cluster_{dt}")(x, w, b, yv, 1e-5, variant=v)
+        check(f"layer_norm_cluster_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
+        getattr(mod, f"softmax_cluster_{dt}")(x, yv, variant=v)
+        check(f"softmax_cluster_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
     for dt in ("f16", "bf16"):
         a, b = arr((70, 52), dt), arr((52, 36), dt)
         c = np.zeros((70, 36), a.dtype)

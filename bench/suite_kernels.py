@@ -171,6 +171,64 @@ kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
 }
 """
 
+# ---- the same rows held on chip by a thread block cluster (sm_90): K CTAs of a cluster each keep
+# D / K columns of the row in shared memory, and the row statistics are combined across the cluster
+# in distributed shared memory (cluster_sum / cluster_max), so X is read from HBM once -------------
+CLUSTER = """
+// RMSNorm, a row per cluster of K CTAs (D / K columns each, one read of X).
+@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(M * K)
+kernel rms_norm_cluster_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * (D / K)
+  var x = X[r :+ 1, c :+ D / K]
+  var ss = rowsum(x * x)
+  cluster_sum(ss)
+  Y[r :+ 1, c :+ D / K] = x * rsqrt(ss / f32(D) + eps) * G[0 :+ 1, c :+ D / K]
+}
+
+// LayerNorm, a row per cluster of K CTAs: the mean, then the variance about it, each combined
+// across the cluster.
+@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(M * K)
+kernel layer_norm_cluster_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: tensor<{T}>[1, D],
+                              Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * (D / K)
+  var x = X[r :+ 1, c :+ D / K]
+  var s = rowsum(x)
+  cluster_sum(s)
+  let mean = s / f32(D)
+  var ss = rowsum((x - mean) * (x - mean))
+  cluster_sum(ss)
+  let rstd = rsqrt(ss / f32(D) + eps)
+  Y[r :+ 1, c :+ D / K] = (x - mean) * rstd * W[0 :+ 1, c :+ D / K] + B[0 :+ 1, c :+ D / K]
+}
+
+// Row softmax, a row per cluster of K CTAs: the maximum and the sum each combined across the cluster.
+@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(M * K)
+kernel softmax_cluster_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * (D / K)
+  var x = X[r :+ 1, c :+ D / K]
+  var m = rowmax(x)
+  cluster_max(m)
+  var l = rowsum(exp(x - m))
+  cluster_sum(l)
+  Y[r :+ 1, c :+ D / K] = exp(x - m) / l
+}
+"""
+
 # ---- matrix work ----------------------------------------------------------------------------
 GEMM = """
 // C = A B with f32 accumulation: a GEMM loop (on sm_90 lowered to TMA copies into a ring of
@@ -265,6 +323,8 @@ def program() -> str:
         parts.append(ROWS.replace("{T}", t))
     for t in FLOAT_TYPES:
         parts.append(WIDE.replace("{T}", t))
+    for t in FLOAT_TYPES:
+        parts.append(CLUSTER.replace("{T}", t))
     for t in ("f16", "bf16"):
         parts.append(GEMM.replace("{T}", t))
     parts.append(ATTENTION)

@@ -257,6 +257,16 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class ClusterReduce(Barrier):
+    """`cluster_sum(t)` (max, min): every CTA of the thread block cluster replaces the elements
+    of tile var `t` valid in its own copy by op over the cluster's copies, rank 0 first, each
+    copy's invalid elements skipped. A barrier of the whole cluster (so also of the CTA), at
+    the kernel's top level only (the checker's rule)."""
+    op: str        # sum, max, min
+    target: "Ref"  # the tile var
+
+
+@dataclass(frozen=True)
 class Atomic:
     op: str  # add, max
     target: Element
@@ -264,7 +274,7 @@ class Atomic:
     span: Span
 
 
-Stmt = Union[Let, VarDecl, Assign, For, While, If, Break, Continue, Return, Barrier, Atomic]
+Stmt = Union[Let, VarDecl, Assign, For, While, If, Break, Continue, Return, Barrier, ClusterReduce, Atomic]
 
 
 @dataclass(frozen=True)
@@ -286,6 +296,7 @@ class KernelIR:
     body: Tuple[Stmt, ...]
     span: Span
     uniformity: Dict[int, int] = field(default_factory=dict)  # id(stmt) -> control uniformity
+    cluster: int = 1                   # @cluster: CTAs per thread block cluster, along x
 
     def tiles(self):
         """Every tile-valued Sym declared in the body (var and let tiles, not views), in order."""
@@ -305,7 +316,7 @@ def child_blocks(s) -> Tuple[Tuple[Stmt, ...], ...]:
 
 
 # Statement classes without nested blocks (walk_stmts steps over them without a call).
-_FLAT_STMTS = frozenset((Let, VarDecl, Assign, Break, Continue, Return, Barrier, Atomic))
+_FLAT_STMTS = frozenset((Let, VarDecl, Assign, Break, Continue, Return, Barrier, ClusterReduce, Atomic))
 
 
 def walk_stmts(body):
@@ -426,4 +437,6 @@ def stmt_exprs(s):
         return (s.cond,)
     if isinstance(s, Atomic):
         return (s.target, s.value)
+    if isinstance(s, ClusterReduce):
+        return (s.target,)
     return ()

@@ -45,13 +45,19 @@ from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
-from .prelude import PRELUDE
+from .prelude import CLUSTER_HELPERS, PRELUDE
 from ..analysis.lifetimes import gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
 STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
+
+
+def _arch_number(arch: str) -> int:
+    """90 for "sm_90" / "sm_90a" / "compute_90"."""
+    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 # ---- small symbolic helpers: ints stay ints, anything else is C text ------------------------
@@ -318,6 +324,10 @@ class _Gen(MmaGen):
     def run(self) -> KernelSource:
         kir = self.kir
         sym = kernel_symbol(kir)
+        if kir.cluster > 1 and self.arch is not None and _arch_number(self.arch) < 90:
+            raise UnsupportedError(f"kernel '{kir.name}' has @cluster({kir.cluster}): thread block clusters need "
+                                   f"sm_90 or newer, and the target is {self.arch}", kir.span.line + self.line_offset,
+                                   kir.span.column)
         self.gemm = gemm_sm90.prepare(self)
         self.hints = cache_hints.plan(kir)      # L2 evict_first for the last touch of re-read data
         self.swz = self.tile_swizzles()
@@ -383,7 +393,8 @@ class _Gen(MmaGen):
             elif isinstance(lay, RowLayout):
                 extra = " (the rows of mma.sync fragments, per lane)"
             head.append(f"//   tile {t.sym.name} (line {t.sym.line + self.line_offset}): {where}{extra}")
-        head.append(f'extern "C" __global__ void __launch_bounds__({self.T}{self.mma_min_blocks()}) {sym}({", ".join(params_c)}) {{')
+        cluster = f"__cluster_dims__({kir.cluster}, 1, 1) " if kir.cluster > 1 else ""
+        head.append(f'extern "C" __global__ void {cluster}__launch_bounds__({self.T}{self.mma_min_blocks()}) {sym}({", ".join(params_c)}) {{')
         pro = []
         if fp > 0:
             if dynamic:
@@ -397,7 +408,8 @@ class _Gen(MmaGen):
             pro.append(f"const unsigned long long {cache_hints.POLICY} = tnb_l2_first();  // L2 evict_first: the last "
                        f"reads of {', '.join(self.hints.reread)} (read again after an earlier pass) and stores "
                        f"this kernel never reads back (cache_hints.py)")
-        prelude = PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
+        prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
+                   + (CLUSTER_HELPERS if kir.cluster > 1 else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
@@ -1353,6 +1365,9 @@ class _Gen(MmaGen):
         return tv
 
     def cta_stmt(self, s):
+        if isinstance(s, ir.ClusterReduce):
+            self.cluster_reduce(s)
+            return
         if isinstance(s, ir.Barrier):
             self.emit("__syncthreads();  // barrier() written in the source")
             return
@@ -1388,6 +1403,56 @@ class _Gen(MmaGen):
             self.emit("}")
             return
         self.fail(f"statement {type(s).__name__}", s)
+
+    def cluster_reduce(self, s: ir.ClusterReduce):
+        """cluster_sum(t) (max, min) of a shared tile: its invalid elements take the identity,
+        a cluster barrier, each thread combines its elements over the K CTAs' copies (rank 0
+        first, by distributed shared memory) into registers, a second cluster barrier (no CTA
+        overwrites its copy while another reads it), then the valid elements are written back
+        and a CTA barrier publishes them."""
+        K = self.kir.cluster
+        tv = self.tile_of(s.target.sym)
+        name = f"cluster_{s.op}({s.target.sym.name})"
+        if K == 1:
+            self.emit(f"__syncthreads();  // {name} with @cluster(1): its own copy, unchanged")
+            return
+        if tv is None or tv.space != "shared":
+            self.fail(f"{name} of a tile in registers (it must live in shared memory)", s)
+        R, Cc = tv.shape
+        total, dt, T = R * Cc, tv.dtype, self.T
+        cty = C.VALUE_C[dt]
+        ident = self.reduce_ident(s.op, dt)
+        r0, r1, c0, c1 = tv.region
+        n = tv.cname
+        steps = -(-total // T)
+        v, a = self.new("tnb_cl"), self.new("tnb_cla")
+
+        def each(body, region: bool):
+            self.emit("#pragma unroll")
+            self.emit(f"for (int tnb_k = 0; tnb_k < {steps}; ++tnb_k) {{")
+            self.emit(f"  const int tnb_e = tnb_tid + tnb_k * {T};")
+            if region:
+                self.emit(f"  const int tnb_i = tnb_e / {Cc}, tnb_j = tnb_e % {Cc};")
+                self.emit(f"  const bool tnb_in = tnb_i >= {r0} && tnb_i < {r1} && tnb_j >= {c0} && tnb_j < {c1};")
+            self.emit(f"  if (tnb_e < {total}) {{ {body} }}")
+            self.emit("}")
+
+        self.emit(f"{{  // {name}: combined over the {K} CTAs of the cluster, rank 0 first")
+        self.ind += 1
+        self.emit("// an element outside this CTA's valid region counts as the identity")
+        each(f"if (!tnb_in) {n}[{swz_c(tv.swz, 'tnb_e')}] = {ident};", True)
+        self.emit("tnb_cluster_sync();  // every copy is complete")
+        self.emit(f"const unsigned {a} = tnb_smem_addr({n});")
+        self.emit(f"{cty} {v}[{steps}];")
+        combine = self.reduce_combine(s.op, dt, "tnb_acc", f"tnb_cluster_ld(tnb_cluster_addr({a} + {C.itemsize(dt)} * "
+                                      f"({swz_c(tv.swz, 'tnb_e')}), tnb_r), {cty}())")
+        each(f"{cty} tnb_acc = {ident}; "
+             f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_acc = {combine}; {v}[tnb_k] = tnb_acc;", False)
+        self.emit("tnb_cluster_sync();  // every CTA has read every copy")
+        each(f"if (tnb_in) {n}[{swz_c(tv.swz, 'tnb_e')}] = {v}[tnb_k];", True)
+        self.emit(f"__syncthreads();  // {name} is read by other threads next")
+        self.ind -= 1
+        self.emit("}")
 
     def let_view(self, s: ir.Let):
         v = s.value

@@ -245,3 +245,26 @@ __device__ __forceinline__ float tnb_lo_h2f(unsigned w) { return tnb_h2f((tnb_f1
 __device__ __forceinline__ float tnb_hi_h2f(unsigned w) { return tnb_h2f((tnb_f16)(w >> 16)); }
 #endif  // TILENB_PRELUDE
 """
+
+
+# Thread block clusters (sm_90): emitted only into kernels with @cluster(n > 1). The cluster
+# barrier orders shared-memory writes before it with reads after it in every CTA of the cluster
+# (release / acquire at cluster scope, PTX ISA "barrier.cluster"); `tnb_cluster_ld_*` read a
+# word of another CTA's shared memory (distributed shared memory, `mapa` + `ld.shared::cluster`).
+CLUSTER_HELPERS = r"""
+// ---- thread block clusters (sm_90): cluster barrier and distributed shared memory ----
+__device__ __forceinline__ void tnb_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ unsigned tnb_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned tnb_cluster_addr(unsigned a, unsigned rank) {
+  unsigned r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank)); return r;
+}
+__device__ __forceinline__ float tnb_cluster_ld(unsigned a, float) {
+  float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory"); return v;
+}
+__device__ __forceinline__ double tnb_cluster_ld(unsigned a, double) {
+  double v; asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(a) : "memory"); return v;
+}
+"""
+

@@ -118,6 +118,8 @@ def run_cpu(kir: ir.KernelIR, dims: Dict[str, int], tensors: Dict[str, np.ndarra
     nb = batch or batch_size(kir, total)
     if debug and not batch:
         nb = min(nb, DEBUG_BATCH)      # the race records take 24 bytes per tile element per CTA
+    K = kir.cluster
+    nb = max(K, nb // K * K)           # whole clusters per batch (grid x is a multiple of K)
     with np.errstate(all="ignore"):
         for c0 in range(0, total, nb):
             ex.run_batch(c0, min(nb, total - c0))
@@ -169,6 +171,7 @@ class _Executor:
             ir.Let: self._let, ir.VarDecl: self._vardecl, ir.Assign: self._assign, ir.For: self._for,
             ir.While: self._while, ir.If: self._if, ir.Break: self._break, ir.Continue: self._continue,
             ir.Return: self._return, ir.Barrier: self._barrier, ir.Atomic: self._atomic,
+            ir.ClusterReduce: self._cluster_reduce,
         }
 
     # ---- batches --------------------------------------------------------------------------
@@ -401,6 +404,41 @@ class _Executor:
     def _barrier(self, s, act, cta):
         if self.debug:
             self._sync(s, "barrier()", cta)
+
+    def _cluster_reduce(self, s, act, cta):
+        """cluster_sum / max / min of a tile var: the batch holds whole clusters of K CTAs in
+        rank order (run_cpu aligns it); each copy's invalid elements count as the identity, the
+        copies combine rank 0 first, and each CTA takes the result where its own copy is valid."""
+        if self.debug:
+            self._sync(s, "a cluster barrier", cta)
+        store = self.env[s.target.sym]
+        K, nb = self.kir.cluster, self.nb
+        data = store.data
+        ident = {"sum": 0.0, "max": -np.inf, "min": np.inf}[s.op]
+        valid = self._valid_mask(store)
+        vals = data if valid is None else np.where(valid, data, data.dtype.type(ident))
+        vals = vals.reshape((nb // K, K) + store.shape)
+        acc = np.full((nb // K,) + store.shape, ident, data.dtype)
+        fn = {"sum": np.add, "max": np.fmax, "min": np.fmin}[s.op]
+        for r in range(K):            # rank order, as every CTA combines them on the GPU
+            acc = fn(acc, vals[:, r])
+        out = np.repeat(acc, K, axis=0)
+        store.data[...] = out if valid is None else np.where(valid, out, data)
+        if self.debug:
+            self._sync(s, "a cluster barrier", cta)
+
+    def _valid_mask(self, store: TileStore):
+        """(batch, *shape) bools: the elements inside each CTA's valid region (None: all)."""
+        if store.region is None:
+            return None
+        lo, hi = store.region
+        mask = np.ones((self.nb,) + store.shape, bool)
+        for d, n in enumerate(store.shape):
+            idx = np.arange(n).reshape((1,) * (d + 1) + (n,) + (1,) * (len(store.shape) - d - 1))
+            lo_d = lo[:, d].reshape((self.nb,) + (1,) * len(store.shape))
+            hi_d = hi[:, d].reshape((self.nb,) + (1,) * len(store.shape))
+            mask &= (idx >= lo_d) & (idx < hi_d)
+        return mask
 
     def _atomic(self, s, act, cta):
         t = s.target

@@ -326,6 +326,9 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
     for axis, (v, lim) in enumerate(zip(g, _CUDA_GRID_LIMITS)):
         if v > lim:
             raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}; CUDA allows at most {lim}")
+    if g[0] % kir.cluster:
+        raise LaunchError(f"kernel '{name}': grid dimension x is {g[0]}, not a multiple of the kernel's "
+                          f"@cluster({kir.cluster}): clusters of {kir.cluster} CTAs along x must tile the grid")
     return g
 
 

@@ -10,10 +10,14 @@ REDUCTIONS = {  # name -> (op, axis)
     "colsum": ("sum", 0), "colmax": ("max", 0), "colmin": ("min", 0),
 }
 ATOMICS = {"atomic_add": "add", "atomic_max": "max"}
+# statements: combine a tile var across the CTAs of a thread block cluster (@cluster), in place
+CLUSTER_REDUCTIONS = {"cluster_sum": "sum", "cluster_max": "max", "cluster_min": "min"}
+CLUSTER_DTYPES = ("f32", "f64")
+MAX_CLUSTER = 8          # CUDA's portable cluster size limit (CUDA C++ Programming Guide, clusters)
 OTHER = ("where", "dot", "dot_t", "transpose", "flat", "cdiv", "barrier")
 CTX_FIELDS = ("block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z", "thread", "threads",
               "warp", "lane")
-ATTRIBUTES = ("launch", "autotune", "dynshared", "registers", "grid")
+ATTRIBUTES = ("launch", "autotune", "dynshared", "registers", "grid", "cluster")
 CONSTANTS = {"true": True, "false": False}
 
 
@@ -26,6 +30,7 @@ def all_names() -> frozenset:
     global _ALL_NAMES
     if _ALL_NAMES is None:
         from ..types import CONVERSIONS
-        _ALL_NAMES = frozenset(set(UNARY_MATH) | set(BINARY_MATH) | set(REDUCTIONS) | set(ATOMICS) | set(OTHER)
+        _ALL_NAMES = frozenset(set(UNARY_MATH) | set(BINARY_MATH) | set(REDUCTIONS) | set(ATOMICS) | set(CLUSTER_REDUCTIONS)
+                           | set(OTHER)
                                | set(CONVERSIONS))
     return _ALL_NAMES

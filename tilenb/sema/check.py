@@ -426,6 +426,10 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
             if len(at.args) != 1 or isinstance(at.args[0], A.TuneArg):
                 errors.append(src.error(TileRuleError, "@launch takes one argument: the number of threads per CTA, as in @launch(256)", at.span.line, at.span.column))
                 ok = False
+        elif at.name == "cluster":
+            if len(at.args) != 1 or isinstance(at.args[0], A.TuneArg):
+                errors.append(src.error(TileRuleError, "@cluster takes one argument: the CTAs of a thread block cluster along x, as in @cluster(4)", at.span.line, at.span.column))
+                ok = False
         elif at.name == "registers":
             if not at.args or not all(isinstance(a, A.Name) for a in at.args):
                 errors.append(src.error(TileRuleError, "@registers takes the names of tiles, as in @registers(acc, m)", at.span.line, at.span.column))
@@ -749,6 +753,7 @@ class _KernelChecker:
         self.tile_decls: Dict[str, List[ir.Sym]] = {}
         self.stmt_uni: Dict[int, int] = {}
         self.loop_depth = 0
+        self.returned: Optional[int] = None      # line of the first 'return' checked so far
         self.control: List[Tuple[int, A.Span, str]] = []
         self.diverged: List[Optional[tuple]] = [None]  # per loop frame (0: the kernel body)
         self.loop_keys: List[tuple] = []
@@ -763,7 +768,7 @@ class _KernelChecker:
             else:
                 regs.extend(syms)
         kir = ir.KernelIR(k.name, tuple(params), dims, dict(self.tune), threads, grid, self.dynshared,
-                          tuple(regs), body, k.span, dict(self.stmt_uni))
+                          tuple(regs), body, k.span, dict(self.stmt_uni), self.cluster)
         if not self.errors:
             self.check_registers(kir)
         if not self.errors:
@@ -800,7 +805,8 @@ class _KernelChecker:
             return None
         self.dynshared = "dynshared" in self.attrs
         kir = ir.KernelIR(self.k.name, shared.params, dict(shared.dims), dict(self.tune), threads, grid,
-                          self.dynshared, shared.registers, shared.body, self.k.span, dict(shared.uniformity))
+                          self.dynshared, shared.registers, shared.body, self.k.span, dict(shared.uniformity),
+                          self.cluster)
         self.budget_memo = shared.memo
         self.check_budget(kir)
         if self.errors:
@@ -821,6 +827,16 @@ class _KernelChecker:
                 else:
                     threads = n
         self.threads = threads
+        self.cluster = 1
+        if "cluster" in self.attrs:
+            at = self.attrs["cluster"]
+            n = _const_int(at.args[0], self.src, self.errors, "@cluster's CTA count", env)
+            if n is not None:
+                if not 1 <= n <= B.MAX_CLUSTER:
+                    self.err(TileRuleError, f"@cluster({n}): a thread block cluster holds 1 to {B.MAX_CLUSTER} CTAs "
+                             f"(CUDA's portable limit)", at.args[0].span)
+                else:
+                    self.cluster = n
         grid = None
         if "grid" in self.attrs and grids is not None and self.grid_key in grids:
             grid, n = grids[self.grid_key]
@@ -950,6 +966,8 @@ class _KernelChecker:
         if isinstance(s, A.Return):
             if self.fn_frames:
                 raise _Abort()  # reported once, at the function's definition (_check_jumps)
+            if self.returned is None:
+                self.returned = s.span.line + self.src.line_offset
             self.note_divergence("return", s.span)
             return ir.Return(s.span)
         if isinstance(s, A.ExprStmt):
@@ -1182,6 +1200,8 @@ class _KernelChecker:
                 return ir.Barrier(s.span)
             if e.func in B.ATOMICS:
                 return self.atomic(e, env)
+            if e.func in B.CLUSTER_REDUCTIONS:
+                return self.cluster_reduce(e, env)
             if e.func in self.fns and not self.fns[e.func].is_expr:
                 return self.inline_stmt_fn(self.fns[e.func], e, env)
         # any other expression: its value would be dropped
@@ -1204,6 +1224,33 @@ class _KernelChecker:
             self.fail(TileTypeError, "atomic_max works on f32, f64, i32, i64 and u32 tensors", e.args[0].span)
         value = self.coerce(value, target.type, e.args[1].span)
         return ir.Atomic(B.ATOMICS[e.func], self.fin(target), self.fin(value), e.span)
+
+    def cluster_reduce(self, e: A.Call, env):
+        """cluster_sum(t) / cluster_max(t) / cluster_min(t): a tile var combined across the CTAs
+        of the cluster. Every CTA of the cluster must reach it exactly once (a CTA missing from
+        a cluster barrier hangs the others), hence: top level of the kernel body only, and no
+        `return` before it."""
+        f = e.func
+        if len(e.args) != 1:
+            self.fail(TileRuleError, f"{f}(t) takes one argument: a tile var, as in {f}(s)", e.span)
+        if "cluster" not in self.attrs:
+            self.fail(TileRuleError, f"{f} combines a tile across the CTAs of a thread block cluster; give the "
+                      f"kernel @cluster(n) (n CTAs along x form a cluster)", e.span)
+        if self.loop_depth or self.control:
+            self.fail(TileRuleError, f"{f} must be at the top level of the kernel body, not inside a loop or an "
+                      f"if: every CTA of the cluster has to reach it exactly once", e.span)
+        if self.returned is not None:
+            self.fail(TileRuleError, f"{f} comes after the 'return' at line {self.returned}: a CTA that returned "
+                      f"would leave the others of its cluster waiting forever", e.span)
+        arg = e.args[0]
+        target = self.target(arg, env)
+        if not isinstance(target, ir.Ref) or not isinstance(target.type, ir.TileT):
+            self.fail(TileTypeError, f"{f} takes a tile var, not {_type_str(target.type)}", arg.span)
+        dt = target.type.dtype
+        if dt not in B.CLUSTER_DTYPES:
+            self.fail(TileTypeError, f"{f} works on f32 and f64 tiles; '{target.sym.name}' is {dt} (declare it as "
+                      f"tile<f32>[...])", arg.span)
+        return ir.ClusterReduce(e.span, B.CLUSTER_REDUCTIONS[f], self.fin(target))
 
     # ---- functions
     @contextlib.contextmanager

@@ -1,0 +1,311 @@
+"""Thread block clusters: `@cluster(n)` and the cluster reductions `cluster_sum`, `cluster_max`,
+`cluster_min` (spec sections 9, 10, 15).
+
+Checked here without a GPU: the checker's rules (each error names the statement or attribute at
+fault), the CPU executor against numpy at shapes that are not multiples of the chunks (a CTA's
+chunk partly or wholly outside the row), the rank order of the combination, the launch's grid
+check, and the generated CUDA (sm_90 only, compiled by NVRTC). On a GPU (marked `gpu`): the same
+kernels against numpy, and the combination bit for bit against the CPU executor.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilenb
+from tilenb.codegen import nvrtc_available, nvrtc_compile
+from tilenb.lang.diagnostics import LaunchError, TileError, UnsupportedError
+
+ROWS = """
+// A row per cluster of K CTAs, C columns each (K * C >= N): RMSNorm, LayerNorm and softmax.
+@autotune(K in [2, 4], C in [256, 512])
+@launch(128)
+@cluster(K)
+@grid(M * K)
+kernel rms(X: tensor<f32>[M, N], Y: tensor<f32>[M, N], eps: f32) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * C
+  var x = X[r :+ 1, c :+ C]
+  var ss = rowsum(x * x)
+  cluster_sum(ss)
+  Y[r :+ 1, c :+ C] = x * rsqrt(ss / f32(N) + eps)
+}
+
+@autotune(K in [2, 4], C in [256, 512])
+@launch(128)
+@cluster(K)
+@grid(M * K)
+kernel layer_norm(X: tensor<bf16>[M, N], Y: tensor<bf16>[M, N], eps: f32) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * C
+  var x = X[r :+ 1, c :+ C]
+  var s = rowsum(x)
+  cluster_sum(s)
+  let mean = s / f32(N)
+  var ss = rowsum((x - mean) * (x - mean))
+  cluster_sum(ss)
+  Y[r :+ 1, c :+ C] = (x - mean) * rsqrt(ss / f32(N) + eps)
+}
+
+@autotune(K in [2, 4], C in [256, 512])
+@launch(128)
+@cluster(K)
+@grid(M * K)
+kernel softmax(X: tensor<f32>[M, N], Y: tensor<f32>[M, N]) {
+  let r = ctx.block.x / K
+  let c = (ctx.block.x % K) * C
+  var x = X[r :+ 1, c :+ C]
+  var m = rowmax(x)
+  cluster_max(m)
+  var l = rowsum(exp(x - m))
+  cluster_sum(l)
+  Y[r :+ 1, c :+ C] = exp(x - m) / l
+}
+
+// Two rows per CTA and a [2, 1] statistic: with M odd the last row is outside the tensor, so its
+// element is invalid in every CTA of the cluster; cluster_min of the row minimums.
+@autotune(K in [4])
+@launch(64)
+@cluster(K)
+@grid(cdiv(M, 2) * K)
+kernel row_min(X: tensor<f32>[M, N], Y: tensor<f32>[M, 1]) {
+  let r = (ctx.block.x / K) * 2
+  let c = (ctx.block.x % K) * 64
+  var x = X[r :+ 2, c :+ 64]
+  var m = rowmin(x)
+  cluster_min(m)
+  if ctx.block.x % K == 0 {
+    Y[r :+ 2, :] = m
+  }
+}
+
+// The combination itself: each CTA contributes one element of P; every CTA of a cluster writes
+// the cluster's sum (rank 0 first) to its own slot.
+@launch(32)
+@cluster(4)
+@grid(G)
+kernel partials(P: tensor<f32>[G], S: tensor<f32>[G]) {
+  var t: tile<f32>[1] = P[ctx.block.x :+ 1]
+  cluster_sum(t)
+  S[ctx.block.x :+ 1] = t
+}
+"""
+
+
+def _mod(backend="cpu"):
+    return tilenb.compile(ROWS, backend=backend)
+
+
+def _rms_ref(x, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(1, keepdims=True) + eps)
+
+
+def _ln_ref(x, eps):
+    x = x.astype(np.float64)
+    mu = x.mean(1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps)
+
+
+def _softmax_ref(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+# N = 1000: the last CTA's chunk of 256 (K = 4) is partly outside the row; N = 700 with K = 4 and
+# C = 256: the last CTA's chunk is wholly outside (its partial is the identity).
+SHAPES = [(5, 1000, 4, 256), (3, 700, 4, 256), (7, 1000, 2, 512), (2, 516, 2, 512)]
+
+
+def _run_rows(mod, M, N, K, C, rng, **kw):
+    import ml_dtypes
+    x = (rng.standard_normal((M, N)) * 3 + 1).astype(np.float32)
+    out = {}
+    y = np.full_like(x, np.nan)
+    mod.rms(x, y, np.float32(1e-6), variant={"K": K, "C": C}, **kw)
+    out["rms"] = (y, _rms_ref(x, 1e-6), 1e-5)
+    xb = x.astype(ml_dtypes.bfloat16)
+    yb = np.zeros_like(xb)
+    mod.layer_norm(xb, yb, np.float32(1e-5), variant={"K": K, "C": C}, **kw)
+    out["layer_norm"] = (yb, _ln_ref(xb, 1e-5), 2e-2)
+    y = np.full_like(x, np.nan)
+    mod.softmax(x, y, variant={"K": K, "C": C}, **kw)
+    out["softmax"] = (y, _softmax_ref(x), 1e-5)
+    return out
+
+
+@pytest.mark.parametrize("M,N,K,C", SHAPES)
+def test_cpu_cluster_rows_match_numpy(M, N, K, C):
+    rng = np.random.default_rng(M * N + K)
+    for name, (got, ref, tol) in _run_rows(_mod(), M, N, K, C, rng).items():
+        got = got.astype(np.float64)
+        assert not np.isnan(got).any(), name
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        assert err <= tol, (name, err)
+
+
+def test_cpu_cluster_min_skips_invalid_elements():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 256)).astype(np.float32)
+    y = np.full((5, 1), np.nan, np.float32)
+    _mod().row_min(x, y)
+    np.testing.assert_array_equal(y, x.min(1, keepdims=True))
+
+
+def test_cluster_sum_combines_in_rank_order():
+    # f32 partials whose sum depends on the order: ((0 + 1e8) + 1) - 1e8 + 1 = 1 in rank order
+    # (numpy's pairwise sum of the same four values gives 2)
+    p = np.array([1e8, 1, -1e8, 1, 5, 6, 7, 8], np.float32)
+    s = np.zeros_like(p)
+    _mod().partials(p, s)
+    np.testing.assert_array_equal(s, [1, 1, 1, 1, 26, 26, 26, 26])
+
+
+def test_launch_grid_must_be_a_multiple_of_the_cluster():
+    p = np.zeros(12, np.float32)
+    with pytest.raises(LaunchError, match=r"grid dimension x is 6, not a multiple of the kernel's @cluster\(4\)"):
+        _mod().partials[(6,)](p, np.zeros_like(p))
+    x = np.zeros((3, 100), np.float32)
+    with pytest.raises(LaunchError, match=r"grid dimension x is 5"):
+        _mod().rms[(5,)](x, np.zeros_like(x), np.float32(1e-6), variant={"K": 4, "C": 256})
+
+
+BAD = [
+    ("no @cluster", """
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = rowsum(X[0 :+ 1, :])
+  cluster_sum(s)
+}""", r"4:3: .*cluster_sum combines a tile across the CTAs of a thread block cluster; give the kernel @cluster\(n\)"),
+    ("in a loop", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = rowsum(X[0 :+ 1, :])
+  for i in range(0, 3) {
+    cluster_max(s)
+  }
+}""", r"6:5: .*cluster_max must be at the top level of the kernel body"),
+    ("in an if", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = rowsum(X[0 :+ 1, :])
+  if ctx.block.x == 0 {
+    cluster_sum(s)
+  }
+}""", r"6:5: .*must be at the top level"),
+    ("after a return", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  if ctx.block.x >= 4 {
+    return
+  }
+  var s = rowsum(X[0 :+ 1, :])
+  cluster_sum(s)
+}""", r"8:3: .*cluster_sum comes after the 'return' at line 5"),
+    ("a let", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  let s = rowsum(X[0 :+ 1, :])
+  cluster_sum(s)
+}""", r"5:15: .*'s' is a let and cannot be rebound"),
+    ("a scalar", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = 1.0
+  cluster_sum(s)
+}""", r"5:15: .*cluster_sum takes a tile var, not f32"),
+    ("a bf16 tile", """
+@cluster(2)
+kernel k(X: tensor<bf16>[M, 64]) {
+  var s = X[0 :+ 1, 0 :+ 4]
+  cluster_min(s)
+}""", r"5:15: .*cluster_min works on f32 and f64 tiles; 's' is bf16"),
+    ("two arguments", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = rowsum(X[0 :+ 1, :])
+  cluster_sum(s, s)
+}""", r"5:3: .*cluster_sum\(t\) takes one argument"),
+    ("cluster too big", """
+@cluster(16)
+kernel k(X: tensor<f32>[M, 64]) {
+}""", r"2:10: .*@cluster\(16\): a thread block cluster holds 1 to 8 CTAs"),
+    ("cluster of zero", """
+@autotune(K in [0, 2])
+@cluster(K)
+kernel k(X: tensor<f32>[M, 64]) {
+}""", r"@cluster\(0\)"),
+    ("two cluster arguments", """
+@cluster(2, 1)
+kernel k(X: tensor<f32>[M, 64]) {
+}""", r"2:1: .*@cluster takes one argument"),
+]
+
+
+@pytest.mark.parametrize("label,src,pattern", BAD, ids=[b[0] for b in BAD])
+def test_checker_rejects_misplaced_cluster_reductions(label, src, pattern):
+    with pytest.raises(TileError, match=pattern):
+        tilenb.compile(src, backend="cpu")
+
+
+def test_a_failed_cell_keeps_nothing_half_defined():
+    # the error is the checker's, before anything runs: no internal exception
+    with pytest.raises(TileError):
+        tilenb.compile(BAD[1][1], backend="cpu")
+
+
+def test_generated_cuda_needs_sm90_and_declares_the_cluster():
+    mod = _mod()
+    src = mod.rms.cuda_source(arch="sm_90", K=4, C=256)
+    assert "__cluster_dims__(4, 1, 1)" in src
+    assert src.count("tnb_cluster_sync();") == 2
+    assert "mapa.shared::cluster" in src
+    with pytest.raises(UnsupportedError, match=r"@cluster\(4\): thread block clusters need sm_90 or newer, and the "
+                                               r"target is sm_80"):
+        mod.rms.cuda_source(arch="sm_80", K=4, C=256)
+
+
+@pytest.mark.skipif(not nvrtc_available(), reason="NVRTC not installed")
+def test_generated_cuda_compiles_for_sm90():
+    mod = _mod()
+    for name, tune in (("rms", {"K": 4, "C": 256}), ("layer_norm", {"K": 2, "C": 512}),
+                       ("softmax", {"K": 4, "C": 512}), ("row_min", {}), ("partials", {})):
+        nvrtc_compile(getattr(mod, name).cuda_source(arch="sm_90", **tune), "sm_90", use_cache=False)
+
+
+# ---- on the GPU ------------------------------------------------------------------------------
+def _sm90():
+    try:
+        import cupy as cp
+        return cp.cuda.Device().compute_capability >= "90"
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K,C", SHAPES)
+def test_gpu_cluster_rows_match_numpy(M, N, K, C):
+    if not _sm90():
+        pytest.skip("thread block clusters need sm_90")
+    rng = np.random.default_rng(M * N + K)
+    for name, (got, ref, tol) in _run_rows(_mod("cuda"), M, N, K, C, rng).items():
+        got = got.astype(np.float64)
+        assert not np.isnan(got).any(), name
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        assert err <= tol, (name, err)
+
+
+@pytest.mark.gpu
+def test_gpu_cluster_combination_matches_the_cpu_executor_bit_for_bit():
+    if not _sm90():
+        pytest.skip("thread block clusters need sm_90")
+    rng = np.random.default_rng(5)
+    p = (rng.standard_normal(4096) * 10.0 ** rng.integers(-6, 8, 4096)).astype(np.float32)
+    s_gpu, s_cpu = np.zeros_like(p), np.zeros_like(p)
+    _mod("cuda").partials(p, s_gpu)
+    _mod("cpu").partials(p, s_cpu)
+    np.testing.assert_array_equal(s_gpu, s_cpu)
+    x = rng.standard_normal((9, 256)).astype(np.float32)
+    y = np.full((9, 1), np.nan, np.float32)
+    _mod("cuda").row_min(x, y)
+    np.testing.assert_array_equal(y, x.min(1, keepdims=True))
