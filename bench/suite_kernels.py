@@ -176,7 +176,7 @@ kernel softmax_wide_{T}(X: tensor<{T}>[M, N], Y: tensor<{T}>[M, N]) {
 # in distributed shared memory (cluster_sum / cluster_max), so X is read from HBM once -------------
 CLUSTER = """
 // RMSNorm, a row per cluster of K CTAs (D / K columns each, one read of X).
-@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@autotune(K in [2, 4, 8], D in [131072], NT in [128, 256, 512])
 @launch(NT)
 @dynshared
 @cluster(K)
@@ -192,7 +192,7 @@ kernel rms_norm_cluster_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tenso
 
 // LayerNorm, a row per cluster of K CTAs: the mean, then the variance about it, each combined
 // across the cluster.
-@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@autotune(K in [2, 4, 8], D in [131072], NT in [128, 256, 512])
 @launch(NT)
 @dynshared
 @cluster(K)
@@ -212,7 +212,7 @@ kernel layer_norm_cluster_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: ten
 }
 
 // Row softmax, a row per cluster of K CTAs: the maximum and the sum each combined across the cluster.
-@autotune(K in [2, 4, 8], D in [131072], NT in [256, 512, 1024])
+@autotune(K in [2, 4, 8], D in [131072], NT in [128, 256, 512])
 @launch(NT)
 @dynshared
 @cluster(K)

@@ -202,6 +202,15 @@ kernel k(X: tensor<f32>[M, 64]) {
   var s = rowsum(X[0 :+ 1, :])
   cluster_sum(s)
 }""", r"8:3: .*cluster_sum comes after the 'return' at line 5"),
+    ("a return after", """
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s = rowsum(X[0 :+ 1, :])
+  cluster_sum(s)
+  if ctx.block.x >= 4 {
+    return
+  }
+}""", r"7:5: .*'return' after the cluster reduction at line 5: a kernel with cluster reductions runs to its end"),
     ("a let", """
 @cluster(2)
 kernel k(X: tensor<f32>[M, 64]) {
@@ -258,7 +267,7 @@ def test_generated_cuda_needs_sm90_and_declares_the_cluster():
     mod = _mod()
     src = mod.rms.cuda_source(arch="sm_90", K=4, C=256)
     assert "__cluster_dims__(4, 1, 1)" in src
-    assert src.count("tnb_cluster_sync();") == 2
+    assert src.count("tnb_cluster_sync();") == 1 and src.count("tnb_cluster_wait();") == 1
     assert "mapa.shared::cluster" in src
     with pytest.raises(UnsupportedError, match=r"@cluster\(4\): thread block clusters need sm_90 or newer, and the "
                                                r"target is sm_80"):

@@ -52,6 +52,7 @@ from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
 STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
+CLUSTER_SLOT_LIMIT = 16 * 1024   # bytes of static shared memory a cluster reduction publishes
 
 
 def _arch_number(arch: str) -> int:
@@ -378,7 +379,12 @@ class _Gen(MmaGen):
         self.ret_flag = self.needs_ret_flag()
         if self.ret_flag:
             self.emit("bool tnb_ret = false;  // set by a 'return' some threads take: they skip their per-thread work")
+        self.cluster_last = None                # the last cluster reduction (its arrive is waited on at exit)
+        for st in kir.body:
+            if isinstance(st, ir.ClusterReduce):
+                self.cluster_last = st
         self.block(kir.body)
+        self.cluster_exit()
         body = self.out[body_start:]
         head = []
         head.append(f"// tilenb kernel '{kir.name}'" + (f", variant {', '.join(f'{k}={v}' for k, v in kir.tune.items())}" if kir.tune else ""))
@@ -1405,11 +1411,13 @@ class _Gen(MmaGen):
         self.fail(f"statement {type(s).__name__}", s)
 
     def cluster_reduce(self, s: ir.ClusterReduce):
-        """cluster_sum(t) (max, min) of a shared tile: its invalid elements take the identity,
-        a cluster barrier, each thread combines its elements over the K CTAs' copies (rank 0
-        first, by distributed shared memory) into registers, a second cluster barrier (no CTA
-        overwrites its copy while another reads it), then the valid elements are written back
-        and a CTA barrier publishes them."""
+        """cluster_sum(t) (max, min) of a shared tile, one cluster barrier each: the CTA
+        publishes t into a slot of its own (static shared memory, never written again; an
+        element outside its valid region as the identity), a cluster barrier, then the thread
+        of each element loads the K CTAs' slots (distributed shared memory, all K loads in
+        flight) and combines them rank 0 first into the valid elements of t. The last cluster
+        reduction arrives at one more cluster barrier after its loads, which the kernel waits
+        on before it exits (`cluster_exit`): no CTA leaves while another may read its slots."""
         K = self.kir.cluster
         tv = self.tile_of(s.target.sym)
         name = f"cluster_{s.op}({s.target.sym.name})"
@@ -1420,39 +1428,61 @@ class _Gen(MmaGen):
             self.fail(f"{name} of a tile in registers (it must live in shared memory)", s)
         R, Cc = tv.shape
         total, dt, T = R * Cc, tv.dtype, self.T
+        size = total * C.itemsize(dt)
+        if size > CLUSTER_SLOT_LIMIT:
+            self.fail(f"{name} of a [{R}, {Cc}] {dt} tile ({size} bytes): a cluster reduction publishes at most "
+                      f"{CLUSTER_SLOT_LIMIT} bytes", s)
+        self.extra_static_smem += size
         cty = C.VALUE_C[dt]
         ident = self.reduce_ident(s.op, dt)
         r0, r1, c0, c1 = tv.region
         n = tv.cname
         steps = -(-total // T)
-        v, a = self.new("tnb_cl"), self.new("tnb_cla")
+        slot, a = self.new("tnb_cls"), self.new("tnb_cla")
+        last = s is self.cluster_last
+        el = swz_c(tv.swz, "tnb_e")
 
-        def each(body, region: bool):
+        def each(lines, region: bool):
             self.emit("#pragma unroll")
             self.emit(f"for (int tnb_k = 0; tnb_k < {steps}; ++tnb_k) {{")
             self.emit(f"  const int tnb_e = tnb_tid + tnb_k * {T};")
             if region:
                 self.emit(f"  const int tnb_i = tnb_e / {Cc}, tnb_j = tnb_e % {Cc};")
                 self.emit(f"  const bool tnb_in = tnb_i >= {r0} && tnb_i < {r1} && tnb_j >= {c0} && tnb_j < {c1};")
-            self.emit(f"  if (tnb_e < {total}) {{ {body} }}")
+            self.emit(f"  if (tnb_e < {total}) {{")
+            for line in lines:
+                self.emit("    " + line)
+            self.emit("  }")
             self.emit("}")
 
         self.emit(f"{{  // {name}: combined over the {K} CTAs of the cluster, rank 0 first")
         self.ind += 1
-        self.emit("// an element outside this CTA's valid region counts as the identity")
-        each(f"if (!tnb_in) {n}[{swz_c(tv.swz, 'tnb_e')}] = {ident};", True)
-        self.emit("tnb_cluster_sync();  // every copy is complete")
-        self.emit(f"const unsigned {a} = tnb_smem_addr({n});")
-        self.emit(f"{cty} {v}[{steps}];")
-        combine = self.reduce_combine(s.op, dt, "tnb_acc", f"tnb_cluster_ld(tnb_cluster_addr({a} + {C.itemsize(dt)} * "
-                                      f"({swz_c(tv.swz, 'tnb_e')}), tnb_r), {cty}())")
-        each(f"{cty} tnb_acc = {ident}; "
-             f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_acc = {combine}; {v}[tnb_k] = tnb_acc;", False)
-        self.emit("tnb_cluster_sync();  // every CTA has read every copy")
-        each(f"if (tnb_in) {n}[{swz_c(tv.swz, 'tnb_e')}] = {v}[tnb_k];", True)
+        self.emit(f"__shared__ __align__(16) {C.STORE_C[dt]} {slot}[{total}];  // this CTA's published copy "
+                  f"(an element outside its valid region as the identity)")
+        self.emit(f"__syncthreads();  // {s.target.sym.name} is complete (any thread may have written an element)")
+        each([f"{slot}[tnb_e] = tnb_in ? {n}[{el}] : {ident};"], True)
+        self.emit("tnb_cluster_sync();  // every CTA of the cluster has published its copy")
+        self.emit(f"const unsigned {a} = tnb_smem_addr({slot});")
+        combine = self.reduce_combine(s.op, dt, "tnb_acc", "tnb_v[tnb_r]")
+        each([f"{cty} tnb_v[{K}];",
+              "#pragma unroll",
+              f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_v[tnb_r] = tnb_cluster_ld(tnb_cluster_addr({a} + "
+              f"{C.itemsize(dt)} * tnb_e, tnb_r), {cty}());",
+              f"{cty} tnb_acc = {ident};",
+              "#pragma unroll",
+              f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_acc = {combine};",
+              f"if (tnb_in) {n}[{el}] = tnb_acc;"], True)
+        if last:
+            self.emit("tnb_cluster_arrive();  // this CTA is done reading the cluster's slots (waited on at exit)")
         self.emit(f"__syncthreads();  // {name} is read by other threads next")
         self.ind -= 1
         self.emit("}")
+
+    def cluster_exit(self):
+        """Before the kernel ends: wait until every CTA of the cluster has read the slots of the
+        last cluster reduction (its `tnb_cluster_arrive`)."""
+        if self.cluster_last is not None and self.kir.cluster > 1:
+            self.emit("tnb_cluster_wait();  // no CTA exits while another may still read its slots")
 
     def let_view(self, s: ir.Let):
         v = s.value

@@ -754,6 +754,7 @@ class _KernelChecker:
         self.stmt_uni: Dict[int, int] = {}
         self.loop_depth = 0
         self.returned: Optional[int] = None      # line of the first 'return' checked so far
+        self.cluster_reduced = None               # span of the last cluster reduction checked so far
         self.control: List[Tuple[int, A.Span, str]] = []
         self.diverged: List[Optional[tuple]] = [None]  # per loop frame (0: the kernel body)
         self.loop_keys: List[tuple] = []
@@ -968,6 +969,11 @@ class _KernelChecker:
                 raise _Abort()  # reported once, at the function's definition (_check_jumps)
             if self.returned is None:
                 self.returned = s.span.line + self.src.line_offset
+            if self.cluster_reduced is not None:
+                self.fail(TileRuleError, f"'return' after the cluster reduction at line "
+                          f"{self.cluster_reduced.line + self.src.line_offset}: a kernel with cluster reductions runs "
+                          f"to its end (every CTA of the cluster waits there until the others have read its "
+                          f"copy); put the rest of the kernel under an if instead", s.span)
             self.note_divergence("return", s.span)
             return ir.Return(s.span)
         if isinstance(s, A.ExprStmt):
@@ -1242,6 +1248,7 @@ class _KernelChecker:
         if self.returned is not None:
             self.fail(TileRuleError, f"{f} comes after the 'return' at line {self.returned}: a CTA that returned "
                       f"would leave the others of its cluster waiting forever", e.span)
+        self.cluster_reduced = e.span
         arg = e.args[0]
         target = self.target(arg, env)
         if not isinstance(target, ir.Ref) or not isinstance(target.type, ir.TileT):
