@@ -24,6 +24,41 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm_sm90 import time_ms  # noqa: E402
 
 
+# Forms of the attention kernel under trial (not in the suite): the base-2 form computes
+# exp(x * scale - m) as exp2(x * scale * log2 e - m') with the scale folded into one FFMA per
+# score, as Triton's tutorial kernel does; p is still summed after rounding to bf16.
+TRIALS = {"attention_exp2_bf16": """
+@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
+@launch(NT)
+@dynshared
+@grid(cdiv(N, BR), H)
+kernel attention_exp2_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: tensor<bf16>[H, Nk, D],
+                           O: tensor<bf16>[H, N, D], scale: f32) {
+  let h = ctx.block.y
+  let row = ctx.block.x * BR
+  let qs = scale * 1.4426950408889634
+  var q = Q[h, row :+ BR, :]
+  var acc: tile<f32>[BR, D] = 0.0
+  var m: tile<f32>[BR, 1] = -1.0e30
+  var l: tile<f32>[BR, 1] = 0.0
+  for kt in range(0, Nk, BC) {
+    var s: tile<f32>[BR, BC] = dot_t(q, K[h, kt :+ BC, :])
+    var m_new = max(m, rowmax(s) * qs)
+    var p: tile<bf16>[BR, BC] = exp2(s * qs - m_new)
+    var rescale = exp2(m - m_new)
+    l = l * rescale + rowsum(p)
+    acc = acc * rescale + dot(p, V[h, kt :+ BC, :])
+    m = m_new
+  }
+  O[h, row :+ BR, :] = acc / l
+}
+"""}
+
+
+def _kernel_text(suite_kernels, name):
+    return TRIALS[name] if name in TRIALS else suite_kernels.kernel_text(name)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="2x16x4096")
@@ -34,7 +69,7 @@ def main():
     ap.add_argument("--ab", default="", choices=["", "defer"],
                     help="time each variant built with and without one code-generator choice, alternating, "
                          "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot)")
-    ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16"],
+    ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16", *TRIALS],
                     help="which attention kernel of bench/suite_kernels.py")
     args = ap.parse_args()
     import torch
@@ -45,7 +80,7 @@ def main():
     import suite_kernels
     suite.S.torch = torch
     from suite import GpuArray
-    k = tilenb.compile(suite_kernels.kernel_text(args.kernel), backend="cuda").kernels[args.kernel]
+    k = tilenb.compile(_kernel_text(suite_kernels, args.kernel), backend="cuda").kernels[args.kernel]
     space = k.tune_space
     for shp in args.shapes.split(","):
         B, H, N = map(int, shp.split("x"))
@@ -99,7 +134,7 @@ def ab_choice(torch, tilenb, suite, name, w, var, flop, which):
     for flag in (False, True):
         setattr(mod, attr, flag)
         tilenb.api.clear_caches()
-        k = tilenb.compile(suite_kernels.kernel_text(name), backend="cuda").kernels[name]
+        k = tilenb.compile(_kernel_text(suite_kernels, name), backend="cuda").kernels[name]
         k(*w, variant=var)
         torch.cuda.synchronize()
         go, ks, fn = suite.prepared_launch(k, None, w, var)
