@@ -251,7 +251,10 @@ kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]
 
 ATTENTION = """
 // Flash-attention forward (no mask): O = softmax(Q K^T * scale) V per head, one pass over the
-// keys with a running maximum m and sum l per query row; Q, K, V, O as [heads, seq, D].
+// keys with a running maximum m and sum l per query row; Q, K, V, O as [heads, seq, D]. Written
+// in base 2, as Triton's tutorial kernel is: exp(x * scale - m) = exp2(x * qs - m') with
+// qs = scale * log2(e), so each score costs one fused multiply-add before exp2 (m and m' are
+// the running maximum in the two bases).
 @autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
 @launch(NT)
 @dynshared
@@ -260,15 +263,16 @@ kernel attention_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: te
                       O: tensor<bf16>[H, N, D], scale: f32) {
   let h = ctx.block.y
   let row = ctx.block.x * BR
+  let qs = scale * 1.4426950408889634
   var q = Q[h, row :+ BR, :]
   var acc: tile<f32>[BR, D] = 0.0
   var m: tile<f32>[BR, 1] = -1.0e30
   var l: tile<f32>[BR, 1] = 0.0
   for kt in range(0, Nk, BC) {
-    var s: tile<f32>[BR, BC] = dot_t(q, K[h, kt :+ BC, :]) * scale
-    var m_new = max(m, rowmax(s))
-    var p: tile<bf16>[BR, BC] = exp(s - m_new)
-    var rescale = exp(m - m_new)
+    var s: tile<f32>[BR, BC] = dot_t(q, K[h, kt :+ BC, :])
+    var m_new = max(m, rowmax(s) * qs)
+    var p: tile<bf16>[BR, BC] = exp2(s * qs - m_new)
+    var rescale = exp2(m - m_new)
     l = l * rescale + rowsum(p)
     acc = acc * rescale + dot(p, V[h, kt :+ BC, :])
     m = m_new

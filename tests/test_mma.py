@@ -227,7 +227,8 @@ def test_a_shared_tile_read_whole_by_dots_is_swizzled_for_ldmatrix():
     assert "tnb_swz(" in src.split("var q = Q[h, row :+ BR, :]")[1].split("// line")[0]   # the copy into q
     assert ">> 7) & 7) << 3)" in src                                                      # ldmatrix of q
     # a tile that a dot statement also reads otherwise keeps its row-major layout
-    other = SK.ATTENTION.replace("dot_t(q, K[h, kt :+ BC, :]) * scale", "dot_t(q, K[h, kt :+ BC, :]) * scale + q[0, 0]")
+    other = SK.ATTENTION.replace("dot_t(q, K[h, kt :+ BC, :])\n", "dot_t(q, K[h, kt :+ BC, :]) + q[0, 0]\n")
+    assert other != SK.ATTENTION
     kir2 = _mod(other).attention_bf16.ir(BR=128, BC=128, D=128, NT=256)
     names = {id(s): s.name for s in ir_syms(kir2)}
     assert "q" not in {names.get(k) for k in tile_swizzles(analyze(kir2).statements, 256)}

@@ -1422,7 +1422,7 @@ class _Gen(MmaGen):
         tv = self.tile_of(s.target.sym)
         name = f"cluster_{s.op}({s.target.sym.name})"
         if K == 1:
-            self.emit(f"__syncthreads();  // {name} with @cluster(1): its own copy, unchanged")
+            self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {name} with @cluster(1) keeps its own copy")
             return
         if tv is None or tv.space != "shared":
             self.fail(f"{name} of a tile in registers (it must live in shared memory)", s)
@@ -1459,7 +1459,8 @@ class _Gen(MmaGen):
         self.ind += 1
         self.emit(f"__shared__ __align__(16) {C.STORE_C[dt]} {slot}[{total}];  // this CTA's published copy "
                   f"(an element outside its valid region as the identity)")
-        self.emit(f"__syncthreads();  // {s.target.sym.name} is complete (any thread may have written an element)")
+        self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {s.target.sym.name} is complete (any "
+                  f"thread may have written an element)")
         each([f"{slot}[tnb_e] = tnb_in ? {n}[{el}] : {ident};"], True)
         self.emit("tnb_cluster_sync();  // every CTA of the cluster has published its copy")
         self.emit(f"const unsigned {a} = tnb_smem_addr({slot});")
@@ -1474,7 +1475,7 @@ class _Gen(MmaGen):
               f"if (tnb_in) {n}[{el}] = tnb_acc;"], True)
         if last:
             self.emit("tnb_cluster_arrive();  // this CTA is done reading the cluster's slots (waited on at exit)")
-        self.emit(f"__syncthreads();  // {name} is read by other threads next")
+        self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {name} is read by other threads next")
         self.ind -= 1
         self.emit("}")
 

@@ -253,6 +253,8 @@ __device__ __forceinline__ float tnb_hi_h2f(unsigned w) { return tnb_h2f((tnb_f1
 # word of another CTA's shared memory (distributed shared memory, `mapa` + `ld.shared::cluster`).
 CLUSTER_HELPERS = r"""
 // ---- thread block clusters (sm_90): cluster barrier and distributed shared memory ----
+#ifndef TILENB_CLUSTER_HELPERS
+#define TILENB_CLUSTER_HELPERS
 __device__ __forceinline__ void tnb_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
@@ -268,5 +270,6 @@ __device__ __forceinline__ float tnb_cluster_ld(unsigned a, float) {
 __device__ __forceinline__ double tnb_cluster_ld(unsigned a, double) {
   double v; asm volatile("ld.shared::cluster.f64 %0, [%1];" : "=d"(v) : "r"(a) : "memory"); return v;
 }
+#endif
 """
 
