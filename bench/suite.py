@@ -471,6 +471,13 @@ def _row_kernel(op: str, N: int, dt: str) -> str:
     return f"{op}_{'cluster' if N in CLUSTER_ROWS else 'wide'}_{dt}"
 
 
+def _row_kernels(op: str, N: int, dt: str):
+    """The tilenb forms of a row op timed at row length N: the row held by a cluster and the
+    two-pass chunked kernel where both apply (the faster is the figure of record), else one."""
+    k = _row_kernel(op, N, dt)
+    return [k, f"{op}_wide_{dt}"] if "_cluster" in k else [k]
+
+
 def _rows_workload(op: str, M: int, N: int, dt: str):
     """rms_norm / layer_norm / softmax over [M, N] in dt: tilenb against torch eager,
     torch.compile and the Triton kernel of bench/triton_peers.py."""
@@ -478,7 +485,6 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
     F = torch.nn.functional
     ceiling()
     kname = _row_kernel(op, N, dt)
-    kernel = getattr(S.mod, kname)
     x = randn((M, N), dt)
     eps = 1e-6 if op == "rms_norm" else 1e-5
     w, b = randn((1, N), dt), randn((1, N), dt)
@@ -502,14 +508,25 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
         nbytes = 2 * M * N * esz
     te, se, ref = measure_peer(fn)
     peers = [("torch eager", te, se, {})]
-    try:
-        go, var, facts = tl_launch(kernel, None, args, y)
-        err = rel_err(y, ref) if ref is not None else None
-        t = time_gpu(go)
+    forms = {}     # kernel name -> (seconds, variant, facts, rel err) of each tilenb form that ran
+    for kn in _row_kernels(op, N, dt):
+        try:
+            go, var, facts = tl_launch(getattr(S.mod, kn), None, args, y)
+            err = rel_err(y, ref) if ref is not None else None
+            forms[kn] = (time_gpu(go), var, facts, err)
+        except Exception as e:
+            forms[kn] = (None, None, {}, None)
+            status = f"failed: {type(e).__name__}: {str(e)[:400]}"
+            log(traceback.format_exc())
+    timed = {kn: f for kn, f in forms.items() if f[0] is not None}
+    if timed:
+        kname = min(timed, key=lambda kn: timed[kn][0])   # the faster of tilenb's forms of this op
+        t, var, facts, err = timed[kname]
         status = "ok"
-    except Exception as e:
-        t, var, facts, err, status = None, None, {}, None, f"failed: {type(e).__name__}: {str(e)[:400]}"
-        log(traceback.format_exc())
+        if len(forms) > 1:
+            facts = dict(facts, forms={kn: (None if f[0] is None else f[0] * 1e3) for kn, f in forms.items()})
+    else:
+        t, var, facts, err = None, None, {}, None
     cfn, why = compiled(fn)
     if cfn is None:
         peers.append(("torch.compile", None, why, {}))
@@ -522,6 +539,9 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
     peers.append((f"Triton ({'whole row' if N <= TP.FUSED_MAX_ELEMS else 'two sweeps'})", tt, st, tx))
     verified = None if err is None else bool(err <= tol_for(dt, "reduce"))
     notes = f"tilenb kernel {kname}"
+    if len(forms) > 1:
+        notes += " (the faster of " + ", ".join(
+            f"{kn} {'failed' if f[0] is None else f'{f[0] * 1e3:.3f} ms'}" for kn, f in forms.items()) + ")"
     if "_wide" in kname:
         notes += " (two passes over chunks of C columns)"
     elif "_cluster" in kname:
@@ -879,7 +899,7 @@ def kernels_of(workload: str):
     """The suite kernels a workload launches (to precompile only those), or None for all."""
     if workload in ROW_SHAPES:
         n = ROW_SHAPES[workload][1]
-        return [_row_kernel(op, n, dt) for op in ROW_OPS for dt in ("f32", "bf16")]
+        return [k for op in ROW_OPS for dt in ("f32", "bf16") for k in _row_kernels(op, n, dt)]
     return {"copy": ["copy_f32"], "add": ["add_f32"], "scale_rows": ["scale_rows_f32"],
             "transpose": ["transpose_f32"], "gemm": ["gemm_f16", "gemm_bf16"], "gemm_big": ["gemm_f16", "gemm_bf16"],
             "attention": ["attention_bf16", "attention_tc_bf16"],
@@ -1060,7 +1080,7 @@ def cpu_check(jobs: int):
         M, N = 3, CLUSTER_ROWS[0]
         x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
         yv = np.zeros((M, N), x.dtype)
-        v = {"K": 4, "NT": 1024}
+        v = {"K": 4, "NT": 512}
         getattr(mod, f"rms_norm_cluster_{dt}")(x, w, yv, 1e-6, variant=v)
         check(f"rms_norm_cluster_{dt} {(M, N)}", yv, SK.ref_rms_norm(x, w, 1e-6), tol)
         getattr(mod, f"layer_norm_cluster_{dt}")(x, w, b, yv, 1e-5, variant=v)

@@ -229,6 +229,23 @@ kernel k(X: tensor<bf16>[M, 64]) {
   var s = X[0 :+ 1, 0 :+ 4]
   cluster_min(s)
 }""", r"5:15: .*cluster_min works on f32 and f64 tiles; 's' is bf16"),
+    ("a register tile", """
+@cluster(2)
+@registers(s)
+@launch(32)
+kernel k(X: tensor<f32>[M, 64]) {
+  var s: tile<f32>[1, 64] = X[0 :+ 1, :]
+  cluster_sum(s)
+  X[0 :+ 1, :] = s
+}""", r"7:15: .*'s' is kept in registers \(@registers\); cluster_sum combines tiles in shared memory"),
+    ("a big tile", """
+@cluster(2)
+@dynshared
+kernel k(X: tensor<f32>[M, 64]) {
+  var s: tile<f32>[128, 64] = X[0 :+ 128, :]
+  cluster_max(s)
+}""", r"6:15: .*cluster_max of 's' \(tile<f32>\[128, 64\], 32768 bytes\): a cluster reduction combines tiles of at "
+      r"most 16384 bytes"),
     ("two arguments", """
 @cluster(2)
 kernel k(X: tensor<f32>[M, 64]) {

@@ -330,6 +330,9 @@ class _Planner:
     # ---- statements
     def plan(self, p: int, s: ir.Stmt) -> StatementPlan:
         line = s.span.line
+        if isinstance(s, ir.ClusterReduce):
+            return StatementPlan(p, line, "barrier", f"cluster_{s.op}({s.target.sym.name}) (a cluster barrier)",
+                                 (1, 1), 1, (), s)
         if isinstance(s, ir.Barrier):
             return StatementPlan(p, line, "barrier", "barrier()", (1, 1), 1, (), s)
         if isinstance(s, ir.Let) and s.sym.kind == "view":

@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..lang.diagnostics import UnsupportedError
+from ..sema.builtins import MAX_CLUSTER_TILE_BYTES
 from ..types import operand_dtype
 from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
@@ -52,7 +53,6 @@ from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
 STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
-CLUSTER_SLOT_LIMIT = 16 * 1024   # bytes of static shared memory a cluster reduction publishes
 
 
 def _arch_number(arch: str) -> int:
@@ -1429,9 +1429,9 @@ class _Gen(MmaGen):
         R, Cc = tv.shape
         total, dt, T = R * Cc, tv.dtype, self.T
         size = total * C.itemsize(dt)
-        if size > CLUSTER_SLOT_LIMIT:
+        if size > MAX_CLUSTER_TILE_BYTES:
             self.fail(f"{name} of a [{R}, {Cc}] {dt} tile ({size} bytes): a cluster reduction publishes at most "
-                      f"{CLUSTER_SLOT_LIMIT} bytes", s)
+                      f"{MAX_CLUSTER_TILE_BYTES} bytes", s)
         self.extra_static_smem += size
         cty = C.VALUE_C[dt]
         ident = self.reduce_ident(s.op, dt)

@@ -14,6 +14,7 @@ ATOMICS = {"atomic_add": "add", "atomic_max": "max"}
 CLUSTER_REDUCTIONS = {"cluster_sum": "sum", "cluster_max": "max", "cluster_min": "min"}
 CLUSTER_DTYPES = ("f32", "f64")
 MAX_CLUSTER = 8          # CUDA's portable cluster size limit (CUDA C++ Programming Guide, clusters)
+MAX_CLUSTER_TILE_BYTES = 16 * 1024   # a cluster reduction publishes its tile in static shared memory
 OTHER = ("where", "dot", "dot_t", "transpose", "flat", "cdiv", "barrier")
 CTX_FIELDS = ("block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z", "thread", "threads",
               "warp", "lane")

@@ -1257,6 +1257,10 @@ class _KernelChecker:
         if dt not in B.CLUSTER_DTYPES:
             self.fail(TileTypeError, f"{f} works on f32 and f64 tiles; '{target.sym.name}' is {dt} (declare it as "
                       f"tile<f32>[...])", arg.span)
+        size = target.type.size * T.DTYPES[dt].itemsize
+        if size > B.MAX_CLUSTER_TILE_BYTES:
+            self.fail(TileRuleError, f"{f} of '{target.sym.name}' ({_type_str(target.type)}, {size} bytes): a cluster "
+                      f"reduction combines tiles of at most {B.MAX_CLUSTER_TILE_BYTES} bytes", arg.span)
         return ir.ClusterReduce(e.span, B.CLUSTER_REDUCTIONS[f], self.fin(target))
 
     # ---- functions
@@ -2064,6 +2068,9 @@ class _KernelChecker:
         for s in ir.walk_stmts(kir.body):
             if isinstance(s, (ir.Let,)) and isinstance(s.value, ir.Ref) and id(s.value.sym) in regs:
                 self.err(TileRuleError, f"'{s.value.sym.name}' is kept in registers (@registers) and cannot be viewed by a let", s.span)
+            if isinstance(s, ir.ClusterReduce) and id(s.target.sym) in regs:
+                self.err(TileRuleError, f"'{s.target.sym.name}' is kept in registers (@registers); cluster_{s.op} "
+                         f"combines tiles in shared memory (drop it from @registers)", s.target.span)
 
     def check_budget(self, kir):
         from ..analysis.lifetimes import ALIGN, gemm_accumulators, tile_lifetimes
