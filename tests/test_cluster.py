@@ -9,6 +9,8 @@ kernels against numpy, and the combination bit for bit against the CPU executor.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -284,11 +286,134 @@ def test_generated_cuda_needs_sm90_and_declares_the_cluster():
     mod = _mod()
     src = mod.rms.cuda_source(arch="sm_90", K=4, C=256)
     assert "__cluster_dims__(4, 1, 1)" in src
-    assert src.count("tnb_cluster_sync();") == 1 and src.count("tnb_cluster_wait();") == 1
+    # one cluster barrier per reduction (arrive when published, wait before the result is needed)
+    # and one before exit
+    assert src.count("tnb_cluster_arrive();") == 2 and src.count("tnb_cluster_wait();") == 2
     assert "mapa.shared::cluster" in src
     with pytest.raises(UnsupportedError, match=r"@cluster\(4\): thread block clusters need sm_90 or newer, and the "
                                                r"target is sm_80"):
         mod.rms.cuda_source(arch="sm_80", K=4, C=256)
+
+
+def test_cuda_source_names_a_bad_target():
+    mod = _mod()
+    assert "__cluster_dims__(4, 1, 1)" in mod.rms.cuda_source(arch=90, K=4, C=256)
+    assert "__cluster_dims__(4, 1, 1)" in mod.rms.cuda_source(arch="sm90", K=4, C=256)
+    with pytest.raises(UnsupportedError, match=r"the target is 'garbage', which names no GPU target"):
+        mod.rms.cuda_source(arch="garbage", K=4, C=256)
+
+
+def test_the_wait_moves_to_the_first_statement_that_needs_the_result():
+    # rows a and b of two clusters' worth of work in one CTA: b's copy and partial sum run while the
+    # other CTAs of the cluster finish a's; a is combined just before the next cluster reduction
+    src = """
+@launch(64)
+@cluster(2)
+@grid(cdiv(M, 2) * 2)
+kernel two_rows(X: tensor<f32>[M, 128], Y: tensor<f32>[M, 128]) {
+  let r = (ctx.block.x / 2) * 2
+  let c = (ctx.block.x % 2) * 64
+  var xa = X[r :+ 1, c :+ 64]
+  var sa = rowsum(xa)
+  cluster_sum(sa)
+  var xb = X[r + 1 :+ 1, c :+ 64]
+  var sb = rowsum(xb)
+  cluster_sum(sb)
+  Y[r :+ 1, c :+ 64] = xa - sa / 128.0
+  Y[r + 1 :+ 1, c :+ 64] = xb - sb / 128.0
+}
+"""
+    mod = tilenb.compile(src, backend="cpu")
+    code = mod.two_rows.cuda_source(arch="sm_90")
+    lines = [l.strip() for l in code.splitlines()]
+    at = {k: next(i for i, l in enumerate(lines) if l.startswith(k)) for k in
+          ("// line 11: var xb", "// line 13: cluster_sum(sb)", "// line 14: Y[r :+ 1", "// line 15: Y[r + 1")}
+    fin_a = next(i for i, l in enumerate(lines) if "cluster_sum(sa), continued" in l)
+    fin_b = next(i for i, l in enumerate(lines) if "cluster_sum(sb), continued" in l)
+    assert at["// line 11: var xb"] < fin_a < at["// line 13: cluster_sum(sb)"]
+    # row a's store does not need sb: b's combination waits until row b's store
+    assert at["// line 14: Y[r :+ 1"] < fin_b < at["// line 15: Y[r + 1"]
+    x = np.random.default_rng(2).standard_normal((5, 128)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    mod.two_rows(x, y)
+    np.testing.assert_allclose(y[:5], x - x.sum(1, keepdims=True) / 128, rtol=1e-5, atol=1e-6)
+    if nvrtc_available():
+        nvrtc_compile(code, "sm_90", use_cache=False)
+
+
+def test_published_copies_count_against_the_shared_memory_budget():
+    # three 16 KB tiles fill the 48 KB static budget; the copy the reduction publishes does not fit
+    src = """
+@launch(128)
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
+  var a = X[0 :+ 64, :]
+  var b = X[64 :+ 64, :]
+  var s: tile<f32>[64, 64] = a + b
+  cluster_sum(s)
+  Y[0 :+ 64, :] = s + a + b
+}
+"""
+    with pytest.raises(TileError, match=r"more than the static budget of 32768 bytes \(48 KB\) \(after the 16384 "
+                                        r"bytes its cluster reductions publish\)"):
+        tilenb.compile(src, backend="cpu")
+    code = tilenb.compile(src.replace("@launch(128)", "@launch(128)\n@dynshared"), backend="cpu").k.cuda_source(arch="sm_90")
+    assert "shared memory 65536 bytes (dynamic)" in code
+    if nvrtc_available():
+        nvrtc_compile(code, "sm_90", use_cache=False)
+
+
+def test_a_cluster_of_one_folds_with_the_identity_on_both_backends():
+    src = """
+@launch(32)
+@cluster(1)
+kernel k(P: tensor<f32>[4], S: tensor<f32>[4]) {
+  var t = P[0 :+ 4]
+  cluster_max(t)
+  S[0 :+ 4] = t
+}
+"""
+    mod = tilenb.compile(src, backend="cpu")
+    p = np.array([np.nan, -0.0, 1.0, -np.inf], np.float32)
+    s = np.zeros_like(p)
+    mod.k[(1,)](p, s)
+    np.testing.assert_array_equal(s, [-np.inf, -0.0, 1.0, -np.inf])   # fmax(-inf, NaN) = -inf (spec 10)
+    code = mod.k.cuda_source(arch="sm_80")                           # no cluster hardware needed
+    assert re.search(r"if \(tnb_in\) t_\d+\[tnb_e\] = tnb_max\(\(float\)\(-__int_as_float\(0x7f800000\)\)", code)
+    assert "__cluster_dims__" not in code
+
+
+def test_cluster_reductions_have_no_value():
+    for text in ("var u = cluster_sum(s)", "let u = cluster_max(s) + 1.0"):
+        src = f"""
+@cluster(2)
+kernel k(X: tensor<f32>[M, 64]) {{
+  var s = rowsum(X[0 :+ 1, :])
+  {text}
+}}"""
+        with pytest.raises(TileError, match=r"5:\d+: .*cluster_(sum|max)\(\) is a statement \(it has no value\)"):
+            tilenb.compile(src, backend="cpu")
+
+
+def test_autotune_drops_cluster_sizes_that_do_not_divide_the_grid():
+    src = """
+@autotune(K in [2, 4])
+@launch(32)
+@cluster(K)
+kernel k(P: tensor<f32>[G], S: tensor<f32>[G]) {
+  var t: tile<f32>[1] = P[ctx.block.x :+ 1]
+  cluster_sum(t)
+  S[ctx.block.x :+ 1] = t
+}
+"""
+    mod = tilenb.compile(src, backend="cpu")
+    p = np.arange(8, dtype=np.float32)
+    s = np.zeros_like(p)
+    mod.k[(6,)](p, s)                      # only K = 2 tiles a grid of 6
+    assert mod.k.last_run.variant == {"K": 2}
+    np.testing.assert_array_equal(s[:6], [1, 1, 5, 5, 9, 9])
+    with pytest.raises(LaunchError, match=r"grid dimension x is 5.*no @autotune variant's cluster size divides it"):
+        mod.k[(5,)](p, s)
 
 
 @pytest.mark.skipif(not nvrtc_available(), reason="NVRTC not installed")

@@ -59,6 +59,25 @@ def _aligned(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def cluster_slots(kir: ir.KernelIR) -> List[Tuple[ir.ClusterReduce, int, int]]:
+    """(statement, offset, bytes) of the copy each cluster reduction publishes, 16-byte aligned,
+    offsets from the end of the tiles' footprint; none under @cluster(1), where no copy is
+    published. The CUDA generator places them there; the checker's budget counts them."""
+    out, off = [], 0
+    if kir.cluster > 1:
+        for s in kir.body:       # cluster reductions stand at the top level only
+            if isinstance(s, ir.ClusterReduce):
+                t = s.target.type
+                n = _aligned(t.size * DTYPES[t.dtype].itemsize)
+                out.append((s, off, n))
+                off += n
+    return out
+
+
+def cluster_slot_bytes(kir: ir.KernelIR) -> int:
+    return sum(n for _, _, n in cluster_slots(kir))
+
+
 def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     """Tiles accumulated as `acc += dot(a, b)` (or dot_t) with f16/bf16 operands in a plain
     (not unrolled) for loop: the GEMM loops, whose accumulators live in registers.

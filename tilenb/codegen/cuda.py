@@ -35,19 +35,19 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..lang.diagnostics import UnsupportedError
-from ..sema.builtins import MAX_CLUSTER_TILE_BYTES
 from ..types import operand_dtype
 from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import CLUSTER_HELPERS, PRELUDE
-from ..analysis.lifetimes import gemm_accumulators
+from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
@@ -55,10 +55,10 @@ STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
 
 
-def _arch_number(arch: str) -> int:
-    """90 for "sm_90" / "sm_90a" / "compute_90"."""
-    digits = "".join(ch for ch in arch.split("_", 1)[-1] if ch.isdigit())
-    return int(digits) if digits else 0
+def _arch_number(arch) -> Optional[int]:
+    """90 for "sm_90" / "sm_90a" / "sm90" / "compute_90" / 90; None when arch names no target."""
+    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d+)a?", str(arch).strip())
+    return int(m.group(1)) if m else None
 
 
 # ---- small symbolic helpers: ints stay ints, anything else is C text ------------------------
@@ -325,9 +325,10 @@ class _Gen(MmaGen):
     def run(self) -> KernelSource:
         kir = self.kir
         sym = kernel_symbol(kir)
-        if kir.cluster > 1 and self.arch is not None and _arch_number(self.arch) < 90:
+        if kir.cluster > 1 and self.arch is not None and (_arch_number(self.arch) or 0) < 90:
+            what = self.arch if _arch_number(self.arch) is not None else f"{self.arch!r}, which names no GPU target"
             raise UnsupportedError(f"kernel '{kir.name}' has @cluster({kir.cluster}): thread block clusters need "
-                                   f"sm_90 or newer, and the target is {self.arch}", kir.span.line + self.line_offset,
+                                   f"sm_90 or newer, and the target is {what}", kir.span.line + self.line_offset,
                                    kir.span.column)
         self.gemm = gemm_sm90.prepare(self)
         self.hints = cache_hints.plan(kir)      # L2 evict_first for the last touch of re-read data
@@ -356,6 +357,10 @@ class _Gen(MmaGen):
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
         fp = self.mma_smem_total(self.plan.footprint)
+        # the copies cluster reductions publish, after everything else (analysis.lifetimes.cluster_slots)
+        base = (fp + 15) // 16 * 16
+        self.cluster_slot_at = {id(st): base + off for st, off, _ in cluster_slots(kir)}
+        fp = base + cluster_slot_bytes(kir) if self.cluster_slot_at else fp
         # loops on Hopper's wgmma (gemm_sm90, streamed_sm90): their functions and tensor maps
         tmaps, sm90_text = [], None
         if self.gemm is not None or self.stream is not None:
@@ -380,6 +385,7 @@ class _Gen(MmaGen):
         if self.ret_flag:
             self.emit("bool tnb_ret = false;  // set by a 'return' some threads take: they skip their per-thread work")
         self.cluster_last = None                # the last cluster reduction (its arrive is waited on at exit)
+        self.cluster_pending = None             # (stmt, tile, slot) of a cluster reduction not yet combined
         for st in kir.body:
             if isinstance(st, ir.ClusterReduce):
                 self.cluster_last = st
@@ -494,9 +500,12 @@ class _Gen(MmaGen):
     # ---- statements
     def block(self, body):
         early = self.mma_early_rings(body) if getattr(self, "mma_on", False) else {}
+        top = body is self.kir.body
         for k, s in enumerate(body):
             for loop in early.get(k, ()):
                 self.mma_ring_early(loop)       # a streamed loop's first copies, ahead (mma.py)
+            if top and self.cluster_pending is not None and self.cluster_needs_finish(s):
+                self.cluster_finish()           # the second half of a cluster reduction
             self.stmt(s)
 
     def guard(self) -> Optional[str]:
@@ -1411,79 +1420,111 @@ class _Gen(MmaGen):
         self.fail(f"statement {type(s).__name__}", s)
 
     def cluster_reduce(self, s: ir.ClusterReduce):
-        """cluster_sum(t) (max, min) of a shared tile, one cluster barrier each: the CTA
-        publishes t into a slot of its own (static shared memory, never written again; an
-        element outside its valid region as the identity), a cluster barrier, then the thread
-        of each element loads the K CTAs' slots (distributed shared memory, all K loads in
-        flight) and combines them rank 0 first into the valid elements of t. The last cluster
-        reduction arrives at one more cluster barrier after its loads, which the kernel waits
-        on before it exits (`cluster_exit`): no CTA leaves while another may read its slots."""
+        """cluster_sum(t) (max, min) of a shared tile, in two halves with one cluster barrier.
+        Here: a CTA barrier, then each element of t is published into a slot of this CTA's own
+        (static shared memory, written once; an element outside the CTA's valid region as the
+        identity), and the CTA arrives at the cluster barrier. `cluster_finish`, emitted just
+        before the next top-level statement that names t (or a view, or is another cluster
+        reduction), waits on the barrier and combines: the thread of each element loads the K
+        CTAs' slots (distributed shared memory, all K loads in flight), rank 0 first, into the
+        valid elements of t, then a CTA barrier. The statements in between (which neither read
+        nor write t) run while the other CTAs of the cluster catch up. After the last cluster
+        reduction the CTA arrives once more, and waits on that before it exits (`cluster_exit`):
+        no CTA leaves while another may still read its slots."""
         K = self.kir.cluster
         tv = self.tile_of(s.target.sym)
         name = f"cluster_{s.op}({s.target.sym.name})"
-        if K == 1:
-            self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {name} with @cluster(1) keeps its own copy")
-            return
         if tv is None or tv.space != "shared":
             self.fail(f"{name} of a tile in registers (it must live in shared memory)", s)
         R, Cc = tv.shape
-        total, dt, T = R * Cc, tv.dtype, self.T
-        size = total * C.itemsize(dt)
-        if size > MAX_CLUSTER_TILE_BYTES:
-            self.fail(f"{name} of a [{R}, {Cc}] {dt} tile ({size} bytes): a cluster reduction publishes at most "
-                      f"{MAX_CLUSTER_TILE_BYTES} bytes", s)
-        self.extra_static_smem += size
-        cty = C.VALUE_C[dt]
+        dt = tv.dtype
         ident = self.reduce_ident(s.op, dt)
-        r0, r1, c0, c1 = tv.region
-        n = tv.cname
-        steps = -(-total // T)
-        slot, a = self.new("tnb_cls"), self.new("tnb_cla")
-        last = s is self.cluster_last
-        el = swz_c(tv.swz, "tnb_e")
-
-        def each(lines, region: bool):
-            self.emit("#pragma unroll")
-            self.emit(f"for (int tnb_k = 0; tnb_k < {steps}; ++tnb_k) {{")
-            self.emit(f"  const int tnb_e = tnb_tid + tnb_k * {T};")
-            if region:
-                self.emit(f"  const int tnb_i = tnb_e / {Cc}, tnb_j = tnb_e % {Cc};")
-                self.emit(f"  const bool tnb_in = tnb_i >= {r0} && tnb_i < {r1} && tnb_j >= {c0} && tnb_j < {c1};")
-            self.emit(f"  if (tnb_e < {total}) {{")
-            for line in lines:
-                self.emit("    " + line)
-            self.emit("  }")
-            self.emit("}")
-
-        self.emit(f"{{  // {name}: combined over the {K} CTAs of the cluster, rank 0 first")
-        self.ind += 1
-        self.emit(f"__shared__ __align__(16) {C.STORE_C[dt]} {slot}[{total}];  // this CTA's published copy "
-                  f"(an element outside its valid region as the identity)")
+        if K == 1:   # the cluster is this CTA: each valid element combined with the identity
+            self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {s.target.sym.name} is complete")
+            self.cluster_each(tv, [f"if (tnb_in) {tv.cname}[{swz_c(tv.swz, 'tnb_e')}] = "
+                                   f"{self.reduce_combine(s.op, dt, ident, tv.cname + '[' + str(swz_c(tv.swz, 'tnb_e')) + ']')};"])
+            self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {name} is read by other threads next")
+            return
+        slot = self.new("tnb_cls")
+        self.emit(f"{C.STORE_C[dt]}* const {slot} = ({C.STORE_C[dt]}*)(tnb_smem + {self.cluster_slot_at[id(s)]});  "
+                  f"// {name}: this CTA's published copy (an element outside its valid region as the identity)")
         self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {s.target.sym.name} is complete (any "
                   f"thread may have written an element)")
-        each([f"{slot}[tnb_e] = tnb_in ? {n}[{el}] : {ident};"], True)
-        self.emit("tnb_cluster_sync();  // every CTA of the cluster has published its copy")
+        self.cluster_each(tv, [f"{slot}[tnb_e] = tnb_in ? {tv.cname}[{swz_c(tv.swz, 'tnb_e')}] : {ident};"])
+        self.emit(f"tnb_cluster_arrive();  // {name}: published; the wait and the combination come just before "
+                  f"the next statement that needs {s.target.sym.name}")
+        self.cluster_pending = (s, tv, slot)
+
+    def cluster_each(self, tv: TileVar, lines):
+        """Per element e of tile tv (thread e % threads): `tnb_e`, and `tnb_in` (e lies in tv's
+        valid region), then `lines`."""
+        R, Cc = tv.shape
+        total, T = R * Cc, self.T
+        r0, r1, c0, c1 = tv.region
+        self.emit("#pragma unroll")
+        self.emit(f"for (int tnb_k = 0; tnb_k < {-(-total // T)}; ++tnb_k) {{")
+        self.emit(f"  const int tnb_e = tnb_tid + tnb_k * {T};")
+        self.emit(f"  const int tnb_i = tnb_e / {Cc}, tnb_j = tnb_e % {Cc};")
+        self.emit(f"  const bool tnb_in = tnb_i >= {r0} && tnb_i < {r1} && tnb_j >= {c0} && tnb_j < {c1};")
+        self.emit(f"  if (tnb_e < {total}) {{")
+        for line in lines:
+            self.emit("    " + line)
+        self.emit("  }")
+        self.emit("}")
+
+    def cluster_needs_finish(self, st) -> bool:
+        """Whether top-level statement `st` must see the pending cluster reduction's result:
+        it names its tile (or any view), or is a cluster reduction itself (the barrier's arrive
+        and wait alternate)."""
+        s = self.cluster_pending[0]
+        for x in ir.walk_stmts((st,)):
+            if isinstance(x, ir.ClusterReduce):
+                return True
+            if isinstance(x, ir.Let) and x.sym.kind == "view":
+                return True
+            for e in ir.stmt_exprs(x):
+                for y in ir.walk_expr(e):
+                    sym = ir.named_sym(y)
+                    if sym is not None and (sym is s.target.sym or sym.kind == "view"):
+                        return True
+        return False
+
+    def cluster_finish(self):
+        s, tv, slot = self.cluster_pending
+        self.cluster_pending = None
+        K, dt = self.kir.cluster, tv.dtype
+        cty = C.VALUE_C[dt]
+        name = f"cluster_{s.op}({s.target.sym.name})"
+        a = self.new("tnb_cla")
+        self.emit(f"{{  // {name}, continued (line {s.span.line + self.line_offset}): combined over the {K} CTAs "
+                  f"of the cluster, rank 0 first")
+        self.ind += 1
+        self.emit("tnb_cluster_wait();  // every CTA of the cluster has published its copy")
         self.emit(f"const unsigned {a} = tnb_smem_addr({slot});")
         combine = self.reduce_combine(s.op, dt, "tnb_acc", "tnb_v[tnb_r]")
-        each([f"{cty} tnb_v[{K}];",
-              "#pragma unroll",
-              f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_v[tnb_r] = tnb_cluster_ld(tnb_cluster_addr({a} + "
-              f"{C.itemsize(dt)} * tnb_e, tnb_r), {cty}());",
-              f"{cty} tnb_acc = {ident};",
-              "#pragma unroll",
-              f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_acc = {combine};",
-              f"if (tnb_in) {n}[{el}] = tnb_acc;"], True)
-        if last:
+        self.cluster_each(tv, [
+            f"{cty} tnb_v[{K}];",
+            "#pragma unroll",
+            f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_v[tnb_r] = tnb_cluster_ld(tnb_cluster_addr({a} + "
+            f"{C.itemsize(dt)} * tnb_e, tnb_r), {cty}());",
+            f"{cty} tnb_acc = {self.reduce_ident(s.op, dt)};",
+            "#pragma unroll",
+            f"for (int tnb_r = 0; tnb_r < {K}; ++tnb_r) tnb_acc = {combine};",
+            f"if (tnb_in) {tv.cname}[{swz_c(tv.swz, 'tnb_e')}] = tnb_acc;"])
+        if s is self.cluster_last:
             self.emit("tnb_cluster_arrive();  // this CTA is done reading the cluster's slots (waited on at exit)")
         self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {name} is read by other threads next")
         self.ind -= 1
         self.emit("}")
 
     def cluster_exit(self):
-        """Before the kernel ends: wait until every CTA of the cluster has read the slots of the
-        last cluster reduction (its `tnb_cluster_arrive`)."""
-        if self.cluster_last is not None and self.kir.cluster > 1:
-            self.emit("tnb_cluster_wait();  // no CTA exits while another may still read its slots")
+        """Before the kernel ends: finish a pending cluster reduction, then wait until every CTA
+        of the cluster has read the slots of the last one (its final `tnb_cluster_arrive`)."""
+        if self.cluster_last is None or self.kir.cluster == 1:
+            return
+        if self.cluster_pending is not None:
+            self.cluster_finish()
+        self.emit("tnb_cluster_wait();  // no CTA exits while another may still read its slots")
 
     def let_view(self, s: ir.Let):
         v = s.value

@@ -284,8 +284,9 @@ def _bind_scalar(kname, sym, arg):
 
 
 # ---- grid and variants ----------------------------------------------------------------------
-def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
-    """The launch grid as (x, y, z) CTA counts; from @grid when `grid` is None."""
+def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True) -> Tuple[int, int, int]:
+    """The launch grid as (x, y, z) CTA counts; from @grid when `grid` is None. With `cluster`,
+    also the @cluster check (`check_cluster`)."""
     name = kir.name
     if grid is None:
         if not kir.grid:
@@ -326,10 +327,16 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound) -> Tuple[int, int, int]:
     for axis, (v, lim) in enumerate(zip(g, _CUDA_GRID_LIMITS)):
         if v > lim:
             raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}; CUDA allows at most {lim}")
-    if g[0] % kir.cluster:
-        raise LaunchError(f"kernel '{name}': grid dimension x is {g[0]}, not a multiple of the kernel's "
-                          f"@cluster({kir.cluster}): clusters of {kir.cluster} CTAs along x must tile the grid")
+    if cluster:
+        check_cluster(kir, g)
     return g
+
+
+def check_cluster(kir: ir.KernelIR, g: Tuple[int, int, int]) -> None:
+    """LaunchError unless grid g's x extent is a multiple of the kernel's @cluster size."""
+    if g[0] % kir.cluster:
+        raise LaunchError(f"kernel '{kir.name}': grid dimension x is {g[0]}, not a multiple of the kernel's "
+                          f"@cluster({kir.cluster}): clusters of {kir.cluster} CTAs along x must tile the grid")
 
 
 _SMALL = 2 ** 62                          # |values| below this: no i64 arithmetic wraps
@@ -467,8 +474,21 @@ def prepare(kernel, grid, args, variant=None) -> Prepared:
             first_error.message += " (no @autotune variant fits these arguments)"
             first_error.args = (first_error.message,)
         raise first_error
-    launches = tuple(Launch(t, k, b, resolve_grid(k, grid, b)) for t, k, b in fits)
-    return Prepared(launches[0], launches, False)
+    launches, cluster_error = [], None
+    for t, k, b in fits:
+        g = resolve_grid(k, grid, b, cluster=False)
+        try:
+            check_cluster(k, g)
+        except LaunchError as e:   # a variant with another @cluster size may still tile this grid
+            cluster_error = cluster_error or e
+            continue
+        launches.append(Launch(t, k, b, g))
+    if not launches:
+        if len(fits) > 1:
+            cluster_error.message += " (no @autotune variant's cluster size divides it)"
+            cluster_error.args = (cluster_error.message,)
+        raise cluster_error
+    return Prepared(launches[0], tuple(launches), False)
 
 
 # ---- running ------------------------------------------------------------------------------

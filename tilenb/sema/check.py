@@ -1917,8 +1917,8 @@ class _KernelChecker:
             self.fail(TileTypeError, "there is no conversion to bool; compare instead, as in x != 0", e.span)
         if f == "barrier":
             self.fail(TileRuleError, "barrier() is a statement; write it on a line of its own", e.span)
-        if f in B.ATOMICS:
-            self.fail(TileRuleError, f"{f}() is a statement; write it on a line of its own", e.span)
+        if f in B.ATOMICS or f in B.CLUSTER_REDUCTIONS:
+            self.fail(TileRuleError, f"{f}() is a statement (it has no value); write it on a line of its own", e.span)
         if not (f in B.all_names()):
             self.fail(TileNameError, f"'{f}' is not defined: no function or built-in of that name", e.func_span)
         args = [self.expr(a, env, allow_ctx) for a in e.args]
@@ -2073,13 +2073,18 @@ class _KernelChecker:
                          f"combines tiles in shared memory (drop it from @registers)", s.target.span)
 
     def check_budget(self, kir):
-        from ..analysis.lifetimes import ALIGN, gemm_accumulators, tile_lifetimes
+        from ..analysis.lifetimes import ALIGN, cluster_slot_bytes, gemm_accumulators, tile_lifetimes
         limit = DYNAMIC_SMEM_BYTES if kir.dynshared else STATIC_SMEM_BYTES
         # The footprint never exceeds the sum of the shared tiles (tilenb.analysis.lifetimes): when
         # every tile declared fits at once, or every one but those surely kept in registers
         # (@registers, GEMM-loop accumulators), the variant fits without computing its lifetimes.
         # the sums depend on the body alone: variants sharing a walk share them (`budget_memo`)
         memo = self.budget_memo if self.budget_memo is not None else {}
+        slots = memo.get("cluster_slots")
+        if slots is None:   # each cluster reduction publishes its tile in shared memory (codegen/cuda.py)
+            slots = memo["cluster_slots"] = cluster_slot_bytes(kir)
+        limit -= slots
+        note = f" (after the {slots} bytes its cluster reductions publish)" if slots else ""
         total = memo.get("total")
         if total is None:
             sizes = []
@@ -2112,10 +2117,10 @@ class _KernelChecker:
         span = decl[0].span if decl else kir.span
         if kir.dynshared:
             msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
-                   f"memory ({names}), more than the {limit}-byte per-block limit of the largest GPUs; use smaller tiles")
+                   f"memory ({names}), more than the {limit}-byte per-block limit of the largest GPUs{note}; use smaller tiles")
         else:
             msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
-                   f"memory ({names}), more than the static budget of {limit} bytes (48 KB); use smaller tiles, "
+                   f"memory ({names}), more than the static budget of {limit} bytes (48 KB){note}; use smaller tiles, "
                    f"or add @dynshared to size shared memory at launch")
         self.errors.append(self.src.error(TileBudgetError, msg, span.line, span.column))
 
