@@ -213,19 +213,24 @@ def test_emulated_k_loop_with_masked_last_step_matches_the_cpu_executor():
 
 def test_a_shared_tile_read_whole_by_dots_is_swizzled_for_ldmatrix():
     """q in shared memory (BR 128, BC 128): its rows are 256 bytes, so ldmatrix's eight rows of
-    16 bytes would share banks; the analysis lays it out with 16-byte units XORed by the row's low
-    three bits, the copy into it and the dots' ldmatrix both apply that, and the emulated kernel
+    16 bytes would share banks; the analysis lays it out in two panels of 64 columns (128-byte
+    rows) with 16-byte units XORed by the row's low three bits (the layout wgmma reads by
+    descriptor), the copy into it and the dots' ldmatrix both apply that, and the emulated kernel
     still matches (test_emulated_attention_matches_the_cpu_executor, BR128-BC128)."""
     from tilenb.analysis import analyze
     from tilenb.analysis.copies import tile_swizzles
-    from tilenb.analysis.layout import Swizzle
+    from tilenb.analysis.layout import PanelSwizzle
     kir = _mod(SK.ATTENTION).attention_bf16.ir(BR=128, BC=128, D=128, NT=256)
     sw = {s.name: v for s in ir_syms(kir) for k, v in tile_swizzles(analyze(kir).statements, 256).items() if k == id(s)}
-    assert sw.get("q") == Swizzle(3, 3, 4)
+    assert isinstance(sw.get("q"), PanelSwizzle) and (sw["q"].rows, sw["q"].cols) == (128, 128)
+    # element (r, c) -> panel c // 64, row r of 64 elements, 16-byte unit (c % 64) // 8 XOR r % 8
+    p = sw["q"]
+    for r, c in ((0, 0), (1, 0), (9, 70), (127, 127)):
+        assert p(r * 128 + c) == (c // 64) * 128 * 64 + r * 64 + ((c % 64) ^ ((r % 8) * 8))
     src = _mod(SK.ATTENTION).attention_bf16.cuda_source(BR=128, BC=128, D=128, NT=256)
     assert "tile q (line" in src and "shared" in src.split("tile q (line")[1].split("\n")[0]
-    assert "tnb_swz(" in src.split("var q = Q[h, row :+ BR, :]")[1].split("// line")[0]   # the copy into q
-    assert ">> 7) & 7) << 3)" in src                                                      # ldmatrix of q
+    assert "tnb_pswz(" in src.split("var q = Q[h, row :+ BR, :]")[1].split("// line")[0]  # the copy into q
+    assert "tnb_ldsm_x4(" in src and "(tnb_pswz((la" in src                                # ldmatrix of q
     # a tile that a dot statement also reads otherwise keeps its row-major layout
     other = SK.ATTENTION.replace("dot_t(q, K[h, kt :+ BC, :])\n", "dot_t(q, K[h, kt :+ BC, :]) + q[0, 0]\n")
     assert other != SK.ATTENTION

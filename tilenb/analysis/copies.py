@@ -48,7 +48,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .layout import (SECTOR_BYTES, Swizzle, ideal_sectors, ideal_wavefronts, sectors_per_request,
+from .layout import (SECTOR_BYTES, PanelSwizzle, Swizzle, ideal_sectors, ideal_wavefronts, sectors_per_request,
                      wavefronts_per_request)
 from .ownership import Access, StatementPlan
 from .partition import chunks
@@ -125,7 +125,10 @@ class CopyPlan:
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
         if self.swizzle is not None:
-            d["swizzle"] = {"bits": self.swizzle.bits, "base": self.swizzle.base, "shift": self.swizzle.shift}
+            d["swizzle"] = {"bits": self.swizzle.bits, "base": self.swizzle.base, "shift": self.swizzle.shift,
+                            "layout": self.swizzle.describe()}
+            if isinstance(self.swizzle, PanelSwizzle):
+                d["swizzle"].update(panel_columns=64, rows=self.swizzle.rows, columns=self.swizzle.cols)
         return d
 
 
@@ -238,7 +241,12 @@ def _operand_swizzles(plans, syms) -> Dict[int, Swizzle]:
             continue
         unit = SWIZZLE_UNIT_BYTES // 2
         base = unit.bit_length() - 1
-        out[k] = Swizzle(3, base, (Cc.bit_length() - 1) - base)
+        if Cc > 64 and R % 8 == 0:
+            # rows longer than 128 bytes: in 64-column panels, the layout wgmma reads by descriptor
+            # (for 64 columns the XOR swizzle below is that layout already)
+            out[k] = PanelSwizzle(3, base, 6 - base, rows=R, cols=Cc)
+        else:
+            out[k] = Swizzle(3, base, (Cc.bit_length() - 1) - base)
     return out
 
 

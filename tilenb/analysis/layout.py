@@ -171,6 +171,38 @@ class Swizzle:
         mask = (1 << self.bits) - 1
         return o ^ (((o >> (self.base + self.shift)) & mask) << self.base)
 
+    def c_expr(self, o: str) -> str:
+        """The relabelling as C text of the element offset expression `o` (prelude: tnb_swz)."""
+        return f"tnb_swz({o}, {self.base + self.shift}, {(1 << self.bits) - 1}, {self.base})"
+
+    def describe(self) -> str:
+        return (f"element offset o is stored at o ^ (((o >> {self.base + self.shift}) & {(1 << self.bits) - 1}) << "
+                f"{self.base}), i.e. the {1 << self.base}-element units of a row are permuted by row bits")
+
+
+@dataclass(frozen=True)
+class PanelSwizzle(Swizzle):
+    """The layout wgmma reads a K-major operand in from shared memory with 128-byte swizzling
+    (PTX ISA, "Matrix Descriptor" / canonical layouts): a [rows, cols] tile of 2-byte elements,
+    cols a multiple of 64, stored as cols / 64 panels of [rows, 64] one after another, each row
+    of a panel 128 bytes, its eight 16-byte units XORed by the row's low three bits (the
+    Swizzle(3, 3, 3) of a 64-column tile, panel by panel). 16-byte units stay whole. Not its
+    own inverse: it maps row-major element offsets to stored ones."""
+    rows: int = 0
+    cols: int = 0
+
+    def __call__(self, o):
+        lc = self.cols.bit_length() - 1
+        r, c = o >> lc, o & (self.cols - 1)
+        return (((c >> 6) * self.rows + r) << 6) + ((c & 63) ^ ((r & 7) << 3))
+
+    def c_expr(self, o: str) -> str:
+        return f"tnb_pswz({o}, {self.cols.bit_length() - 1}, {self.rows})"
+
+    def describe(self) -> str:
+        return (f"stored as {self.cols // 64} panels of [{self.rows}, 64], each row's 16-byte units XORed by its low "
+                f"three bits (the 128-byte swizzled K-major layout Hopper's tensor cores read)")
+
 
 @dataclass(frozen=True)
 class SwizzledLayout:

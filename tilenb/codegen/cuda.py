@@ -46,7 +46,8 @@ from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
-from .prelude import CLUSTER_HELPERS, PRELUDE
+from .prelude import CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
+from ..analysis.layout import PanelSwizzle
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
@@ -120,7 +121,7 @@ def swz_c(sw, idx):
         return idx
     if _is_int(idx):
         return int(sw(idx))
-    return f"tnb_swz({idx}, {sw.base + sw.shift}, {(1 << sw.bits) - 1}, {sw.base})"
+    return sw.c_expr(idx)
 
 
 # ---- register layouts --------------------------------------------------------------------------
@@ -421,7 +422,8 @@ class _Gen(MmaGen):
                        f"reads of {', '.join(self.hints.reread)} (read again after an earlier pass) and stores "
                        f"this kernel never reads back (cache_hints.py)")
         prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
-                   + (CLUSTER_HELPERS if kir.cluster > 1 else ""))
+                   + (CLUSTER_HELPERS if kir.cluster > 1 else "")
+                   + (PANEL_HELPERS if any(isinstance(sw, PanelSwizzle) for sw in self.swz.values()) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
@@ -1363,10 +1365,8 @@ class _Gen(MmaGen):
             tv.swz = self.swz.get(id(sym))
             self.emit(f"{C.STORE_C[dt]}* const {n} = ({C.STORE_C[dt]}*)(tnb_smem + {place.offset});  // [{R}, {Cc}] {dt}, {place.bytes} bytes")
             if tv.swz is not None:
-                sw = tv.swz
-                self.emit(f"// {n} is swizzled: element offset o is stored at o ^ (((o >> {sw.base + sw.shift}) & "
-                          f"{(1 << sw.bits) - 1}) << {sw.base}), i.e. the {1 << sw.base}-element units of a row "
-                          f"are permuted by row bits (column reads spread over the banks; vectors stay whole)")
+                self.emit(f"// {n} is swizzled: {tv.swz.describe()} (column reads spread over the banks; vectors "
+                          f"stay whole)")
         elif self.mma_declare(tv):
             pass
         else:

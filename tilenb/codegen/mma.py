@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
+from ..analysis.layout import PanelSwizzle, Swizzle
 from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
 from . import ctypes_ as C
 from . import streamed_sm90
@@ -1254,7 +1255,10 @@ class MmaGen:
             if len(src) > 4 and src[4] is not None:   # the lane's 32-bit address plus a constant
                 return f"{src[4]} + ({extra}) * 2"
             o = f"({lane_off} + {extra})"
-            o = f"({o} ^ ((({o}) >> {sw.base + sw.shift}) & {(1 << sw.bits) - 1}) << {sw.base})"
+            if isinstance(sw, PanelSwizzle):
+                o = f"({sw.c_expr(o)})"
+            else:
+                o = f"({o} ^ ((({o}) >> {sw.base + sw.shift}) & {(1 << sw.bits) - 1}) << {sw.base})"
             return f"{src[5]} + {o} * 2"
 
         def aval(i, k):

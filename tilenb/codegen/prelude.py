@@ -273,3 +273,15 @@ __device__ __forceinline__ double tnb_cluster_ld(unsigned a, double) {
 #endif
 """
 
+
+# Emitted only into kernels with a shared tile in wgmma's 128-byte swizzled K-major layout of
+# 64-column panels (`tilenb.analysis.layout.PanelSwizzle`): the stored offset of a row-major one.
+PANEL_HELPERS = r"""
+#ifndef TILENB_PANEL_HELPERS
+#define TILENB_PANEL_HELPERS
+__device__ __forceinline__ int tnb_pswz(int o, int lc, int rows) {
+  const int r = o >> lc, c = o & ((1 << lc) - 1); return (((c >> 6) * rows + r) << 6) + ((c & 63) ^ ((r & 7) << 3)); }
+__device__ __forceinline__ long long tnb_pswz(long long o, int lc, int rows) {
+  const long long r = o >> lc, c = o & ((1LL << lc) - 1); return (((c >> 6) * rows + r) << 6) + ((c & 63) ^ ((r & 7) << 3)); }
+#endif
+"""
