@@ -47,7 +47,7 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
-from ..analysis.layout import PanelSwizzle
+from ..analysis.layout import PanelSwizzle, Swizzle
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
@@ -532,6 +532,7 @@ class _Gen(MmaGen):
         self.memo = {}
         if is_tile_stmt(s) or (isinstance(s, ir.Let) and s.sym.kind == "view"):
             self.cta_stmt(s)
+            self.async_proxy_fence(s)
         elif isinstance(s, (ir.For, ir.While, ir.If)) and contains_cta((s,)):
             self.control(s)
         else:
@@ -1418,6 +1419,21 @@ class _Gen(MmaGen):
             self.emit("}")
             return
         self.fail(f"statement {type(s).__name__}", s)
+
+    def async_proxy_fence(self, s):
+        """After ordinary stores into a shared tile that wgmma may read by descriptor (a tile in
+        its layout, on a streamed sm_90 loop: mma.py `wg_ss`): each writing thread's fence, so
+        the tensor cores' reads (the async proxy) see them after the next barrier."""
+        if getattr(self, "stream", None) is None:
+            return
+        sym = s.sym if isinstance(s, (ir.Let, ir.VarDecl)) else ir.named_sym(s.target) if isinstance(s, ir.Assign) else None
+        sw = self.swz.get(id(sym)) if sym is not None else None
+        if sw is None:
+            return
+        tv = self.tiles.get(id(sym))
+        if isinstance(sw, PanelSwizzle) or (tv is not None and tv.shape[1] == 64 and type(sw) is Swizzle
+                                            and (sw.bits, sw.base, sw.shift) == (3, 3, 3)):
+            self.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores by descriptor")
 
     def cluster_reduce(self, s: ir.ClusterReduce):
         """cluster_sum(t) (max, min) of a shared tile, in two halves with one cluster barrier.

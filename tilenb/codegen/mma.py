@@ -86,6 +86,21 @@ def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
 
 
 # ---- layouts -----------------------------------------------------------------------------------
+def _wgmma_panel(src) -> Optional[int]:
+    """For an ldmatrix source ("smem", ptr, pitch, swizzle, None, tile address): the bytes of one
+    64-column panel when the tile is in the layout wgmma reads a K-major operand in with the
+    128-byte swizzle (`PanelSwizzle`, or the XOR swizzle of a 64-column tile: one panel), else
+    None."""
+    sw, pitch = src[3], src[2]
+    if len(src) < 6 or src[5] is None:
+        return None
+    if isinstance(sw, PanelSwizzle):
+        return sw.rows * 128
+    if type(sw) is Swizzle and (sw.bits, sw.base, sw.shift) == (3, 3, 3) and pitch == 64:
+        return 0
+    return None
+
+
 @dataclass(frozen=True)
 class MmaLayout:
     """Registers: the m16n8 f32 accumulator fragments of mma.sync for an [M, N] tile. Warps form a
@@ -1306,7 +1321,51 @@ class MmaGen:
 
         def wg_loop(masked: bool):
             """wgmma: every K step's A fragments first (wgmma reads them asynchronously), one
-            fence, then the products of all K steps and row blocks, then wait for them."""
+            fence, then the products of all K steps and row blocks, then wait for them. A shared
+            tile already in the layout wgmma reads (`_wgmma_panel`) is read by descriptor instead,
+            where it lies on a 1024-byte boundary (the 128-byte swizzle follows address bits)."""
+            panel = None if masked or sa[0] != "smem" or MT != 1 or lay.WN != 1 else _wgmma_panel(sa)
+            if panel is None:
+                wg_rs(masked)
+                return
+            self.emit(f"if (({sa[5]} & 1023) == 0) {{  // a is in wgmma's layout at a 1024-byte boundary: A by descriptor")
+            self.ind += 1
+            wg_ss(panel)
+            self.ind -= 1
+            self.emit("} else {  // A from registers, by ldmatrix")
+            self.ind += 1
+            wg_rs(masked)
+            self.ind -= 1
+            self.emit("}")
+
+        def wg_ss(panel: int):
+            """wgmma with A from shared memory by descriptor: this warpgroup's 64 rows of a, K step
+            kk at panel kk / 4 (each `panel` bytes), 32 bytes in per step within it."""
+            live, rop, addr = ring
+            steps = K // 16
+            self.emit("tnb_wgmma_fence();  // the accumulators written above are seen by wgmma")
+            a0, d0 = self.new("da"), self.new("db")
+            self.emit(f"const unsigned long long {a0} = tnb_gdesc({sa[5]} + (tnb_warp >> 2) * {64 * 128}, 16, 1024, 1);"
+                      f"  // A's first k16 step: this warpgroup's 64 rows")
+            self.emit(f"const unsigned long long {d0} = {streamed_sm90.b_desc(rop, addr)};  // B's first k16 step")
+            kk = self.new("kk")
+            self.emit("#pragma unroll")
+            self.emit(f"for (int {kk} = 0; {kk} < {steps}; ++{kk}) {{")
+            self.ind += 1
+            self.emit(f"tnb_wgmma_{kind}_n{lay.N}_t{0 if d.trans_b else 1}(&{out}[0], {a0} + (unsigned long long)"
+                      f"(((({kk}) / 4) * {panel} + (({kk}) % 4) * 32) >> 4), {d0} + {streamed_sm90.b_desc_step(rop, kk)});")
+            self.ind -= 1
+            self.emit("}")
+            self.emit("tnb_wgmma_commit();")
+            streamed_sm90.after_issue(self, live, rop)
+            self.emit("tnb_wgmma_wait<0>();")
+            self.emit(f"tnb_reg_fence<{lay.slots}>({out});  // no read of these registers moves above the wait")
+            if rop is live["ring"].ops[0]:
+                prev = streamed_sm90.deferred_fence(self, live["ring"])
+                if prev:
+                    self.emit(f"{prev}  // and the last turn's product, retired by the same wait")
+
+        def wg_rs(masked: bool):
             live, rop, addr = ring
             steps = K // 16
             own = sa[0] == "regs" and not masked     # the register tile itself is the A operand

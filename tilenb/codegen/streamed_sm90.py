@@ -270,6 +270,10 @@ def functions_for(g, st: Streaming):
             n = rop.rows if rop.k_inner else rop.cols
             name, text = G.wgmma_function(rop.dtype, n, 0 if rop.k_inner else 1, a_in_registers=True)
             st.functions[name] = text
+            if rop.k_inner:
+                # A from shared memory by descriptor, for a shared tile in wgmma's layout (mma.py)
+                name, text = G.wgmma_function(rop.dtype, n, 0)
+                st.functions[name] = text
 
 
 # ---- emitted code -------------------------------------------------------------------------------
