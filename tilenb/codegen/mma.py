@@ -38,6 +38,7 @@ The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -86,6 +87,9 @@ def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
 
 
 # ---- layouts -----------------------------------------------------------------------------------
+A_BY_DESCRIPTOR = os.environ.get("TILENB_WGMMA_SS", "1") != "0"   # for experiments: 0 keeps ldmatrix + RS
+
+
 def _wgmma_panel(src) -> Optional[int]:
     """For an ldmatrix source ("smem", ptr, pitch, swizzle, None, tile address): the bytes of one
     64-column panel when the tile is in the layout wgmma reads a K-major operand in with the
@@ -1324,7 +1328,8 @@ class MmaGen:
             fence, then the products of all K steps and row blocks, then wait for them. A shared
             tile already in the layout wgmma reads (`_wgmma_panel`) is read by descriptor instead,
             where it lies on a 1024-byte boundary (the 128-byte swizzle follows address bits)."""
-            panel = None if masked or sa[0] != "smem" or MT != 1 or lay.WN != 1 else _wgmma_panel(sa)
+            panel = (None if masked or not A_BY_DESCRIPTOR or sa[0] != "smem" or MT != 1 or lay.WN != 1
+                     else _wgmma_panel(sa))
             if panel is None:
                 wg_rs(masked)
                 return
