@@ -125,10 +125,10 @@ class CopyPlan:
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
         if self.swizzle is not None:
-            d["swizzle"] = {"bits": self.swizzle.bits, "base": self.swizzle.base, "shift": self.swizzle.shift,
-                            "layout": self.swizzle.describe()}
+            d["swizzle"] = {"bits": self.swizzle.bits, "base": self.swizzle.base, "shift": self.swizzle.shift}
             if isinstance(self.swizzle, PanelSwizzle):
-                d["swizzle"].update(panel_columns=64, rows=self.swizzle.rows, columns=self.swizzle.cols)
+                d["swizzle"].update(panel_columns=64, rows=self.swizzle.rows, columns=self.swizzle.cols,
+                                    layout=self.swizzle.describe())
         return d
 
 

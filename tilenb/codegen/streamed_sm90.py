@@ -15,7 +15,8 @@ takes such a loop instead when every staged slice qualifies (`prepare`): the sli
 dots are copied by TMA (thread 0) into a ring of swizzled shared stages, each slice of a stage
 completing on its own mbarrier, one or two turns fewer ahead than the ring has stages; each dot
 runs as `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments
-loaded from shared memory as mma.sync would) and B from the stage; a stage is freed on an
+loaded from shared memory as mma.sync would; a shared tile already in wgmma's layout is read by
+descriptor instead, mma.py `wg_ss`) and B from the stage; a stage is freed on an
 "empty" mbarrier (one arrival per warp) after the turn's last dot. With three stages or more,
 a last dot that accumulates in place into a register tile nothing else touches until the next
 turn's first dot (`acc = acc * r + dot(p, V)`) is not waited for in its turn: the next turn's
