@@ -731,15 +731,16 @@ def _clear_tilenb_caches(cache_dir: str):
 
 
 COMPILE_CASES = [
-    # kernel, args builder (small tensors: the kernel's run time is negligible), variant, repeats (the
-    # median is kept: the first cold compile of a kernel in a process can take 5-10x the others)
-    ("add_f32", lambda: (randn((4096,)), randn((4096,)), randn((4096,))), {"TILE": 4096, "NT": 256}, 3),
-    ("rms_norm_f32", lambda: (randn((64, 4096)), randn((1, 4096)), randn((64, 4096)), 1e-6), {"R": 1, "D": 4096, "NT": 256}, 3),
-    ("softmax_bf16", lambda: (randn((64, 4096), "bf16"), randn((64, 4096), "bf16")), {"R": 1, "D": 4096, "NT": 256}, 3),
+    # kernel, args builder (small tensors: the kernel's run time is negligible), variant, repeats
+    # (timed after one untimed round: the first cold compile of a kernel in a process can take
+    # 5-15x the others; the median is kept)
+    ("add_f32", lambda: (randn((4096,)), randn((4096,)), randn((4096,))), {"TILE": 4096, "NT": 256}, 5),
+    ("rms_norm_f32", lambda: (randn((64, 4096)), randn((1, 4096)), randn((64, 4096)), 1e-6), {"R": 1, "D": 4096, "NT": 256}, 5),
+    ("softmax_bf16", lambda: (randn((64, 4096), "bf16"), randn((64, 4096), "bf16")), {"R": 1, "D": 4096, "NT": 256}, 5),
     ("gemm_f16", lambda: (randn((256, 256), "f16"), randn((256, 256), "f16"), randn((256, 256), "f16")),
-     {"TM": 128, "TN": 128, "TK": 64, "NT": 256}, 3),
+     {"TM": 128, "TN": 128, "TK": 64, "NT": 256}, 5),
     ("attention_bf16", lambda: tuple(randn((2, 128, 64), "bf16") for _ in range(4)) + (0.125,),
-     {"BR": 64, "BC": 64, "D": 64, "NT": 128}, 3),
+     {"BR": 64, "BC": 64, "D": 64, "NT": 128}, 5),
 ]
 
 
@@ -760,8 +761,8 @@ def w_compile():
             if set(space) != set(variant):   # a partial variant autotunes the rest: not one compile
                 raise ValueError(f"{name}: the compile variant {variant} must name every @autotune value {sorted(space)}")
             args = [GpuArray(a) if hasattr(a, "data_ptr") else a for a in mk()]
-            tl, parts = [], []
-            for i in range(reps):
+
+            def tilenb_once():
                 _clear_tilenb_caches(tempfile.mkdtemp(dir=tmp_root))
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
@@ -773,14 +774,10 @@ def w_compile():
                 k(*args, variant=variant)
                 torch.cuda.synchronize()
                 t3 = time.perf_counter()
-                tl.append(t3 - t0)
-                parts.append({"front_end_s": t1 - t0, "codegen_s": t2 - t1, "nvrtc_load_launch_s": t3 - t2})
-            # the peer: NVRTC alone on the same source, then load and launch it
-            prep = prepare(k, None, tuple(args), variant=variant)
-            ch = prep.chosen
-            da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
-            pt, nv_only = [], []
-            for i in range(reps):
+                return t3 - t0, {"front_end_s": t1 - t0, "codegen_s": t2 - t1, "nvrtc_load_launch_s": t3 - t2}, k, ks
+
+            def peer_once(i, ks, ch, da):
+                # the peer: NVRTC alone on the same source, then load and launch it
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 cubin = nvrtc_compile(ks.source, getattr(ks, "arch", None) or arch, use_cache=False)
@@ -791,11 +788,27 @@ def w_compile():
                 tc._launch(fn, ks, ch.grid, da)
                 torch.cuda.synchronize()
                 t2 = time.perf_counter()
-                pt.append(t2 - t0)
-                nv_only.append(t1 - t0)
+                return t2 - t0, t1 - t0
+
+            # one untimed round of each first (the first compile of a kernel in a process takes
+            # 5-15x the next), then tilenb and the peer alternately, so that both see the same
+            # state of NVRTC, the driver and the machine
+            _, _, k, ks = tilenb_once()
+            prep = prepare(k, None, tuple(args), variant=variant)
+            ch = prep.chosen
+            da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
+            peer_once(-1, ks, ch, da)
+            tl, parts, pt, nv_only = [], [], [], []
+            for i in range(reps):
+                t, part, _, _ = tilenb_once()
+                tl.append(t)
+                parts.append(part)
+                t, nv = peer_once(i, ks, ch, da)
+                pt.append(t)
+                nv_only.append(nv)
             t, p = statistics.median(tl), statistics.median(pt)
             row("cold_compile", None, name, "compile", tilenb_s=t, peer="NVRTC + load + launch (same CUDA)", peer_s=p,
-                variant=variant, notes=f"median of {reps}",
+                variant=variant, notes=f"median of {reps}, alternating with the peer, after one untimed round of each",
                 extra={"tilenb_parts": parts, "nvrtc_only_s": statistics.median(nv_only), "cuda_lines": ks.source.count("\n")})
             if name == "rms_norm_f32":
                 # warm re-run of the cell: compile the same text again and launch (caches warm)
