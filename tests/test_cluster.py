@@ -363,6 +363,43 @@ kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
         nvrtc_compile(code, "sm_90", use_cache=False)
 
 
+def test_published_copies_lie_after_a_gemm_pipeline_ring():
+    # split-K: each CTA of a cluster of 2 multiplies half of K (on sm_90 a TMA + wgmma ring after
+    # the tiles), then the cluster sums the two partial products
+    src = """
+@launch(128)
+@cluster(2)
+@dynshared
+kernel splitk(A: tensor<bf16>[M, K], B: tensor<bf16>[K, N], C: tensor<f32>[M, N]) {
+  let half = (ctx.block.x % 2) * 256
+  var acc: tile<f32>[64, 64] = 0.0
+  for kt in range(half, half + 256, 64) {
+    acc += dot(A[0 :+ 64, kt :+ 64], B[kt :+ 64, 0 :+ 64])
+  }
+  var s: tile<f32>[64, 64] = acc
+  cluster_sum(s)
+  C[0 :+ 64, 0 :+ 64] = s
+}
+"""
+    import ml_dtypes
+    mod = tilenb.compile(src, backend="cpu")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 512)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((512, 64)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((64, 64), np.float32)
+    mod.splitk[(2,)](a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+    from tilenb.codegen import generate
+    ks = generate(mod.splitk.ir(), src, arch="sm_90")
+    ring = re.search(r"ring\d+ = \(unsigned char\*\)\(\(\(unsigned long long\)\(tnb_smem \+ (\d+)\) \+ 1023\) & ~1023ull\);"
+                     r"  // (\d+) stages of (\d+) bytes", ks.source)
+    slot = int(re.search(r"tnb_cls\d+ = \(float\*\)\(tnb_smem \+ (\d+)\)", ks.source).group(1))
+    ring_end = int(ring.group(1)) + 1023 + int(ring.group(2)) * int(ring.group(3))
+    assert slot >= ring_end and slot + 64 * 64 * 4 <= ks.smem_bytes
+    if nvrtc_available():
+        nvrtc_compile(ks.source, ks.arch or "sm_90", use_cache=False)
+
+
 def test_a_cluster_of_one_folds_with_the_identity_on_both_backends():
     src = """
 @launch(32)

@@ -358,10 +358,6 @@ class _Gen(MmaGen):
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
         fp = self.mma_smem_total(self.plan.footprint)
-        # the copies cluster reductions publish, after everything else (analysis.lifetimes.cluster_slots)
-        base = (fp + 15) // 16 * 16
-        self.cluster_slot_at = {id(st): base + off for st, off, _ in cluster_slots(kir)}
-        fp = base + cluster_slot_bytes(kir) if self.cluster_slot_at else fp
         # loops on Hopper's wgmma (gemm_sm90, streamed_sm90): their functions and tensor maps
         tmaps, sm90_text = [], None
         if self.gemm is not None or self.stream is not None:
@@ -376,6 +372,11 @@ class _Gen(MmaGen):
                 tmaps += self.stream.tmaps
             sm90_text, sm90_params = gemm_sm90.source_parts(fns, tmaps)
             params_c.extend(sm90_params)
+        # the copies cluster reductions publish, after everything else: tiles, mma scratch, rings
+        # (analysis.lifetimes.cluster_slots)
+        base = (fp + 15) // 16 * 16
+        self.cluster_slot_at = {id(st): base + off for st, off, _ in cluster_slots(kir)}
+        fp = base + cluster_slot_bytes(kir) if self.cluster_slot_at else fp
         dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT or sm90_text is not None
         self.smem_dynamic, self.extra_static_smem = dynamic, 0
         self.smem_bytes = fp
