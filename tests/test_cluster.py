@@ -363,10 +363,7 @@ kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
         nvrtc_compile(code, "sm_90", use_cache=False)
 
 
-def test_published_copies_lie_after_a_gemm_pipeline_ring():
-    # split-K: each CTA of a cluster of 2 multiplies half of K (on sm_90 a TMA + wgmma ring after
-    # the tiles), then the cluster sums the two partial products
-    src = """
+SPLITK = """
 @launch(128)
 @cluster(2)
 @dynshared
@@ -381,6 +378,12 @@ kernel splitk(A: tensor<bf16>[M, K], B: tensor<bf16>[K, N], C: tensor<f32>[M, N]
   C[0 :+ 64, 0 :+ 64] = s
 }
 """
+
+
+def test_published_copies_lie_after_a_gemm_pipeline_ring():
+    # split-K: each CTA of a cluster of 2 multiplies half of K (on sm_90 a TMA + wgmma ring after
+    # the tiles), then the cluster sums the two partial products
+    src = SPLITK
     import ml_dtypes
     mod = tilenb.compile(src, backend="cpu")
     rng = np.random.default_rng(0)
@@ -497,3 +500,16 @@ def test_gpu_cluster_combination_matches_the_cpu_executor_bit_for_bit():
     y = np.full((9, 1), np.nan, np.float32)
     _mod("cuda").row_min(x, y)
     np.testing.assert_array_equal(y, x.min(1, keepdims=True))
+
+
+@pytest.mark.gpu
+def test_gpu_split_k_through_a_cluster_matches_numpy():
+    if not _sm90():
+        pytest.skip("thread block clusters need sm_90")
+    import ml_dtypes
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 512)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((512, 64)).astype(ml_dtypes.bfloat16)
+    c = np.full((64, 64), np.nan, np.float32)
+    tilenb.compile(SPLITK, backend="cuda").splitk[(2,)](a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
