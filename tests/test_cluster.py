@@ -341,6 +341,75 @@ kernel two_rows(X: tensor<f32>[M, 128], Y: tensor<f32>[M, 128]) {
         nvrtc_compile(code, "sm_90", use_cache=False)
 
 
+DEAD_AFTER = """
+@launch(32)
+@cluster(2)
+@grid(G)
+kernel dead_after(P: tensor<f32>[G], S: tensor<f32>[G]) {
+  var a: tile<f32>[1] = P[ctx.block.x :+ 1]
+  cluster_sum(a)
+  var b: tile<f32>[1] = P[ctx.block.x :+ 1] + 10.0
+  cluster_sum(b)
+  S[ctx.block.x :+ 1] = b
+}
+"""
+
+
+def test_a_tile_nothing_reads_later_is_combined_at_once():
+    # a is dead after its reduction, so b may take its bytes: a's combination must not wait
+    # until b's reduction (a review found it then wrote a's sum into b on the H200)
+    mod = tilenb.compile(DEAD_AFTER, backend="cpu")
+    p = np.arange(1, 9, dtype=np.float32)
+    s = np.zeros_like(p)
+    mod.dead_after[(8,)](p, s)
+    np.testing.assert_array_equal(s, [23, 23, 27, 27, 31, 31, 35, 35])
+    lines = [l.strip() for l in mod.dead_after.cuda_source(arch="sm_90").splitlines()]
+    fin_a = next(i for i, l in enumerate(lines) if "cluster_sum(a), continued" in l)
+    decl_b = next(i for i, l in enumerate(lines) if l.startswith("// line 8: var b"))
+    assert fin_a < decl_b
+
+
+def test_variants_that_share_a_walk_budget_their_own_cluster_size():
+    # K is named only by @cluster, so both variants share one check of the body; the 16 KB tile's
+    # published copy fits the 48 KB static budget with the other tiles only when nothing is
+    # published (K = 1)
+    src = """
+@autotune(K in [1, 2])
+@launch(128)
+@cluster(K)
+kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
+  var a = X[0 :+ 64, :]
+  var b = X[64 :+ 64, :]
+  var s: tile<f32>[64, 64] = a + b
+  cluster_sum(s)
+  Y[0 :+ 64, :] = s + a + b
+}
+"""
+    k = tilenb.compile(src, backend="cpu").k
+    assert ("K", 1) in {kv for key in k.checked.variants for kv in key}
+    skipped = {kv for key in k.checked.skipped for kv in key}
+    assert ("K", 2) in skipped
+    assert "after the 16384 bytes its cluster reductions publish" in next(iter(k.checked.skipped.values()))
+
+
+def test_a_tile_written_through_a_view_is_not_read_by_descriptor():
+    # q written whole only: read by wgmma by descriptor (fenced after its copy); q also written
+    # through a view: ldmatrix and the register form, whose reads need no proxy fence
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import suite_kernels as SK
+    text = SK.kernel_text("attention_bf16")
+    tune = dict(BR=128, BC=128, D=128, NT=256)
+    plain = tilenb.compile(text, backend="cpu").attention_bf16.cuda_source(arch="sm_90", **tune)
+    assert "A by descriptor" in plain and "read next by the tensor cores by descriptor" in plain
+    viewed = text.replace("  var acc: tile<f32>[BR, D] = 0.0\n",
+                          "  let qv = q[0 :+ 64, :]\n  qv[0 :+ 64, :] = qv * 2.0\n  var acc: tile<f32>[BR, D] = 0.0\n")
+    assert viewed != text
+    src = tilenb.compile(viewed, backend="cpu").attention_bf16.cuda_source(arch="sm_90", **tune)
+    assert "A by descriptor" not in src and "tnb_ldsm_x4(" in src
+
+
 def test_published_copies_count_against_the_shared_memory_budget():
     # three 16 KB tiles fill the 48 KB static budget; the copy the reduction publishes does not fit
     src = """
@@ -513,3 +582,13 @@ def test_gpu_split_k_through_a_cluster_matches_numpy():
     c = np.full((64, 64), np.nan, np.float32)
     tilenb.compile(SPLITK, backend="cuda").splitk[(2,)](a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_a_tile_nothing_reads_later_is_combined_at_once():
+    if not _sm90():
+        pytest.skip("thread block clusters need sm_90")
+    p = np.arange(1, 9, dtype=np.float32)
+    s = np.zeros_like(p)
+    tilenb.compile(DEAD_AFTER, backend="cuda").dead_after[(8,)](p, s)
+    np.testing.assert_array_equal(s, [23, 23, 27, 27, 31, 31, 35, 35])

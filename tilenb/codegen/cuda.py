@@ -290,6 +290,7 @@ class _Gen(MmaGen):
         self.layouts: Dict[int, object] = {}
         self.dims: Dict[str, str] = {}
         self.cur_stmt = None
+        self.wgmma_ok: Dict[int, bool] = {}    # id(tile Sym) -> wgmma_readable
 
     # ---- output
     def emit(self, line: str):
@@ -1421,6 +1422,25 @@ class _Gen(MmaGen):
             return
         self.fail(f"statement {type(s).__name__}", s)
 
+    def wgmma_readable(self, sym) -> bool:
+        """Whether wgmma may read shared tile `sym` by descriptor: every write to it is a whole-tile
+        statement (then `async_proxy_fence` follows each), none through a window, an element or
+        a view, and no view of it exists."""
+        hit = self.wgmma_ok.get(id(sym))
+        if hit is None:
+            hit = True
+            for st in ir.walk_stmts(self.kir.body):
+                if isinstance(st, ir.Let) and st.sym.kind == "view" and any(
+                        ir.named_sym(x) is sym for x in ir.walk_expr(st.value)):
+                    hit = False
+                elif isinstance(st, (ir.Assign, ir.Atomic)) and not isinstance(st.target, ir.Ref) \
+                        and ir.named_sym(st.target) is sym:
+                    hit = False
+                elif isinstance(st, ir.ClusterReduce) and st.target.sym is sym:
+                    hit = False
+            self.wgmma_ok[id(sym)] = hit
+        return hit
+
     def async_proxy_fence(self, s):
         """After ordinary stores into a shared tile that wgmma may read by descriptor (a tile in
         its layout, on a streamed sm_90 loop: mma.py `wg_ss`): each writing thread's fence, so
@@ -1468,9 +1488,16 @@ class _Gen(MmaGen):
         self.emit(f"__syncthreads();  // codegen-internal (cluster reduction): {s.target.sym.name} is complete (any "
                   f"thread may have written an element)")
         self.cluster_each(tv, [f"{slot}[tnb_e] = tnb_in ? {tv.cname}[{swz_c(tv.swz, 'tnb_e')}] : {ident};"])
+        self.cluster_pending = (s, tv, slot)
+        later = self.kir.body[next(i for i, st in enumerate(self.kir.body) if st is s) + 1:]
+        if not any(self._names(st, s.target.sym) for st in later):
+            # nothing reads t later: its bytes may go to another tile after this statement, so the
+            # combination cannot wait (nor can anything else overlap it)
+            self.emit(f"tnb_cluster_arrive();  // {name}: published")
+            self.cluster_finish()
+            return
         self.emit(f"tnb_cluster_arrive();  // {name}: published; the wait and the combination come just before "
                   f"the next statement that needs {s.target.sym.name}")
-        self.cluster_pending = (s, tv, slot)
 
     def cluster_each(self, tv: TileVar, lines):
         """Per element e of tile tv (thread e % threads): `tnb_e`, and `tnb_in` (e lies in tv's
@@ -1488,6 +1515,15 @@ class _Gen(MmaGen):
             self.emit("    " + line)
         self.emit("  }")
         self.emit("}")
+
+    @staticmethod
+    def _names(st, sym) -> bool:
+        """Whether statement st (nested ones included) names tile `sym` (a view of it counts)."""
+        for x in ir.walk_stmts((st,)):
+            for e in ir.stmt_exprs(x):
+                if any(ir.named_sym(y) is sym for y in ir.walk_expr(e)):
+                    return True
+        return False
 
     def cluster_needs_finish(self, st) -> bool:
         """Whether top-level statement `st` must see the pending cluster reduction's result:

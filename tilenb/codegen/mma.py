@@ -1329,7 +1329,7 @@ class MmaGen:
             tile already in the layout wgmma reads (`_wgmma_panel`) is read by descriptor instead,
             where it lies on a 1024-byte boundary (the 128-byte swizzle follows address bits)."""
             panel = (None if masked or not A_BY_DESCRIPTOR or sa[0] != "smem" or MT != 1 or lay.WN != 1
-                     else _wgmma_panel(sa))
+                     or not isinstance(d.a, ir.Ref) or not self.wgmma_readable(d.a.sym) else _wgmma_panel(sa))
             if panel is None:
                 wg_rs(masked)
                 return

@@ -2080,9 +2080,9 @@ class _KernelChecker:
         # (@registers, GEMM-loop accumulators), the variant fits without computing its lifetimes.
         # the sums depend on the body alone: variants sharing a walk share them (`budget_memo`)
         memo = self.budget_memo if self.budget_memo is not None else {}
-        slots = memo.get("cluster_slots")
+        slots = memo.get(("cluster_slots", kir.cluster))   # variants sharing a walk may differ in @cluster
         if slots is None:   # each cluster reduction publishes its tile in shared memory (codegen/cuda.py)
-            slots = memo["cluster_slots"] = cluster_slot_bytes(kir)
+            slots = memo[("cluster_slots", kir.cluster)] = cluster_slot_bytes(kir)
         limit -= slots
         note = f" (after the {slots} bytes its cluster reductions publish)" if slots else ""
         total = memo.get("total")
