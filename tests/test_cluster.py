@@ -147,6 +147,31 @@ def test_cpu_cluster_rows_match_numpy(M, N, K, C):
         assert err <= tol, (name, err)
 
 
+def test_ctx_cluster_fields():
+    src = """
+@autotune(K in [1, 4])
+@launch(32)
+@grid(G)
+@cluster(K)
+kernel where_am_i(R: tensor<i32>[G], X: tensor<i32>[G]) {
+  if ctx.thread == 0 {
+    R[ctx.block.x] = i32(ctx.cluster.rank)
+    X[ctx.block.x] = i32(ctx.cluster.x)
+  }
+}
+"""
+    mod = tilenb.compile(src, backend="cpu")
+    for K in (1, 4):
+        r, x = np.full(12, -1, np.int32), np.full(12, -1, np.int32)
+        mod.where_am_i(r, x, variant={"K": K})
+        np.testing.assert_array_equal(r, np.arange(12) % K)
+        np.testing.assert_array_equal(x, np.arange(12) // K)
+    code = mod.where_am_i.cuda_source(arch="sm_90", K=4)
+    assert "(blockIdx.x % 4u)" in code and "(blockIdx.x / 4u)" in code
+    if nvrtc_available():
+        nvrtc_compile(code, "sm_90", use_cache=False)
+
+
 def test_cpu_cluster_min_skips_invalid_elements():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 256)).astype(np.float32)

@@ -868,7 +868,8 @@ class _Gen(MmaGen):
             m = {"block.x": "(long long)blockIdx.x", "block.y": "(long long)blockIdx.y", "block.z": "(long long)blockIdx.z",
                  "grid.x": "(long long)gridDim.x", "grid.y": "(long long)gridDim.y", "grid.z": "(long long)gridDim.z",
                  "thread": "(long long)tnb_tid", "threads": f"{self.T}LL", "warp": "(long long)tnb_warp",
-                 "lane": "(long long)tnb_lane"}
+                 "lane": "(long long)tnb_lane", "cluster.rank": f"(long long)(blockIdx.x % {self.kir.cluster}u)",
+                 "cluster.x": f"(long long)(blockIdx.x / {self.kir.cluster}u)"}
             return m[f]
         if isinstance(e, ir.Ref):
             s = e.sym

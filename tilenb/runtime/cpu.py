@@ -191,6 +191,8 @@ class _Executor:
             "block.z": (c // (gx * gy)).reshape(nb, 1),
             "grid.x": np.int64(gx), "grid.y": np.int64(gy), "grid.z": np.int64(gz),
             "thread": thread, "threads": np.int64(N), "warp": thread // 32, "lane": thread % 32,
+            "cluster.rank": ((c % gx) % self.kir.cluster).reshape(nb, 1),
+            "cluster.x": ((c % gx) // self.kir.cluster).reshape(nb, 1),
         }
         self.env = dict(self.base_env)
         self.returned = np.zeros((nb, 1), bool)

@@ -17,7 +17,7 @@ MAX_CLUSTER = 8          # CUDA's portable cluster size limit (CUDA C++ Programm
 MAX_CLUSTER_TILE_BYTES = 16 * 1024   # a cluster reduction publishes its tile in static shared memory
 OTHER = ("where", "dot", "dot_t", "transpose", "flat", "cdiv", "barrier")
 CTX_FIELDS = ("block.x", "block.y", "block.z", "grid.x", "grid.y", "grid.z", "thread", "threads",
-              "warp", "lane")
+              "warp", "lane", "cluster.rank", "cluster.x")
 ATTRIBUTES = ("launch", "autotune", "dynshared", "registers", "grid", "cluster")
 CONSTANTS = {"true": True, "false": False}
 
