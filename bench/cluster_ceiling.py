@@ -16,6 +16,7 @@ M, N = 4096, 131072
 SRC = r"""
 #define K {K}
 #define NT {NT}
+#define S {S}                              // shared buffers: rows copied up to S - 1 ahead
 #define BF16 {BF16}
 #if BF16
 typedef unsigned short T;
@@ -42,24 +43,29 @@ __device__ __forceinline__ void bulk(unsigned dst, const void* src, unsigned n, 
 
 extern "C" __global__ void __cluster_dims__(K, 1, 1) __launch_bounds__(NT) k(const T* X, T* Y, int rows, float eps) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  T* buf = (T*)smem;                                   // [2][C]
-  unsigned long long* bar = (unsigned long long*)(smem + 2 * C * sizeof(T));   // [2]
-  float* slot = (float*)(bar + 2);                     // [2] published partial sums
+  T* buf = (T*)smem;                                   // [S][C]
+  unsigned long long* bar = (unsigned long long*)(smem + S * C * sizeof(T));   // [S]
+  float* slot = (float*)(bar + S);                     // [2] published partial sums
   float* part = slot + 2;                              // [NT / 32] warp partials
   const int tid = threadIdx.x, rank = blockIdx.x % K, cid = blockIdx.x / K, ncl = gridDim.x / K;
   const size_t col = (size_t)rank * C;
-  if (tid == 0) { mbar_init(saddr(&bar[0])); mbar_init(saddr(&bar[1])); asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+  if (tid == 0) { for (int q = 0; q < S; ++q) mbar_init(saddr(&bar[q])); asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
   __syncthreads();
-  if (tid == 0 && cid < rows) { mbar_expect(saddr(&bar[0]), C * sizeof(T)); bulk(saddr(buf), X + (size_t)cid * {N} + col, C * sizeof(T), saddr(&bar[0])); }
+  if (tid == 0)
+    for (int q = 0; q < S - 1 && cid + q * ncl < rows; ++q) {
+      mbar_expect(saddr(&bar[q]), C * sizeof(T));
+      bulk(saddr(buf + q * C), X + (size_t)(cid + q * ncl) * {N} + col, C * sizeof(T), saddr(&bar[q]));
+    }
   int it = 0;
   for (int r = cid; r < rows; r += ncl, ++it) {
-    const int b = it & 1;
-    T* x = buf + b * C;
-    mbar_wait(saddr(&bar[b]), (it >> 1) & 1);
-    if (tid == 0 && r + ncl < rows) {   // the next row into the other buffer (freed by the last turn's barrier)
+    const int b = it & 1, st = it % S;
+    T* x = buf + st * C;
+    mbar_wait(saddr(&bar[st]), (it / S) & 1);
+    const int ahead = r + (S - 1) * ncl, sa = (it + S - 1) % S;
+    if (tid == 0 && ahead < rows) {     // S - 1 rows ahead, into the buffer the last turn freed
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // its ordinary reads before the copy's writes
-      mbar_expect(saddr(&bar[b ^ 1]), C * sizeof(T));
-      bulk(saddr(buf + (b ^ 1) * C), X + (size_t)(r + ncl) * {N} + col, C * sizeof(T), saddr(&bar[b ^ 1]));
+      mbar_expect(saddr(&bar[sa]), C * sizeof(T));
+      bulk(saddr(buf + sa * C), X + (size_t)ahead * {N} + col, C * sizeof(T), saddr(&bar[sa]));
     }
     float ss = 0.f;
     for (int v = tid; v < C / EPV; v += NT) {
@@ -101,6 +107,11 @@ extern "C" __global__ void __cluster_dims__(K, 1, 1) __launch_bounds__(NT) k(con
 """
 
 
+# (K, threads, CTAs an SM, buffers): rows copied up to buffers - 1 ahead
+CONFIGS = [(8, 256, 1, 2), (8, 256, 1, 3), (8, 512, 1, 3), (4, 256, 1, 2), (8, 256, 2, 2), (8, 256, 2, 3),
+           (8, 128, 3, 2), (16, 256, 1, 3)]
+
+
 def main():
     import cupy as cp
     import torch
@@ -130,12 +141,13 @@ def main():
         y = torch.empty_like(x)
         ref = (x.float() * torch.rsqrt((x.float() ** 2).mean(1, keepdim=True) + 1e-6))
         nbytes = 2 * M * N * x.element_size()
-        for K, NT, per_sm in ((8, 256, 1), (8, 512, 1), (4, 512, 1), (8, 256, 2), (4, 256, 2), (2, 512, 1)):
+        for K, NT, per_sm, S in CONFIGS:
             C = N // K
-            smem = 2 * C * x.element_size() + 16 + 8 + 4 * (NT // 32) + 64
-            if smem * per_sm > 227 * 1024 or smem > 227 * 1024:
+            smem = S * C * x.element_size() + 8 * S + 8 + 4 * (NT // 32) + 64
+            if smem * per_sm > 228 * 1024 or smem > 227 * 1024:
                 continue
-            src = SRC.replace("{K}", str(K)).replace("{NT}", str(NT)).replace("{BF16}", str(bf16)).replace("{N}", str(N))
+            src = (SRC.replace("{K}", str(K)).replace("{NT}", str(NT)).replace("{BF16}", str(bf16)).replace("{N}", str(N))
+                   .replace("{S}", str(S)))
             try:
                 fn = cp.RawModule(code=src, options=("--std=c++17",), backend="nvrtc").get_function("k")
                 fn.max_dynamic_shared_size_bytes = smem
@@ -147,7 +159,7 @@ def main():
                 torch.cuda.synchronize()
                 err = ((y.float() - ref).norm() / ref.norm()).item()
                 ms = tms(go)
-                print(f"{'bf16' if bf16 else 'f32 '} K={K} NT={NT} CTAs/SM={per_sm} grid={grid} {ms:.3f} ms "
+                print(f"{'bf16' if bf16 else 'f32 '} K={K} NT={NT} buffers={S} CTAs/SM={per_sm} grid={grid} {ms:.3f} ms "
                       f"{nbytes / ms / 1e6 / bw:6.1%}  err {err:.1e}", flush=True)
             except Exception as e:  # noqa: BLE001
                 print(f"{'bf16' if bf16 else 'f32 '} K={K} NT={NT} failed: {type(e).__name__}: {str(e)[:300]}", flush=True)
