@@ -425,7 +425,7 @@ class _Gen(MmaGen):
                        f"this kernel never reads back (cache_hints.py)")
         prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
                    + (CLUSTER_HELPERS if kir.cluster > 1 else "")
-                   + (PANEL_HELPERS if any(isinstance(sw, PanelSwizzle) for sw in self.swz.values()) else ""))
+                   + (PANEL_HELPERS if any("tnb_pswz(" in line for line in body) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
