@@ -66,6 +66,25 @@ kernel k_two_rows(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D], eps: f32) {
 """
 
 
+# Two reads of X, the second from L2: a cluster's CTAs read their slice for the partial sums
+# (no tile kept: few bytes of shared memory, so many CTAs an SM hide the cluster's wait), and
+# read it again to write; with K CTAs a row only (CTAs resident) / K rows are in flight, which
+# L2 holds.
+REREAD = """
+@autotune(K in [2, 4, 8], NT in [128, 256, 512, 1024])
+@launch(NT)
+@cluster(K)
+@grid(M * K)
+kernel k_reread(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.cluster.x
+  let c = ctx.cluster.rank * (D / K)
+  var ss = rowsum(X[r :+ 1, c :+ D / K] * X[r :+ 1, c :+ D / K])
+  cluster_sum(ss)
+  Y[r :+ 1, c :+ D / K] = X[r :+ 1, c :+ D / K] * rsqrt(ss / f32(D) + eps)
+}
+"""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtypes", default="f32,bf16")
@@ -89,6 +108,8 @@ def main():
         for form in args.forms.split(","):
             if form == "two_rows":
                 text = TWO_ROWS.replace("{T}", dt)
+            elif form == "reread":
+                text = REREAD.replace("{T}", dt)
             else:
                 cl, red = FORMS[form]
                 text = TEXT.replace("{CL}", cl).replace("{RED}", red).replace("{T}", dt).replace("{NAME}", form)
