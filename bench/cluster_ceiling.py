@@ -9,7 +9,12 @@ copy a row ahead (docs/benchmarks.md, long rows).
 """
 from __future__ import annotations
 
-import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gemm_sm90 import time_ms  # noqa: E402
 
 M, N = 4096, 131072
 
@@ -118,20 +123,7 @@ def main():
     x0 = torch.empty(1 << 28, device="cuda")
     y0 = torch.empty_like(x0)
 
-    def tms(fn, reps=20):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            out.append(s.elapsed_time(e))
-        return statistics.median(out)
-    bw = 2 * x0.numel() * 4 / tms(lambda: y0.copy_(x0)) / 1e6
+    bw = 2 * x0.numel() * 4 / time_ms(torch, lambda: y0.copy_(x0)) / 1e6
     print(f"copy {bw:.0f} GB/s", flush=True)
     del x0, y0
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -158,7 +150,7 @@ def main():
                 go()
                 torch.cuda.synchronize()
                 err = ((y.float() - ref).norm() / ref.norm()).item()
-                ms = tms(go)
+                ms = time_ms(torch, go)
                 print(f"{'bf16' if bf16 else 'f32 '} K={K} NT={NT} buffers={S} CTAs/SM={per_sm} grid={grid} {ms:.3f} ms "
                       f"{nbytes / ms / 1e6 / bw:6.1%}  err {err:.1e}", flush=True)
             except Exception as e:  # noqa: BLE001

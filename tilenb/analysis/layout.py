@@ -222,6 +222,18 @@ class SwizzledLayout:
         return self.origin + self.swizzle(self.layout.offsets() - self.origin)
 
 
+def wgmma_panel_bytes(sw, cols: int) -> Optional[int]:
+    """The bytes of one 64-column panel when a shared tile of `cols` 2-byte columns, laid out by
+    swizzle `sw`, is in the 128-byte swizzled K-major layout wgmma reads by descriptor: a
+    `PanelSwizzle` (rows x 128 bytes), or the XOR swizzle of a 64-column tile (one panel: 0);
+    else None."""
+    if isinstance(sw, PanelSwizzle):
+        return sw.rows * 128
+    if type(sw) is Swizzle and (sw.bits, sw.base, sw.shift) == (3, 3, 3) and cols == 64:
+        return 0
+    return None
+
+
 # ---- what the memory system does with one warp request -----------------------------------------
 def sectors_per_request(request: np.ndarray, start: np.ndarray, nbytes: int) -> np.ndarray:
     """Distinct 32-byte sectors touched by each request.

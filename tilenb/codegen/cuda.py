@@ -47,7 +47,7 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
-from ..analysis.layout import PanelSwizzle, Swizzle
+from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
@@ -1453,8 +1453,7 @@ class _Gen(MmaGen):
         if sw is None:
             return
         tv = self.tiles.get(id(sym))
-        if isinstance(sw, PanelSwizzle) or (tv is not None and tv.shape[1] == 64 and type(sw) is Swizzle
-                                            and (sw.bits, sw.base, sw.shift) == (3, 3, 3)):
+        if wgmma_panel_bytes(sw, tv.shape[1] if tv is not None else 0) is not None:
             self.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores by descriptor")
 
     def cluster_reduce(self, s: ir.ClusterReduce):
@@ -1491,7 +1490,7 @@ class _Gen(MmaGen):
         self.cluster_each(tv, [f"{slot}[tnb_e] = tnb_in ? {tv.cname}[{swz_c(tv.swz, 'tnb_e')}] : {ident};"])
         self.cluster_pending = (s, tv, slot)
         later = self.kir.body[next(i for i, st in enumerate(self.kir.body) if st is s) + 1:]
-        if not any(self._names(st, s.target.sym) for st in later):
+        if not any(sym is s.target.sym for st in later for sym in self._named_syms(st)):
             # nothing reads t later: its bytes may go to another tile after this statement, so the
             # combination cannot wait (nor can anything else overlap it)
             self.emit(f"tnb_cluster_arrive();  // {name}: published")
@@ -1518,30 +1517,24 @@ class _Gen(MmaGen):
         self.emit("}")
 
     @staticmethod
-    def _names(st, sym) -> bool:
-        """Whether statement st (nested ones included) names tile `sym` (a view of it counts)."""
+    def _named_syms(st):
+        """The symbols statement st (nested ones included) names: tiles, views, tensors."""
         for x in ir.walk_stmts((st,)):
             for e in ir.stmt_exprs(x):
-                if any(ir.named_sym(y) is sym for y in ir.walk_expr(e)):
-                    return True
-        return False
+                for y in ir.walk_expr(e):
+                    sym = ir.named_sym(y)
+                    if sym is not None:
+                        yield sym
 
     def cluster_needs_finish(self, st) -> bool:
         """Whether top-level statement `st` must see the pending cluster reduction's result:
         it names its tile (or any view), or is a cluster reduction itself (the barrier's arrive
         and wait alternate)."""
-        s = self.cluster_pending[0]
-        for x in ir.walk_stmts((st,)):
-            if isinstance(x, ir.ClusterReduce):
-                return True
-            if isinstance(x, ir.Let) and x.sym.kind == "view":
-                return True
-            for e in ir.stmt_exprs(x):
-                for y in ir.walk_expr(e):
-                    sym = ir.named_sym(y)
-                    if sym is not None and (sym is s.target.sym or sym.kind == "view"):
-                        return True
-        return False
+        target = self.cluster_pending[0].target.sym
+        if any(isinstance(x, ir.ClusterReduce) or (isinstance(x, ir.Let) and x.sym.kind == "view")
+               for x in ir.walk_stmts((st,))):
+            return True
+        return any(sym is target or sym.kind == "view" for sym in self._named_syms(st))
 
     def cluster_finish(self):
         s, tv, slot = self.cluster_pending

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
-from ..analysis.layout import PanelSwizzle, Swizzle
+from ..analysis.layout import PanelSwizzle, wgmma_panel_bytes
 from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
 from . import ctypes_ as C
 from . import streamed_sm90
@@ -92,17 +92,11 @@ A_BY_DESCRIPTOR = os.environ.get("TILENB_WGMMA_SS", "1") != "0"   # for experime
 
 def _wgmma_panel(src) -> Optional[int]:
     """For an ldmatrix source ("smem", ptr, pitch, swizzle, None, tile address): the bytes of one
-    64-column panel when the tile is in the layout wgmma reads a K-major operand in with the
-    128-byte swizzle (`PanelSwizzle`, or the XOR swizzle of a 64-column tile: one panel), else
-    None."""
-    sw, pitch = src[3], src[2]
+    64-column panel when the tile is in wgmma's K-major layout (`layout.wgmma_panel_bytes`),
+    else None."""
     if len(src) < 6 or src[5] is None:
         return None
-    if isinstance(sw, PanelSwizzle):
-        return sw.rows * 128
-    if type(sw) is Swizzle and (sw.bits, sw.base, sw.shift) == (3, 3, 3) and pitch == 64:
-        return 0
-    return None
+    return wgmma_panel_bytes(src[3], src[2])
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from .cpu_memory import (TensorRef, TileStore, Window, element_address, lanes_of
                          write_window, base_extents, base_array)
 from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
                          const_value, convert, dot_tiles, full_region, math1, math2, npdt,
-                         reduce_tile, store_cast, tile_data, transpose_tile)
+                         reduce_tile, region_mask, store_cast, tile_data, transpose_tile)
 
 # CTAs per batch: enough to amortize the per-statement cost, few enough to bound memory.
 MAX_BATCH = 2048
@@ -417,7 +417,7 @@ class _Executor:
         K, nb = self.kir.cluster, self.nb
         data = store.data
         ident = {"sum": 0.0, "max": -np.inf, "min": np.inf}[s.op]
-        valid = self._valid_mask(store)
+        valid = region_mask(store.region, store.shape)   # (batch, *shape) or None: all valid
         vals = data if valid is None else np.where(valid, data, data.dtype.type(ident))
         vals = vals.reshape((nb // K, K) + store.shape)
         acc = np.full((nb // K,) + store.shape, ident, data.dtype)
@@ -428,19 +428,6 @@ class _Executor:
         store.data[...] = out if valid is None else np.where(valid, out, data)
         if self.debug:
             self._sync(s, "a cluster barrier", cta)
-
-    def _valid_mask(self, store: TileStore):
-        """(batch, *shape) bools: the elements inside each CTA's valid region (None: all)."""
-        if store.region is None:
-            return None
-        lo, hi = store.region
-        mask = np.ones((self.nb,) + store.shape, bool)
-        for d, n in enumerate(store.shape):
-            idx = np.arange(n).reshape((1,) * (d + 1) + (n,) + (1,) * (len(store.shape) - d - 1))
-            lo_d = lo[:, d].reshape((self.nb,) + (1,) * len(store.shape))
-            hi_d = hi[:, d].reshape((self.nb,) + (1,) * len(store.shape))
-            mask &= (idx >= lo_d) & (idx < hi_d)
-        return mask
 
     def _atomic(self, s, act, cta):
         t = s.target
