@@ -138,11 +138,13 @@ def _one(args):
     return dict(v, tag=tag(v), smem=smem_for(v))
 
 
-def gen(d: Path):
+def gen(d: Path, only: str = ""):
+    import re
     from concurrent.futures import ProcessPoolExecutor
     d.mkdir(parents=True, exist_ok=True)
+    todo = [v for v in variants() if re.search(only, tag(v))]
     with ProcessPoolExecutor(2) as ex:
-        man = list(ex.map(_one, [(v, str(d)) for v in variants()]))
+        man = list(ex.map(_one, [(v, str(d)) for v in todo]))
     Path(d, "manifest.json").write_text(json.dumps(man, indent=1))
     print(len(man), "cubins")
 
@@ -202,7 +204,7 @@ def run(d: Path):
 if __name__ == "__main__":
     import os
     if sys.argv[1] == "gen":
-        gen(Path(sys.argv[2]))
+        gen(Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "")
     else:
         bw, res = run(Path(sys.argv[2]))
         Path(os.environ.get("OUT", "."), "wide_ceiling.json").write_text(json.dumps(dict(copy_bandwidth_GBps=bw, rows=res), indent=1))

@@ -72,11 +72,25 @@ def kernel_text(op: str, form: str, T: str, tune: dict) -> str:
         else:
             body += ("  let n = cdiv(N, C)\n  for i in range(0, n) {\n    let c = (n - 1 - i) * C\n"
                      "    Y[r :+ 1, c :+ C] = " + o["out"] + "\n  }\n")
-    else:
+    else:   # head: C is the first pass's chunk, C2 (if tuned) the second pass's
+        c2 = "C2" if "C2" in tune else "C"
         body = (o["head_init"] + "  for c in range(K, N, C) {\n" + o["acc"] + "  }\n" + o["stats"]
-                + "  let n = cdiv(max(N - K, 0), C)\n  for i in range(0, n) {\n    let c = K + (n - 1 - i) * C\n"
-                "    Y[r :+ 1, c :+ C] = " + o["out"] + "\n  }\n  Y[r :+ 1, 0 :+ K] = " + o["head_out"] + "\n")
+                + f"  let n = cdiv(max(N - K, 0), {c2})\n  for i in range(0, n) {{\n    let c = K + (n - 1 - i) * {c2}\n"
+                "    Y[r :+ 1, c :+ C] = ".replace(":+ C]", f":+ {c2}]") + o["out"].replace(":+ C]", f":+ {c2}]")
+                + "\n  }\n  Y[r :+ 1, 0 :+ K] = " + o["head_out"] + "\n")
     return head + body + "}\n", name
+
+
+def candidates_head2():
+    """bf16 head forms with the second pass in larger chunks (C2), with and without an L2
+    evict_first hint patched onto the head's loads (hint = "head")."""
+    out = []
+    for op in OPS:
+        for C, C2 in ((8192, 8192), (8192, 32768), (16384, 32768), (16384, 16384)):
+            for hint in (False, "head"):
+                out.append((op, "head", "bf16", dict(K=98304, C=C, C2=C2, NT=1024), hint))
+        out.append((op, "head", "bf16", dict(K=98304, C=16384, C2=32768, NT=512), "head"))
+    return out
 
 
 def candidates():
@@ -141,6 +155,22 @@ def patch_hints(src: str) -> str:
     return text[:i] + HINT_PRELUDE + text[i:]
 
 
+HEAD_LOAD = re.compile(r"\*\((uint4|uint2)\*\)(\w+\[\w+\]) = \*\(const (uint4|uint2)\*\)\((X_\d+ \+ [^;]*)\);")
+
+
+def patch_head_hint(src: str) -> str:
+    """The head's loads (the statement `var h = X[...]`) with the kernel's evict_first policy."""
+    out, inside = [], False
+    for ln in src.split("\n"):
+        m = LINE.match(ln)
+        if m:
+            inside = m.group(1).startswith("var h")
+        if inside:
+            ln = HEAD_LOAD.sub(lambda mm: f"*({mm.group(1)}*){mm.group(2)} = tnb_ld_ef((const {mm.group(1)}*)({mm.group(4)}), tnb_l2ef);", ln)
+        out.append(ln)
+    return "\n".join(out)
+
+
 def _gen_one(args):
     op, form, T, tune, hint, outdir = args
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -150,10 +180,13 @@ def _gen_one(args):
     mod = tilenb.compile(text, backend="cpu")
     kir = list(mod.kernels[name].checked.variants.values())[0]
     ks = generate(kir, text, arch="sm_90")
-    src = patch_hints(ks.source) if hint else ks.source
-    if hint:
+    if hint == "head":
+        src = patch_head_hint(ks.source)     # (unchanged where the head is copied by cp.async)
+    else:
+        src = patch_hints(ks.source) if hint else ks.source
+    if hint is True:
         assert "tnb_ldh(" in src and "tnb_sth(" in src, name
-    tag = f"{name}_" + "_".join(f"{k}{v}" for k, v in tune.items()) + ("_hint" if hint else "")
+    tag = f"{name}_" + "_".join(f"{k}{v}" for k, v in tune.items()) + ({True: "_hint", "head": "_hh"}.get(hint, ""))
     cubin = nvrtc_compile(src, "sm_90", name=tag + ".cu", use_cache=False)
     Path(outdir, tag + ".cubin").write_bytes(cubin)
     Path(outdir, tag + ".cu").write_text(src)
@@ -161,9 +194,10 @@ def _gen_one(args):
                 threads=ks.threads, smem=ks.smem_bytes, dynamic=ks.dynamic_smem)
 
 
-def gen(outdir: Path, jobs: int = 2):
+def gen(outdir: Path, jobs: int = 2, which: str = ""):
     outdir.mkdir(parents=True, exist_ok=True)
-    todo = [(op, f, T, tune, h, str(outdir)) for op, f, T, tune, h in candidates()]
+    cands = candidates_head2() if which == "head2" else candidates()
+    todo = [(op, f, T, tune, h, str(outdir)) for op, f, T, tune, h in cands]
     with ProcessPoolExecutor(jobs) as ex:
         manifest = list(ex.map(_gen_one, todo))
     Path(outdir, "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -261,7 +295,7 @@ def run(outdir: Path, only: str = ""):
 if __name__ == "__main__":
     cmd, d = sys.argv[1], Path(sys.argv[2])
     if cmd == "gen":
-        gen(d, int(sys.argv[3]) if len(sys.argv) > 3 else 2)
+        gen(d, int(sys.argv[3]) if len(sys.argv) > 3 else 2, sys.argv[4] if len(sys.argv) > 4 else "")
     else:
         import os
         bw, rows = run(d, sys.argv[3] if len(sys.argv) > 3 else "")
@@ -271,7 +305,7 @@ if __name__ == "__main__":
         best = {}
         for r in rows:
             if "frac" in r and r["ok"]:
-                k = (r["op"], r["T"], r["form"] + ("+hint" if r["hint"] else ""))
+                k = (r["op"], r["T"], r["form"] + ({True: "+hint", "head": "+hh"}.get(r["hint"], "")))
                 if k not in best or r["seconds"] < best[k]["seconds"]:
                     best[k] = r
         for k in sorted(best):

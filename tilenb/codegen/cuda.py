@@ -35,6 +35,7 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -46,7 +47,7 @@ from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
-from .prelude import CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
+from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
@@ -122,6 +123,9 @@ def swz_c(sw, idx):
     if _is_int(idx):
         return int(sw(idx))
     return sw.c_expr(idx)
+
+
+ASYNC_COPIES = os.environ.get("TILENB_ASYNC_COPY", "1") != "0"   # for experiments: 0 keeps register-staged copies
 
 
 # ---- register layouts --------------------------------------------------------------------------
@@ -425,7 +429,8 @@ class _Gen(MmaGen):
                        f"this kernel never reads back (cache_hints.py)")
         prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
                    + (CLUSTER_HELPERS if kir.cluster > 1 else "")
-                   + (PANEL_HELPERS if any("tnb_pswz(" in line for line in body) else ""))
+                   + (PANEL_HELPERS if any("tnb_pswz(" in line for line in body) else "")
+                   + (ASYNC_COPY_HELPERS if any("tnb_cpa<" in line for line in body) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
@@ -1730,7 +1735,7 @@ class _Gen(MmaGen):
 
         vt = None
         if tv.space == "shared":
-            vt = (tv.cname, lambda i, j: swz_c(tv.swz, f"({i}) * {domain[1]} + ({j})"), tv.dtype, None)
+            vt = (tv.cname, lambda i, j: swz_c(tv.swz, f"({i}) * {domain[1]} + ({j})"), tv.dtype, None, False, True)
         self.run_sweep(s, domain, lay, V, value, write, None, two_phase, vt)
         self.emit(f"{tv.cname}_r0 = {vr[0]}; {tv.cname}_r1 = {vr[1]}; {tv.cname}_c0 = {vr[2]}; {tv.cname}_c1 = {vr[3]};")
 
@@ -1966,11 +1971,16 @@ class _Gen(MmaGen):
         vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}
         optr, oindex, odt, omask = vt[:4]
         hint_store = len(vt) > 4 and vt[4]       # a store this kernel never reads back (cache_hints.py)
+        whole_tile = len(vt) > 5 and vt[5]       # the destination is a whole shared tile
         leaves, uniq, leaf_bytes = self.vector_plan(value, domain, V)
         steps = -(-nch // self.T)
         B = steps if preloaded is not None else self.vector_batch(nch, leaf_bytes)
         guard = nch % self.T != 0 or steps % B != 0
         raw = (len(leaves) == 1 and leaves[0][0] is value and leaves[0][1].dtype == odt)
+        if (ASYNC_COPIES and raw and whole_tile and preloaded is None and steps > B and leaves[0][1].kind == "global"
+                and id(value) not in self.hints.loads):
+            self.async_copy(domain, V, leaves[0][0], leaves[0][1], vt)
+            return
         if preloaded is not None:
             leaves = [(leaves[0][0], leaves[0][1], preloaded)]
             self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole; "
@@ -2075,6 +2085,45 @@ class _Gen(MmaGen):
         self.close()
         if outer:
             self.close()
+
+    def async_copy(self, domain, V, e, loc, vt):
+        """A copy of a tensor window into a whole shared tile with more chunks a thread than one
+        register batch (`vector_batch`): every whole chunk is started as an asynchronous copy
+        (`tnb_cpa`, cp.async on sm_80+), so all of the thread's chunks are in flight at once
+        instead of a batch at a time; a chunk that crosses the window's valid region is written
+        element by element (0 outside it). The thread waits for its own copies before the next
+        statement, so the statement means what the register path means (its barriers are the
+        analysis' own)."""
+        R, Cc = domain
+        nch = R * Cc // V
+        steps = -(-nch // self.T)
+        optr, oindex, odt = vt[:3]
+        nbytes = C.itemsize(odt) * V
+        self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}; this thread's {steps} chunks "
+                  f"are copied asynchronously (cp.async, {nbytes} bytes each), all in flight together")
+        q = self.new("q")
+        self.emit("#pragma unroll 4")
+        self.emit(f"for (int {q} = 0; {q} < {steps}; ++{q}) {{")
+        self.ind += 1
+        i, j0 = self.chunk_head(domain, V, "0", q, nch % self.T != 0)
+        shp = shape2(loc.shape)
+        row = i if shp[0] == R else 0
+        b = self.region(e)
+        whole = self.chunk_inside(b, row, j0, V, shp)
+        cp = f"tnb_cpa<{nbytes}>({optr} + {oindex(i, j0)}, {loc.ptr} + {loc.index(row, j0)});"
+        if whole is True:
+            self.emit(cp)
+        else:
+            v = self.new("v")
+            cond = self.in_region(b, row, f"{j0} + {v}", shp)
+            zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
+            elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
+            self.emit(f"if ({whole}) {cp}")
+            self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {optr}[{oindex(i, f'{j0} + {v}')}] = "
+                      f"({cond}) ? {elem} : ({C.STORE_C[loc.dtype]}){zero};")
+        self.close()
+        self.close()
+        self.emit("tnb_cpa_wait_all();  // this thread's copies have landed")
 
     # ---- a loop's next turn copied ahead: the tensor copy at the top of a chunked loop
     PREFETCH_BYTES = 128        # registers a thread may hold for the next turn's chunks (32)

@@ -285,3 +285,29 @@ __device__ __forceinline__ long long tnb_pswz(long long o, int lc, int rows) {
   const long long r = o >> lc, c = o & ((1LL << lc) - 1); return (((c >> 6) * rows + r) << 6) + ((c & 63) ^ ((r & 7) << 3)); }
 #endif
 """
+
+
+# Emitted only into kernels with a copy of a tensor window into a shared tile that is larger than
+# one batch of registers (`cuda.py` vector_sweep): each thread starts every chunk of the copy as
+# an asynchronous copy (sm_80+, `cp.async`; L1 is bypassed for 16 bytes), then waits for its own.
+ASYNC_COPY_HELPERS = r"""
+#ifndef TILENB_ASYNC_COPY_HELPERS
+#define TILENB_ASYNC_COPY_HELPERS
+template <int B> __device__ __forceinline__ void tnb_cpa(void* dst, const void* src) {  // B = 4, 8 or 16 bytes
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  if (B == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(d), "l"(src) : "memory");
+  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" :: "r"(d), "l"(src), "n"(B) : "memory");
+#else
+  if (B == 16) *(uint4*)dst = *(const uint4*)src;
+  else if (B == 8) *(uint2*)dst = *(const uint2*)src;
+  else *(unsigned*)dst = *(const unsigned*)src;
+#endif
+}
+__device__ __forceinline__ void tnb_cpa_wait_all() {  // this thread's asynchronous copies have landed
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+#endif
+"""
