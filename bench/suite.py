@@ -472,10 +472,11 @@ def _row_kernel(op: str, N: int, dt: str) -> str:
 
 
 def _row_kernels(op: str, N: int, dt: str):
-    """The tilenb forms of a row op timed at row length N: the row held by a cluster and the
-    two-pass chunked kernel where both apply (the faster is the figure of record), else one."""
+    """The tilenb forms of a row op timed at row length N: where the row does not fit one CTA,
+    the row held by a cluster, the two-pass chunked kernel and the row's head kept on chip (the
+    fastest is the figure of record), else one."""
     k = _row_kernel(op, N, dt)
-    return [k, f"{op}_wide_{dt}"] if "_cluster" in k else [k]
+    return [k, f"{op}_wide_{dt}", f"{op}_head_{dt}"] if "_cluster" in k else [k]
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -546,6 +547,9 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
         notes += " (two passes over chunks of C columns)"
     elif "_cluster" in kname:
         notes += " (the row held by a thread block cluster of K CTAs, statistics combined in distributed shared memory)"
+    elif "_head" in kname:
+        notes += (" (a CTA a row: the first K columns kept in shared memory, the rest read for the statistics"
+                  " and again to write)")
     for peer, ps, pst, px in peers:
         row(op, (M, N), dt, "memory", tilenb_s=t, tilenb_status=status, peer=peer, peer_s=ps, peer_status=pst,
             nbytes=nbytes, verified=verified, rel_err=err, variant=var, notes=notes,
@@ -1079,9 +1083,11 @@ def cpu_check(jobs: int):
     check("transpose_f32 (68, 100)", z, x.T, 0)
     for dt in ("f32", "bf16"):
         tol = 1e-5 if dt == "f32" else 1.5e-2
-        # whole rows, two passes over chunks, and rows held by a cluster (CPU: clusters run batched)
+        # whole rows, two passes over chunks, rows held by a cluster (CPU: clusters run batched),
+        # and rows whose head is kept on chip
         for suf, (M, N), v in (("", (5, 4096), {"R": 2}), ("_wide", (3, 10004), {"C": 2048}),
-                               ("_cluster", (3, CLUSTER_ROWS[0]), {"K": 4, "NT": 512})):
+                               ("_cluster", (3, CLUSTER_ROWS[0]), {"K": 4, "NT": 512}),
+                               ("_head", (3, CLUSTER_ROWS[0]), {"NT": 512, "K": int(SK.HEAD_SIZES[dt].split(",")[0])})):
             x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
             yv = np.zeros((M, N), x.dtype)
             getattr(mod, f"rms_norm{suf}_{dt}")(x, w, yv, 1e-6, variant=v)

@@ -229,6 +229,59 @@ kernel softmax_cluster_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 }
 """
 
+# ---- the same rows, one CTA a row, with the head of the row kept on chip: the first K columns
+# are copied into a shared tile (asynchronously, all at once), the other D - K (the tail) are read
+# from global memory for the statistics and again to write (that second read mostly from L2), and
+# the head is written from shared memory last. X is read from HBM once except for what of the
+# tail L2 does not keep. {KS} is the head's sizes (192 KB and 128 KB of shared memory) ------------
+HEAD = """
+// RMSNorm, a row per CTA: the head of the row in shared memory, the tail read twice.
+@autotune(K in [{KS}], D in [131072], NT in [512, 1024])
+@launch(NT)
+@dynshared
+@grid(M)
+kernel rms_norm_head_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.block.x
+  var h = X[r :+ 1, 0 :+ K]
+  let tail_ss = rowsum(X[r :+ 1, K :+ D - K] * X[r :+ 1, K :+ D - K])
+  let inv = rsqrt((rowsum(h * h) + tail_ss) / f32(D) + eps)
+  Y[r :+ 1, K :+ D - K] = X[r :+ 1, K :+ D - K] * inv * G[0 :+ 1, K :+ D - K]
+  Y[r :+ 1, 0 :+ K] = h * inv * G[0 :+ 1, 0 :+ K]
+}
+
+// LayerNorm, a row per CTA: the sum and the sum of squares over the head and the tail.
+@autotune(K in [{KS}], D in [131072], NT in [512, 1024])
+@launch(NT)
+@dynshared
+@grid(M)
+kernel layer_norm_head_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: tensor<{T}>[1, D],
+                           Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.block.x
+  var h = X[r :+ 1, 0 :+ K]
+  let tail_s = rowsum(X[r :+ 1, K :+ D - K])
+  let tail_ss = rowsum(X[r :+ 1, K :+ D - K] * X[r :+ 1, K :+ D - K])
+  let mean = (rowsum(h) + tail_s) / f32(D)
+  let rstd = rsqrt((rowsum(h * h) + tail_ss) / f32(D) - mean * mean + eps)
+  Y[r :+ 1, K :+ D - K] = (X[r :+ 1, K :+ D - K] - mean) * rstd * W[0 :+ 1, K :+ D - K] + B[0 :+ 1, K :+ D - K]
+  Y[r :+ 1, 0 :+ K] = (h - mean) * rstd * W[0 :+ 1, 0 :+ K] + B[0 :+ 1, 0 :+ K]
+}
+
+// Row softmax, a row per CTA: the maximum over the head and the tail, then the sum.
+@autotune(K in [{KS}], D in [131072], NT in [512, 1024])
+@launch(NT)
+@dynshared
+@grid(M)
+kernel softmax_head_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
+  let r = ctx.block.x
+  var h = X[r :+ 1, 0 :+ K]
+  let m = max(rowmax(h), rowmax(X[r :+ 1, K :+ D - K]))
+  let l = rowsum(exp(h - m)) + rowsum(exp(X[r :+ 1, K :+ D - K] - m))
+  Y[r :+ 1, K :+ D - K] = exp(X[r :+ 1, K :+ D - K] - m) / l
+  Y[r :+ 1, 0 :+ K] = exp(h - m) / l
+}
+"""
+HEAD_SIZES = {"f32": "32768, 49152", "bf16": "65536, 98304"}   # 128 KB and 192 KB of shared memory
+
 # ---- matrix work ----------------------------------------------------------------------------
 GEMM = """
 // C = A B with f32 accumulation: a GEMM loop (on sm_90 lowered to TMA copies into a ring of
@@ -329,6 +382,8 @@ def program() -> str:
         parts.append(WIDE.replace("{T}", t))
     for t in FLOAT_TYPES:
         parts.append(CLUSTER.replace("{T}", t))
+    for t in FLOAT_TYPES:
+        parts.append(HEAD.replace("{T}", t).replace("{KS}", HEAD_SIZES[t]))
     for t in ("f16", "bf16"):
         parts.append(GEMM.replace("{T}", t))
     parts.append(ATTENTION)

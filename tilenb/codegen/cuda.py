@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+from math import gcd
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -48,6 +49,7 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
+from ..analysis.divisibility import RUNTIME_DIM_MULTIPLE, Divisibility, row_length_dims
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
@@ -2387,9 +2389,17 @@ class _Gen(MmaGen):
     # one combine across warps through a small shared scratch
     def reduce_vector_leaves(self, x, xshape, V):
         """The leaves of a reduction's operand read as V-element vectors at the chunk's own
-        coordinates: shared tiles whose chunk of V elements is contiguous and V-aligned."""
+        coordinates: shared tiles whose chunk of V elements is contiguous and V-aligned, and
+        windows of tensors whose every chunk provably starts on a multiple of V elements
+        (`window_aligned`; the vector load of a chunk that crosses the window's valid region
+        falls back to element loads)."""
         out = []
         for e, loc in self.vector_leaves(x, xshape):
+            if loc.kind == "global":
+                if (isinstance(e, ir.Slice) and shape2(loc.shape) == xshape and self.window_aligned(e, V)
+                        and C.itemsize(loc.dtype) * V in (4, 8, 16)):
+                    out.append((e, loc))
+                continue
             if loc.kind != "shared" or not isinstance(e, ir.Ref):
                 continue
             tv = self.tile_of(e.sym)
@@ -2403,6 +2413,35 @@ class _Gen(MmaGen):
                 continue
             out.append((e, loc))
         return out
+
+    def window_aligned(self, e: ir.Slice, V: int) -> bool:
+        """Every chunk of V consecutive row elements of the tensor window `e` starts on a multiple
+        of V elements of the tensor (whose base the launch keeps 16-byte aligned): the window's
+        first element offset and the strides of its other dimensions are multiples of V, by the
+        divisibility rules (`tilenb.analysis.divisibility`), and it is contiguous along the row."""
+        sym = ir.named_sym(e.base) if not isinstance(e.base, ir.Sym) else e.base
+        if sym is None or getattr(sym, "kind", None) != "tensor" or getattr(e, "flat", False):
+            return False
+        if not e.subs or not isinstance(e.subs[-1], ir.SubRange) or V == 1:
+            return V == 1
+        div = getattr(self, "_div", None)
+        if div is None:
+            div = self._div = Divisibility(self.kir)
+        rows = row_length_dims(self.kir)
+        dims = sym.type.dims
+        dd = [d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE if d in rows else 1 for d in dims]
+        sdiv, acc = [], 1
+        for k in range(len(dims) - 1, -1, -1):
+            sdiv.append(acc)
+            acc *= dd[k]
+        sdiv.reverse()
+        origin = 0
+        for k, sub in enumerate(e.subs):
+            d = div.of(sub.index if isinstance(sub, ir.SubIndex) else sub.start)
+            origin = gcd(origin, 0 if d == 0 else d * sdiv[k])
+            if k < len(dims) - 1 and sdiv[k] % V:
+                return False
+        return origin % V == 0
 
     def block_reduce_widths(self, domain, reds) -> Optional[List[int]]:
         """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply:
@@ -2540,8 +2579,25 @@ class _Gen(MmaGen):
                         buf = self.new("vin")
                         nb = C.itemsize(loc.dtype) * V
                         self.emit(f"__align__(16) {C.STORE_C[loc.dtype]} {buf}[{V}];")
-                        self.emit(f"*({vtypes[nb]}*){buf} = *(const {vtypes[nb]}*)({loc.ptr} + {loc.index(row, j0)});")
-                        b = self.loc_bounds(loc, False)
+                        load = f"*({vtypes[nb]}*){buf} = *(const {vtypes[nb]}*)({loc.ptr} + {loc.index(row, j0)});"
+                        if loc.kind == "global":
+                            b = self.region(e)
+                            if id(e) in self.hints.loads:      # the last touch of re-read data
+                                load = cache_hints.load_text(vtypes[nb], buf, f"{loc.ptr} + {loc.index(row, j0)}")
+                            shp = shape2(loc.shape)
+                            inside = self.chunk_inside(b, row, j0, V, shp)
+                            if inside is True:
+                                self.emit(load)
+                            else:     # a chunk that crosses the window's valid region: element loads, 0 outside
+                                v = self.new("v")
+                                cond = self.in_region(b, row, f"{j0} + {v}", shp)
+                                zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
+                                self.emit(f"if ({inside}) {load}")
+                                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({cond}) ? "
+                                          f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}] : ({C.STORE_C[loc.dtype]}){zero};")
+                        else:
+                            self.emit(load)
+                            b = self.loc_bounds(loc, False)
                         bufs.append((e, loc, buf, b))
                         seen[loc.key] = bufs[-1]
                 whole = self.chunk_inside((0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
