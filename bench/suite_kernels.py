@@ -233,7 +233,7 @@ kernel softmax_cluster_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 # are copied into a shared tile (asynchronously, all at once), the other D - K (the tail) are read
 # from global memory for the statistics and again to write (that second read mostly from L2), and
 # the head is written from shared memory last. X is read from HBM once except for what of the
-# tail L2 does not keep. {KS} is the head's sizes (192 KB and 128 KB of shared memory) ------------
+# tail L2 does not keep. {KS} is the head's sizes (HEAD_SIZES) ----------------------------------
 HEAD = """
 // RMSNorm, a row per CTA: the head of the row in shared memory, the tail read twice.
 @autotune(K in [{KS}], D in [131072], NT in [512, 1024])
@@ -280,7 +280,7 @@ kernel softmax_head_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
   Y[r :+ 1, 0 :+ K] = exp(h - m) / l
 }
 """
-HEAD_SIZES = {"f32": "32768, 49152", "bf16": "65536, 98304"}   # 128 KB and 192 KB of shared memory
+HEAD_SIZES = {"f32": "32768, 49152, 53248", "bf16": "65536, 98304, 106496"}   # 128, 192 and 208 KB of shared memory
 
 # ---- matrix work ----------------------------------------------------------------------------
 GEMM = """

@@ -931,6 +931,12 @@ class _Gen(MmaGen):
             return self.ev(e.x, sub)
         self.fail(f"expression {type(e).__name__}", e)
 
+    def leaf_key(self, e, loc: "Loc"):
+        """Equal for two operand reads that load the same elements: a shared tile's window by its
+        location; a tensor window by its expression (spans ignored), since each read evaluates
+        its window's position into names of its own."""
+        return ("g", self.skey(e)) if loc.kind == "global" else loc.key
+
     def skey(self, e):
         """A key equal for structurally equal expressions (spans ignored)."""
         k = self.skeys.get(id(e))
@@ -1898,9 +1904,10 @@ class _Gen(MmaGen):
         for e, loc in self.vector_leaves(value, domain, bcast=True):
             if C.itemsize(loc.dtype) * V not in vtypes:
                 continue
-            if loc.key not in seen:
-                seen[loc.key] = self.new("vin")
-            leaves.append((e, loc, seen[loc.key]))
+            key = self.leaf_key(e, loc)
+            if key not in seen:
+                seen[key] = self.new("vin")
+            leaves.append((e, loc, seen[key]))
         uniq, firsts = [], set()
         for e, loc, b in leaves:
             if b not in firsts:
@@ -2573,8 +2580,9 @@ class _Gen(MmaGen):
                 if V > 1:
                     seen = {}
                     for e, loc in self.reduce_vector_leaves(x, xshape, V):
-                        if loc.key in seen:
-                            bufs.append((e,) + seen[loc.key][1:])
+                        key = self.leaf_key(e, loc)
+                        if key in seen:
+                            bufs.append((e,) + seen[key][1:])
                             continue
                         buf = self.new("vin")
                         nb = C.itemsize(loc.dtype) * V
@@ -2599,7 +2607,7 @@ class _Gen(MmaGen):
                             self.emit(load)
                             b = self.loc_bounds(loc, False)
                         bufs.append((e, loc, buf, b))
-                        seen[loc.key] = bufs[-1]
+                        seen[key] = bufs[-1]
                 whole = self.chunk_inside((0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
                 nested = self.has_reduce_or_dot(x)
                 if whole is not True and not nested:
