@@ -1,0 +1,20 @@
+"""Launch one of the suite's long-row head kernels once, at 4096 x 131072, with a given head size
+and CTA size (for Nsight Compute):   python bench/head_once.py NAME K NT"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch  # noqa: E402
+
+import suite as SU  # noqa: E402
+import suite_kernels as SK  # noqa: E402
+import tilenb  # noqa: E402
+
+name, K, NT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+SU.S.torch = torch
+dt = "bf16" if name.endswith("bf16") else "f32"
+mod = tilenb.compile(SK.program(), backend="cuda")
+x, g, y = SU.randn((4096, 131072), dt), SU.randn((1, 131072), dt), SU.randn((4096, 131072), dt)
+getattr(mod, name)(*(SU.GpuArray(a) for a in (x, g, y)), 1e-6, variant={"K": K, "D": 131072, "NT": NT})
+torch.cuda.synchronize()
+print("ran", name, K, NT)
