@@ -197,6 +197,18 @@ def test_bf16_rows_round_in_pairs_and_divide_once_a_chunk(mod):
     assert "*(const uint4*)(G_" in store
 
 
+def test_a_one_element_tile_broadcast_to_every_element_is_read_once(mod):
+    # R = 1: inv is a [1, 1] tile, the same for every element of the store into Y
+    store = _code(mod, "rms_norm_f32", R=1, NT=64).split("Y[r :+ R, :] = x * inv * G")[-1]
+    hoisted = [ln for ln in store.split("\n") if "the same for every element" in ln]
+    assert len(hoisted) == 1 and "inv_" in hoisted[0]
+    reg = hoisted[0].split("=")[0].split()[-1]
+    assert f"* {reg})" in store and "inv_" not in store.split(hoisted[0])[1]
+    # R = 2: inv is [2, 1], a value per row: still read a chunk at a time
+    store = _code(mod, "rms_norm_f32", R=2, NT=64).split("Y[r :+ R, :] = x * inv * G")[-1]
+    assert "the same for every element" not in store
+
+
 def test_chunked_loop_loads_its_copy_a_turn_ahead(mod):
     for name in ("softmax_wide_bf16", "layer_norm_wide_f32"):
         code = _code(mod, name, C=256, NT=64)

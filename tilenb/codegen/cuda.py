@@ -1997,6 +1997,7 @@ class _Gen(MmaGen):
         else:
             self.emit(f"// partition: chunk k of {V} row elements -> thread k % {self.T}, moved as vectors where whole; "
                       f"each thread loads {B} of its chunks, then computes and stores them")
+        hoisted = None if raw else self.hoist_scalar_tiles(value)
         sb = self.new("sb")
         outer = steps > B
         if outer:
@@ -2094,6 +2095,36 @@ class _Gen(MmaGen):
         self.close()
         if outer:
             self.close()
+        if hoisted is not None:
+            self.pre, self.pre_bcast = hoisted
+
+    def hoist_scalar_tiles(self, value):
+        """Read once, before a vector sweep, each [1, 1] shared tile the value broadcasts to every
+        element (the scale of `x * inv * g`): one register instead of a shared load a chunk (and a
+        reload after each store the compiler may not move it across). Returns the `pre` map and
+        broadcast set to restore after the sweep."""
+        saved = (dict(self.pre), set(self.pre_bcast))
+        seen = {}
+
+        def visit(e):
+            if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT) and shape2(e.type.shape) == (1, 1):
+                tv = self.tile_of(e.sym)
+                if tv is not None and tv.space == "shared" and e.type.dtype in C.VALUE_C:
+                    if id(e.sym) not in seen:
+                        u = self.new("u")
+                        self.emit(f"const {C.VALUE_C[e.type.dtype]} {u} = {self.ev(e, At(0, 0, None, None, True))};"
+                                  f"  // {e.sym.name}, the same for every element")
+                        seen[id(e.sym)] = u
+                    self.pre[id(e)] = seen[id(e.sym)]
+                    self.pre_bcast.add(id(e))
+                return
+            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+                return
+            for c in ir.sub_exprs(e):
+                visit(c)
+        if isinstance(value.type, ir.TileT):
+            visit(value)
+        return saved
 
     def async_copy(self, domain, V, e, loc, vt):
         """A copy of a tensor window into a whole shared tile with more chunks a thread than one
