@@ -96,14 +96,14 @@ def _check(mod, M, N, NT, rng):
     y = rng.standard_normal((M, N)).astype(np.float32)
     m = np.full((M, 1), np.nan, np.float32)
     mod.row_max(y, m)
-    np.testing.assert_array_equal(m[:, 0], y.max(1))
+    np.testing.assert_array_equal(m[:, 0], y[:, :1024].max(1))     # the window is the first 1024 columns
     z = rng.standard_normal((M, 1028)).astype(np.float32)
     t = np.full((M, 1), np.nan, np.float32)
     mod.shifted(z, t)
     np.testing.assert_allclose(t[:, 0], z[:, 1:1025].astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("M,N", [(5, 1000), (2, 1024)])
+@pytest.mark.parametrize("M,N", [(5, 1000), (2, 1024), (3, 2048)])
 def test_the_cpu_executor_agrees_with_numpy(M, N):
     _check(_mod(), M, N, 32, np.random.default_rng(M + N))
 
