@@ -14,7 +14,9 @@ name, K, NT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 SU.S.torch = torch
 dt = "bf16" if name.endswith("bf16") else "f32"
 mod = tilenb.compile(SK.program(), backend="cuda")
-x, g, y = SU.randn((4096, 131072), dt), SU.randn((1, 131072), dt), SU.randn((4096, 131072), dt)
-getattr(mod, name)(*(SU.GpuArray(a) for a in (x, g, y)), 1e-6, variant={"K": K, "D": 131072, "NT": NT})
+x, g, b, y = (SU.randn(s, dt) for s in ((4096, 131072), (1, 131072), (1, 131072), (4096, 131072)))
+arrays = {"rms": (x, g, y), "lay": (x, g, b, y), "sof": (x, y)}[name[:3]]
+scalars = () if name.startswith("softmax") else (1e-6,)
+getattr(mod, name)(*(SU.GpuArray(a) for a in arrays), *scalars, variant={"K": K, "D": 131072, "NT": NT})
 torch.cuda.synchronize()
 print("ran", name, K, NT)
