@@ -113,3 +113,33 @@ def test_the_cpu_executor_agrees_with_numpy(M, N):
 @pytest.mark.parametrize("NT", [32, 128])
 def test_gpu_window_reductions_match_numpy(M, N, NT):
     _check(_mod("cuda"), M, N, NT, np.random.default_rng(M * N + NT))
+
+
+EDGES = """
+// Windows wholly past the columns of a constant-width tensor (no valid element), on every path
+// that moves vectors: a row reduction, a copy with many chunks a thread, a store.
+@launch(32)
+@grid(M)
+kernel past_edge(X: tensor<f32>[M, 2048], S: tensor<f32>[M, 1], T: tensor<f32>[M, 2048]) {
+  let r = ctx.block.x
+  S[r :+ 1, 0 :+ 1] = rowsum(X[r :+ 1, 2048 :+ 1024])
+  var x = X[r :+ 1, 2048 :+ 2048]
+  T[r :+ 1, 0 :+ 2048] = x + 1.0
+  T[r :+ 1, 2048 :+ 64] = X[r :+ 1, 0 :+ 64]
+}
+"""
+
+
+def test_windows_wholly_past_the_edge_compile_and_read_zeros():
+    # a statically empty valid region once reached the CUDA as the Python literal False
+    mod = tilenb.compile(EDGES, backend="cpu")
+    src = mod.past_edge.cuda_source()
+    assert "False" not in src and "True" not in src
+    if nvrtc_available():
+        for arch in ("sm_80", "sm_90"):
+            nvrtc_compile(mod.past_edge.cuda_source(arch=arch if arch == "sm_90" else None), arch, use_cache=False)
+    x = np.random.default_rng(3).standard_normal((3, 2048)).astype(np.float32)
+    s, t = np.full((3, 1), np.nan, np.float32), np.full((3, 2048), 7.0, np.float32)
+    mod.past_edge(x, s, t)
+    np.testing.assert_array_equal(s[:, 0], 0)     # a sum over no valid element
+    np.testing.assert_array_equal(t, 7)           # x has no valid element, so nothing is stored

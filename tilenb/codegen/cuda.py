@@ -127,6 +127,12 @@ def swz_c(sw, idx):
     return sw.c_expr(idx)
 
 
+def c_cond(x) -> str:
+    """A condition as C text: in_region / chunk_inside give True or False where the answer is
+    known while generating, else a C expression."""
+    return "true" if x is True else "false" if x is False else x
+
+
 ASYNC_COPIES = os.environ.get("TILENB_ASYNC_COPY", "1") != "0"   # for experiments: 0 keeps register-staged copies
 
 
@@ -1960,8 +1966,8 @@ class _Gen(MmaGen):
                 cond = self.in_region(b, row, f"{j0} + {v}", shp)
                 elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
                 zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
-                self.emit(f"if ({whole}) {load}")
-                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{q}][{v}] = ({cond}) ? {elem} : ({st}){zero};")
+                self.emit(f"if ({c_cond(whole)}) {load}")
+                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{q}][{v}] = ({c_cond(cond)}) ? {elem} : ({st}){zero};")
         self.close()
         self.close()
 
@@ -2089,8 +2095,8 @@ class _Gen(MmaGen):
         else:
             v = self.new("v")
             cond = self.in_region(omask, i, f"{j0} + {v}", domain)
-            self.emit(f"if ({whole}) {store}")
-            self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) if ({cond}) {optr}[{oindex(i, f'{j0} + {v}')}] = {out}[{v}];")
+            self.emit(f"if ({c_cond(whole)}) {store}")
+            self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) if ({c_cond(cond)}) {optr}[{oindex(i, f'{j0} + {v}')}] = {out}[{v}];")
         self.close()
         self.close()
         if outer:
@@ -2158,9 +2164,9 @@ class _Gen(MmaGen):
             cond = self.in_region(b, row, f"{j0} + {v}", shp)
             zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
             elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
-            self.emit(f"if ({whole}) {cp}")
+            self.emit(f"if ({c_cond(whole)}) {cp}")
             self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {optr}[{oindex(i, f'{j0} + {v}')}] = "
-                      f"({cond}) ? {elem} : ({C.STORE_C[loc.dtype]}){zero};")
+                      f"({c_cond(cond)}) ? {elem} : ({C.STORE_C[loc.dtype]}){zero};")
         self.close()
         self.close()
         self.emit("tnb_cpa_wait_all();  // this thread's copies have landed")
@@ -2631,8 +2637,8 @@ class _Gen(MmaGen):
                                 v = self.new("v")
                                 cond = self.in_region(b, row, f"{j0} + {v}", shp)
                                 zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
-                                self.emit(f"if ({inside}) {load}")
-                                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({cond}) ? "
+                                self.emit(f"if ({c_cond(inside)}) {load}")
+                                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({c_cond(cond)}) ? "
                                           f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}] : ({C.STORE_C[loc.dtype]}){zero};")
                         else:
                             self.emit(load)
@@ -2642,7 +2648,7 @@ class _Gen(MmaGen):
                 whole = self.chunk_inside((0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
                 nested = self.has_reduce_or_dot(x)
                 if whole is not True and not nested:
-                    self.emit(f"if ({whole}) {{  // the whole chunk lies in the valid region")
+                    self.emit(f"if ({c_cond(whole)}) {{  // the whole chunk lies in the valid region")
                     self.ind += 1
                     self.reduce_chunk(red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=False)
                     self.ind -= 1
