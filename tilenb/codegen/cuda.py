@@ -1951,25 +1951,30 @@ class _Gen(MmaGen):
         i, j0 = self.chunk_head(domain, V, base, q, guard)
         for e, loc, buf in uniq:
             nbytes = C.itemsize(loc.dtype) * V
-            st = C.STORE_C[loc.dtype]
-            shp = shape2(loc.shape)
-            row = i if shp[0] == R else 0
+            row = i if shape2(loc.shape)[0] == R else 0
             b = self.loc_bounds(loc, False) if loc.kind == "shared" else self.region(e)
-            whole = self.chunk_inside(b, row, j0, V, shp)
             load = f"*({vtypes[nbytes]}*){buf}[{q}] = *(const {vtypes[nbytes]}*)({loc.ptr} + {loc.index(row, j0)});"
             if loc.kind == "global" and id(e) in self.hints.loads:     # the last touch of re-read data
                 load = cache_hints.load_text(vtypes[nbytes], f"{buf}[{q}]", f"{loc.ptr} + {loc.index(row, j0)}")
-            if whole is True:
-                self.emit(load)
-            else:
-                v = self.new("v")
-                cond = self.in_region(b, row, f"{j0} + {v}", shp)
-                elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
-                zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
-                self.emit(f"if ({c_cond(whole)}) {load}")
-                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{q}][{v}] = ({c_cond(cond)}) ? {elem} : ({st}){zero};")
+            self.chunk_load(load, loc, b, row, j0, V, lambda v, buf=buf: f"{buf}[{q}][{v}]")
         self.close()
         self.close()
+
+    def chunk_load(self, load: str, loc: "Loc", b: Region, row, j0, V: int, dest) -> None:
+        """Emit `load` (one vector access moving a chunk of V elements of `loc`'s row `row` from
+        column j0) where the whole chunk lies in the valid region `b`; where it may not, the
+        chunk's elements one by one into `dest(v)`, 0 outside the region (nothing is read there)."""
+        shp = shape2(loc.shape)
+        whole = self.chunk_inside(b, row, j0, V, shp)
+        if whole is True:
+            self.emit(load)
+            return
+        v = self.new("v")
+        cond = self.in_region(b, row, f"{j0} + {v}", shp)
+        zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
+        self.emit(f"if ({c_cond(whole)}) {load}")
+        self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {dest(v)} = ({c_cond(cond)}) ? "
+                  f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}] : ({C.STORE_C[loc.dtype]}){zero};")
 
     def vector_sweep(self, domain, V, value, vt, preloaded=None):
         """The partition at width V with 4/8/16-byte vector loads and stores: the analysis chose V
@@ -2152,21 +2157,9 @@ class _Gen(MmaGen):
         self.emit(f"for (int {q} = 0; {q} < {steps}; ++{q}) {{")
         self.ind += 1
         i, j0 = self.chunk_head(domain, V, "0", q, nch % self.T != 0)
-        shp = shape2(loc.shape)
-        row = i if shp[0] == R else 0
-        b = self.region(e)
-        whole = self.chunk_inside(b, row, j0, V, shp)
+        row = i if shape2(loc.shape)[0] == R else 0
         cp = f"tnb_cpa<{nbytes}>({optr} + {oindex(i, j0)}, {loc.ptr} + {loc.index(row, j0)});"
-        if whole is True:
-            self.emit(cp)
-        else:
-            v = self.new("v")
-            cond = self.in_region(b, row, f"{j0} + {v}", shp)
-            zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
-            elem = f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}]"
-            self.emit(f"if ({c_cond(whole)}) {cp}")
-            self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {optr}[{oindex(i, f'{j0} + {v}')}] = "
-                      f"({c_cond(cond)}) ? {elem} : ({C.STORE_C[loc.dtype]}){zero};")
+        self.chunk_load(cp, loc, self.region(e), row, j0, V, lambda v: f"{optr}[{oindex(i, f'{j0} + {v}')}]")
         self.close()
         self.close()
         self.emit("tnb_cpa_wait_all();  // this thread's copies have landed")
@@ -2629,17 +2622,7 @@ class _Gen(MmaGen):
                             b = self.region(e)
                             if id(e) in self.hints.loads:      # the last touch of re-read data
                                 load = cache_hints.load_text(vtypes[nb], buf, f"{loc.ptr} + {loc.index(row, j0)}")
-                            shp = shape2(loc.shape)
-                            inside = self.chunk_inside(b, row, j0, V, shp)
-                            if inside is True:
-                                self.emit(load)
-                            else:     # a chunk that crosses the window's valid region: element loads, 0 outside
-                                v = self.new("v")
-                                cond = self.in_region(b, row, f"{j0} + {v}", shp)
-                                zero = "0" if loc.dtype not in ("f16", "bf16") else "(unsigned short)0"
-                                self.emit(f"if ({c_cond(inside)}) {load}")
-                                self.emit(f"else for (int {v} = 0; {v} < {V}; ++{v}) {buf}[{v}] = ({c_cond(cond)}) ? "
-                                          f"{loc.ptr}[{loc.index(row, f'{j0} + {v}')}] : ({C.STORE_C[loc.dtype]}){zero};")
+                            self.chunk_load(load, loc, b, row, j0, V, lambda v, buf=buf: f"{buf}[{v}]")
                         else:
                             self.emit(load)
                             b = self.loc_bounds(loc, False)
