@@ -25,8 +25,13 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 - Memory-bound paths (none changes which thread touches which element, so the barriers hold):
   a shared tile the analysis swizzles (`tilenb.analysis.copies.tile_swizzles`: read or written
   along a column) is addressed through its swizzle everywhere; a vector sweep loads a batch of
-  a thread's chunks before computing any; a plain loop that writes no tensor loads its top-level
-  tensor copy a turn ahead into registers (`prefetch_candidate`); f32 `exp` is `tnb_exp` and a
+  a thread's chunks before computing any, and a copy into a whole shared tile with more chunks a
+  thread than one batch starts them all as `cp.async`, waited for before the next statement
+  (`async_copy`); a row reduction reads a tensor window as vectors where its alignment is proven
+  (`window_aligned`), equal windows of a statement are loaded once (`leaf_key`), and a [1, 1]
+  tile broadcast to a vector statement is read once (`hoist_scalar_tiles`); a plain loop that
+  writes no tensor loads its top-level tensor copy a turn ahead into registers
+  (`prefetch_candidate`); f32 `exp` is `tnb_exp` and a
   division by a value shared by a chunk is a multiplication by its reciprocal where that is a
   normal number, 0 or inf, both within spec 17's f32 bound (relative error <= 6.7e-6 and
   <= 1.5 ulp), special values exact; the last reads of a tensor the kernel reads again after an
