@@ -324,8 +324,9 @@ def test_cuda_source_names_a_bad_target():
     mod = _mod()
     assert "__cluster_dims__(4, 1, 1)" in mod.rms.cuda_source(arch=90, K=4, C=256)
     assert "__cluster_dims__(4, 1, 1)" in mod.rms.cuda_source(arch="sm90", K=4, C=256)
-    with pytest.raises(UnsupportedError, match=r"the target is 'garbage', which names no GPU target"):
-        mod.rms.cuda_source(arch="garbage", K=4, C=256)
+    for bad in ("garbage", "sm_7"):
+        with pytest.raises(UnsupportedError, match=rf"cuda_source\(arch='{bad}'\) names no GPU target"):
+            mod.rms.cuda_source(arch=bad, K=4, C=256)
 
 
 def test_the_wait_moves_to_the_first_statement_that_needs_the_result():

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 from .. import ir
-from ..lang.diagnostics import LaunchError, TileError
+from ..lang.diagnostics import LaunchError, TileError, UnsupportedError
 from ..sema.check import CheckedKernel, CheckedProgram
 
 _UNSET = object()   # cpu_limit not given: the launch uses tilenb.runtime.launch.CPU_LIMIT
@@ -78,9 +78,18 @@ class Kernel:
 
     def cuda_source(self, arch: Optional[str] = None, **tune) -> str:
         """The CUDA C++ generated for one variant (works without a GPU). arch: the target to
-        generate for ("sm_90" shows GEMM loops as the TMA + wgmma pipelines an H100/H200 runs;
-        None: the code for any target)."""
+        generate for ("sm_80", "sm_90", 90, ...; "sm_90" shows GEMM loops as the TMA + wgmma
+        pipelines an H100/H200 runs; None: the code for any target). Compile it with
+        `tilenb.codegen.nvrtc_compile(source, "sm_90")` (the nvidia-cuda-nvrtc wheel, no GPU
+        needed). Raises UnsupportedError (a TileError) when arch names no GPU target (sm_50 or
+        newer)."""
         from ..codegen import cuda_source
+        from ..codegen.cuda import _arch_number
+        if arch is not None and (_arch_number(arch) or 0) < 50:
+            err = UnsupportedError(f"kernel '{self.name}': cuda_source(arch={arch!r}) names no GPU target: "
+                            f"use one such as 'sm_80' or 'sm_90' (sm_50 or newer), or None for code for any target")
+            err.filename = self.module.filename
+            raise err
         src = self.module.checked.source
         return cuda_source(self.ir(**tune), src.text, src.line_offset, arch=arch)
 
