@@ -49,6 +49,18 @@ def row_length_dims(kir: ir.KernelIR):
             if isinstance(p.sym.type, ir.TensorT) and isinstance(p.sym.type.dims[-1], str)}
 
 
+def stride_divisors(kir: ir.KernelIR, dims) -> tuple:
+    """Per dimension of a row-major tensor of `dims` (ints or runtime dim names), a number its
+    stride (in elements) is always a multiple of: the product over the later dimensions of a
+    literal extent, RUNTIME_DIM_MULTIPLE for a runtime row length, 1 for another runtime dim."""
+    rows = row_length_dims(kir)
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE if d in rows else 1
+    return tuple(reversed(out))
+
+
 class Divisibility:
     """Divisibility facts of one kernel variant."""
 

@@ -46,7 +46,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..types import DTYPES
-from .divisibility import Divisibility, RUNTIME_DIM_MULTIPLE, row_length_dims
+from .divisibility import Divisibility, stride_divisors
 from .layout import Layout, row_major
 from .lifetimes import Lifetimes
 from .partition import as_2d, vector_width
@@ -145,18 +145,13 @@ class _Planner:
     def tensor_leaf(self, sym: ir.Sym) -> _Leaf:
         dims = sym.type.dims
         rep = [d if isinstance(d, int) else self.extents.get(d, DEFAULT_EXTENT) for d in dims]
-        rows = row_length_dims(self.kir)
-        dd = [d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE if d in rows else 1 for d in dims]
-        stride, sdiv = [], []
-        acc, accd = 1, 1
+        stride, acc = [], 1
         for k in range(len(dims) - 1, -1, -1):
             stride.append(acc)
-            sdiv.append(accd)
             acc *= rep[k]
-            accd *= dd[k]
         lay = Layout(tuple(rep), tuple(reversed(stride)), 0)
         return _Leaf("global", sym, sym.name, None, (lay,), DTYPES[sym.type.dtype].itemsize, 0, 0,
-                     tuple(reversed(sdiv)))
+                     stride_divisors(self.kir, dims))
 
     def ref_leaf(self, sym: ir.Sym) -> Optional[_Leaf]:
         if sym.kind == "tensor":

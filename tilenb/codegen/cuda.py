@@ -44,6 +44,7 @@ import os
 import re
 from math import gcd
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
@@ -54,7 +55,7 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
-from ..analysis.divisibility import RUNTIME_DIM_MULTIPLE, Divisibility, row_length_dims
+from ..analysis.divisibility import Divisibility, stride_divisors
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
@@ -64,7 +65,7 @@ STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
 
 
-def _arch_number(arch) -> Optional[int]:
+def arch_number(arch) -> Optional[int]:
     """90 for "sm_90" / "sm_90a" / "sm90" / "compute_90" / 90; None when arch names no target."""
     m = re.fullmatch(r"(?:sm_?|compute_?)?(\d+)a?", str(arch).strip())
     return int(m.group(1)) if m else None
@@ -344,8 +345,8 @@ class _Gen(MmaGen):
     def run(self) -> KernelSource:
         kir = self.kir
         sym = kernel_symbol(kir)
-        if kir.cluster > 1 and self.arch is not None and (_arch_number(self.arch) or 0) < 90:
-            what = self.arch if _arch_number(self.arch) is not None else f"{self.arch!r}, which names no GPU target"
+        if kir.cluster > 1 and self.arch is not None and (arch_number(self.arch) or 0) < 90:
+            what = self.arch if arch_number(self.arch) is not None else f"{self.arch!r}, which names no GPU target"
             raise UnsupportedError(f"kernel '{kir.name}' has @cluster({kir.cluster}): thread block clusters need "
                                    f"sm_90 or newer, and the target is {what}", kir.span.line + self.line_offset,
                                    kir.span.column)
@@ -2461,29 +2462,23 @@ class _Gen(MmaGen):
         of V elements of the tensor (whose base the launch keeps 16-byte aligned): the window's
         first element offset and the strides of its other dimensions are multiples of V, by the
         divisibility rules (`tilenb.analysis.divisibility`), and it is contiguous along the row."""
-        sym = ir.named_sym(e.base) if not isinstance(e.base, ir.Sym) else e.base
-        if sym is None or getattr(sym, "kind", None) != "tensor" or getattr(e, "flat", False):
+        if V == 1:
+            return True
+        if e.base.kind != "tensor" or e.flat or not e.subs or not isinstance(e.subs[-1], ir.SubRange):
             return False
-        if not e.subs or not isinstance(e.subs[-1], ir.SubRange) or V == 1:
-            return V == 1
-        div = getattr(self, "_div", None)
-        if div is None:
-            div = self._div = Divisibility(self.kir)
-        rows = row_length_dims(self.kir)
-        dims = sym.type.dims
-        dd = [d if isinstance(d, int) else RUNTIME_DIM_MULTIPLE if d in rows else 1 for d in dims]
-        sdiv, acc = [], 1
-        for k in range(len(dims) - 1, -1, -1):
-            sdiv.append(acc)
-            acc *= dd[k]
-        sdiv.reverse()
+        sdiv = stride_divisors(self.kir, e.base.type.dims)
+        if any(d % V for d in sdiv[:-1]):
+            return False
         origin = 0
-        for k, sub in enumerate(e.subs):
-            d = div.of(sub.index if isinstance(sub, ir.SubIndex) else sub.start)
-            origin = gcd(origin, 0 if d == 0 else d * sdiv[k])
-            if k < len(dims) - 1 and sdiv[k] % V:
-                return False
+        for sub, sd in zip(e.subs, sdiv):
+            d = self.divisibility.of(sub.index if isinstance(sub, ir.SubIndex) else sub.start)
+            origin = gcd(origin, d * sd)
         return origin % V == 0
+
+    @cached_property
+    def divisibility(self) -> Divisibility:
+        """What every index expression of the kernel is a multiple of (`window_aligned`)."""
+        return Divisibility(self.kir)
 
     def block_reduce_widths(self, domain, reds) -> Optional[List[int]]:
         """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply:

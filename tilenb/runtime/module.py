@@ -84,8 +84,8 @@ class Kernel:
         needed). Raises UnsupportedError (a TileError) when arch names no GPU target (sm_50 or
         newer)."""
         from ..codegen import cuda_source
-        from ..codegen.cuda import _arch_number
-        if arch is not None and (_arch_number(arch) or 0) < 50:
+        from ..codegen.cuda import arch_number
+        if arch is not None and (arch_number(arch) or 0) < 50:
             err = UnsupportedError(f"kernel '{self.name}': cuda_source(arch={arch!r}) names no GPU target: "
                             f"use one such as 'sm_80' or 'sm_90' (sm_50 or newer), or None for code for any target")
             err.filename = self.module.filename
