@@ -21,7 +21,6 @@ B (chunks a batch in step 5: 8 = tilenb's, or all of them).
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -173,25 +172,12 @@ def run(d: Path):
     import cupy as cp
     import numpy as np
     import ml_dtypes
+    from cupy_timing import copy_bandwidth_GBps, time_s, to_bf16_bits
     man = json.loads(Path(d, "manifest.json").read_text())
-
-    def tms(fn, reps=10, warm=2):
-        for _ in range(warm):
-            fn()
-        ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-        for a, b in ev:
-            a.record(); fn(); b.record()
-        ev[-1][1].synchronize()
-        return statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in ev) / 1e3
-
-    n = 1 << 28
-    s_, d_ = cp.random.standard_normal(n, dtype=cp.float32), cp.empty(n, cp.float32)
-    bw = 2 * n * 4 / tms(lambda: cp.cuda.runtime.memcpyAsync(d_.data.ptr, s_.data.ptr, n * 4, 3, 0)) / 1e9
-    del s_, d_
+    bw = copy_bandwidth_GBps()
     print(f"copy bandwidth {bw:.0f} GB/s")
-    cv = lambda a: ((a.view(cp.uint32) + 0x7FFF + ((a.view(cp.uint32) >> 16) & 1)) >> 16).astype(cp.uint16)
-    x = cv(cp.random.standard_normal((M, N), dtype=cp.float32))
-    g = cv(cp.random.standard_normal((1, N), dtype=cp.float32))
+    x = to_bf16_bits(cp.random.standard_normal((M, N), dtype=cp.float32))
+    g = to_bf16_bits(cp.random.standard_normal((1, N), dtype=cp.float32))
     y = cp.empty_like(x)
     rows = np.array([0, 1, 131, 4095])
     h = lambda a: cp.asnumpy(a).view(ml_dtypes.bfloat16).astype(np.float64)
@@ -206,7 +192,7 @@ def run(d: Path):
             y.fill(0)
             launch(); cp.cuda.runtime.deviceSynchronize()
             err = float(np.linalg.norm(h(y[rows]) - ref) / np.linalg.norm(ref))
-            s = tms(launch)
+            s = time_s(launch)
             rate = 2 * M * N * 2 / s / 1e9
             res.append(dict(v, seconds=s, frac=rate / bw, err=err))
             print(f"{v['tag']:<30} {s * 1e3:7.3f} ms {100 * rate / bw:5.1f}%  err {err:.1e}", flush=True)

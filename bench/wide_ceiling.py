@@ -8,7 +8,6 @@ CTAs per SM and a head kept in shared memory matter. Not tilenb code: a measurin
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -153,21 +152,9 @@ def run(d: Path):
     import cupy as cp
     import numpy as np
     import ml_dtypes
+    from cupy_timing import copy_bandwidth_GBps, time_s, to_bf16_bits
     man = json.loads(Path(d, "manifest.json").read_text())
-
-    def tms(fn, reps=10, warm=2):
-        for _ in range(warm):
-            fn()
-        ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-        for a, b in ev:
-            a.record(); fn(); b.record()
-        ev[-1][1].synchronize()
-        return statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in ev) / 1e3
-
-    n = 1 << 28
-    s_, d_ = cp.random.standard_normal(n, dtype=cp.float32), cp.empty(n, cp.float32)
-    bw = 2 * n * 4 / tms(lambda: cp.cuda.runtime.memcpyAsync(d_.data.ptr, s_.data.ptr, n * 4, 3, 0)) / 1e9
-    del s_, d_
+    bw = copy_bandwidth_GBps()
     print(f"copy bandwidth {bw:.0f} GB/s")
     rows_chk = np.array([0, 1, 131, 4095])
     data = {}
@@ -175,8 +162,7 @@ def run(d: Path):
         x = cp.random.standard_normal((M, N), dtype=cp.float32)
         g = cp.random.standard_normal((1, N), dtype=cp.float32)
         if bf:
-            cv = lambda a: ((a.view(cp.uint32) + 0x7FFF + ((a.view(cp.uint32) >> 16) & 1)) >> 16).astype(cp.uint16)
-            x, g = cv(x), cv(g)
+            x, g = to_bf16_bits(x), to_bf16_bits(g)
         data[bf] = (x, g, cp.empty_like(x))
     res = []
     for v in man:
@@ -192,7 +178,7 @@ def run(d: Path):
             xs, gs, ys = h(x[rows_chk]), h(g), h(y[rows_chk])
             ref = xs / np.sqrt((xs * xs).mean(1, keepdims=True) + 1e-5) * gs
             err = float(np.linalg.norm(ys - ref) / np.linalg.norm(ref))
-            s = tms(launch)
+            s = time_s(launch)
             rate = 2 * M * N * (2 if v["BF16"] else 4) / s / 1e9
             res.append(dict(v, seconds=s, frac=rate / bw, err=err))
             print(f"{v['tag']:<44} {s * 1e3:7.3f} ms {100 * rate / bw:5.1f}%  err {err:.1e}", flush=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -209,29 +208,13 @@ def run(outdir: Path, only: str = ""):
     import cupy as cp
     import numpy as np
     import ml_dtypes
+    from cupy_timing import copy_bandwidth_GBps, time_s, to_bf16_bits
     manifest = json.loads(Path(outdir, "manifest.json").read_text())
     if only:
         manifest = [m for m in manifest if re.search(only, m["tag"])]
 
-    def tms(fn, reps=10, warm=2):
-        for _ in range(warm):
-            fn()
-        ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-        for a, b in ev:
-            a.record(); fn(); b.record()
-        ev[-1][1].synchronize()
-        return statistics.median(cp.cuda.get_elapsed_time(a, b) for a, b in ev) / 1e3
-
-    n = 1 << 28
-    src, dst = cp.random.standard_normal(n, dtype=cp.float32), cp.empty(n, cp.float32)
-    copy_s = tms(lambda: cp.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, n * 4, 3, 0))
-    bw = 2 * n * 4 / copy_s / 1e9
-    del src, dst
+    bw = copy_bandwidth_GBps()
     print(f"copy bandwidth {bw:.0f} GB/s (1 GiB cudaMemcpyAsync D2D, read + write)")
-
-    def to_bf16_bits(a):
-        u = a.view(cp.uint32)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
 
     rng_rows = np.array([0, 1, 2, 131, 132, 2047, 4094, 4095])
     data = {}
@@ -281,7 +264,7 @@ def run(outdir: Path, only: str = ""):
             ref = refs[T][op]
             err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
             ok = bool(np.isfinite(got).all() and err < (1e-4 if T == "f32" else 2e-2))
-            s = tms(launch)
+            s = time_s(launch)
             nbytes = 2 * M * N * (4 if T == "f32" else 2)
             rate = nbytes / s / 1e9
             rows.append(dict(m, seconds=s, GBps=rate, frac=rate / bw, rel_err=err, ok=ok))
