@@ -1087,7 +1087,7 @@ def cpu_check(jobs: int):
         # and rows whose head is kept on chip
         for suf, (M, N), v in (("", (5, 4096), {"R": 2}), ("_wide", (3, 10004), {"C": 2048}),
                                ("_cluster", (3, CLUSTER_ROWS[0]), {"K": 4, "NT": 512}),
-                               ("_head", (3, CLUSTER_ROWS[0]), {"NT": 512, "K": int(SK.HEAD_SIZES[dt].split(",")[0])})):
+                               ("_head", (3, CLUSTER_ROWS[0]), {"NT": 512, "K": SK.HEAD_SIZES[dt][0]})):
             x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
             yv = np.zeros((M, N), x.dtype)
             getattr(mod, f"rms_norm{suf}_{dt}")(x, w, yv, 1e-6, variant=v)

@@ -280,7 +280,7 @@ kernel softmax_head_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
   Y[r :+ 1, 0 :+ K] = exp(h - m) / l
 }
 """
-HEAD_SIZES = {"f32": "24576, 32768, 49152, 53248", "bf16": "49152, 65536, 98304, 106496"}   # 96 (two CTAs an SM), 128, 192 and 208 KB
+HEAD_SIZES = {"f32": (24576, 32768, 49152, 53248), "bf16": (49152, 65536, 98304, 106496)}   # 96 (two CTAs an SM), 128, 192 and 208 KB
 
 # ---- matrix work ----------------------------------------------------------------------------
 GEMM = """
@@ -383,7 +383,7 @@ def program() -> str:
     for t in FLOAT_TYPES:
         parts.append(CLUSTER.replace("{T}", t))
     for t in FLOAT_TYPES:
-        parts.append(HEAD.replace("{T}", t).replace("{KS}", HEAD_SIZES[t]))
+        parts.append(HEAD.replace("{T}", t).replace("{KS}", ", ".join(map(str, HEAD_SIZES[t]))))
     for t in ("f16", "bf16"):
         parts.append(GEMM.replace("{T}", t))
     parts.append(ATTENTION)
