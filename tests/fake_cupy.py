@@ -177,7 +177,6 @@ def install(monkeypatch, cache_dir, cupy=None):
     monkeypatch.setattr(gpu, "gpu_available", lambda: True)
     monkeypatch.setattr(nv, "nvrtc_compile", lambda source, arch="sm_90", *a, **k: b"")
     tilenb.api.clear_caches()
-    tc._arch_of.cache_clear()
+    tc._target_of.cache_clear()
     tc._device_name.cache_clear()
-    tc._optin_smem.cache_clear()
     return cp

@@ -259,9 +259,8 @@ def stub_nvrtc(monkeypatch, tmp_path):
     monkeypatch.setattr(nv, "_compile_cupy", lambda m, source, name, opts, want: (CUBIN, ""))
     yield cp
     tilenb.api.clear_caches()
-    tc._arch_of.cache_clear()
+    tc._target_of.cache_clear()
     tc._device_name.cache_clear()
-    tc._optin_smem.cache_clear()
 
 
 def test_the_loaded_cubin_file_holds_nvrtc_s_bytes(stub_nvrtc, tmp_path):

@@ -32,9 +32,8 @@ def cp(monkeypatch, tmp_path):
     fake = fake_cupy.install(monkeypatch, tmp_path)
     yield fake
     tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
-    tc._arch_of.cache_clear()
+    tc._target_of.cache_clear()
     tc._device_name.cache_clear()
-    tc._optin_smem.cache_clear()
 
 
 def _arrays(cp, n, k=3, seed=0):

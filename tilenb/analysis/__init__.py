@@ -3,7 +3,7 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
 
     a = tilenb.analysis.analyze(kir)          # or kernel.analysis(**autotune_values)
     a.tiles       tile name, dtype, shape, bytes, offset, space, first/last line (lifetimes)
-    a.footprint   bytes of shared memory the variant needs; a.budget: 49152, or 232448 (@dynshared)
+    a.footprint   bytes of shared memory the variant needs; a.budget: 49152, or 232448 (@dynshared; tilenb.target.ANY)
     a.ruler       for each source line with a statement: the shared tiles alive there
     a.barriers    the CTA barriers, each with line, position, where, tile and reason
     a.copies      copy plans between tensors and tiles: thread -> element runs, vector width,
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
 from .. import ir
+from ..target import ANY as ANY_TARGET
 from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
@@ -39,10 +40,10 @@ from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
 from .ownership import DEFAULT_EXTENT, Access, StatementPlan, statement_plans, varying_control
 from .partition import chunks, owners, thread_chunks, vector_width
 
-# Shared-memory budgets (the checker enforces the same numbers): 48 KB of static shared memory per
-# CTA, and the opt-in per-block limit of sm_90 (227 KB) with @dynshared.
-STATIC_BUDGET = 48 * 1024
-DYNAMIC_BUDGET = 227 * 1024
+# Shared-memory budgets, the checker's too (tilenb.target.ANY: code for any GPU): 48 KB of static
+# shared memory per CTA, and with @dynshared the largest GPUs' opt-in per-block limit.
+STATIC_BUDGET = ANY_TARGET.static_smem
+DYNAMIC_BUDGET = ANY_TARGET.dynamic_smem
 
 __all__ = ["analyze", "Analysis", "TileInfo", "RulerLine", "RulerTile", "Barrier", "CopyPlan", "WarpFigures",
            "LayoutFix", "StatementPlan", "Access", "Layout", "Swizzle", "SwizzledLayout", "row_major",

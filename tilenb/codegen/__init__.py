@@ -14,11 +14,12 @@ from .cuda import KernelSource, generate, kernel_symbol  # noqa: F401
 from .nvrtc import CudaCompileError, NvrtcUnavailable, nvrtc_available, nvrtc_compile  # noqa: F401
 
 
-def cuda_source(kir, source_text: Optional[str] = None, line_offset: int = 0, arch: Optional[str] = None) -> str:
+def cuda_source(kir, source_text: Optional[str] = None, line_offset: int = 0, arch=None) -> str:
     """The CUDA C++ of one kernel variant (`kir`: a `tilenb.ir.KernelIR`).
 
     source_text: the tile-language source, to quote each statement's line in a comment.
-    arch: the target ("sm_90": GEMM loops as TMA + wgmma pipelines, docs/cuda-backend.md);
-    None: the code every target runs. Raises UnsupportedError for a construct the CUDA backend
-    cannot compile yet."""
+    arch: the target, any spelling `tilenb.target.target` accepts (sm_90 in any spelling: GEMM
+    loops as TMA + wgmma pipelines, docs/cuda-backend.md); None: the code every target runs.
+    Raises UnsupportedError for a construct the CUDA backend cannot compile yet, or an arch
+    that names no GPU target."""
     return generate(kir, source_text, line_offset, arch=arch).source

@@ -41,7 +41,6 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 from __future__ import annotations
 
 import os
-import re
 from math import gcd
 from dataclasses import dataclass
 from functools import cached_property
@@ -55,20 +54,15 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
+from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.divisibility import Divisibility, stride_divisors
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
 from ..analysis.mma_tiles import mma_register_tiles
 from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
 
-STATIC_SMEM_LIMIT = 48 * 1024
+STATIC_SMEM_LIMIT = STATIC_SMEM   # tilenb.target: the 48 KB of static shared memory a CTA may have
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
-
-
-def arch_number(arch) -> Optional[int]:
-    """90 for "sm_90" / "sm_90a" / "sm90" / "compute_90" / 90; None when arch names no target."""
-    m = re.fullmatch(r"(?:sm_?|compute_?)?(\d+)a?", str(arch).strip())
-    return int(m.group(1)) if m else None
 
 
 # ---- small symbolic helpers: ints stay ints, anything else is C text ------------------------
@@ -252,7 +246,7 @@ class KernelSource:
     dynamic_smem: bool
     params: List[Tuple[str, str, str]]   # (kind, name, dtype): kind tensor / scalar / dim
     barrier_source: str
-    arch: Optional[str] = None           # the target it must be compiled for, when not the device's own
+    arch: Optional[str] = None           # "sm_90a" when it needs Hopper's arch-specific features, else None
     tmaps: tuple = ()                    # gemm_sm90.TmaSpec: tensor maps passed after the dims, then int tnb_tma
 
 
@@ -264,11 +258,14 @@ def kernel_symbol(kir: ir.KernelIR) -> str:
 
 
 def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: int = 0,
-             arch: Optional[str] = None) -> KernelSource:
-    """The CUDA of one kernel variant. arch: the target ("sm_80", "sm_90", ...) when known;
-    with "sm_90", GEMM loops are lowered to TMA + wgmma (gemm_sm90) and the source must be
-    compiled for sm_90a (`KernelSource.arch` says so)."""
-    g = _Gen(kir, source_text, line_offset, arch)
+             arch=None) -> KernelSource:
+    """The CUDA of one kernel variant. arch: the target, in any spelling `tilenb.target.target`
+    accepts ("sm_80", "sm_90", "sm_90a", 90, (9, 0), a Target, ...), or None for the code for
+    any GPU. On an sm_90 target GEMM and attention loops are lowered to TMA + wgmma (gemm_sm90,
+    streamed_sm90) and the source needs sm_90a (`KernelSource.arch` says so; `nvrtc_compile`
+    compiles every sm_90 target that way). Raises UnsupportedError naming arch when it names
+    no GPU target."""
+    g = _Gen(kir, source_text, line_offset, as_target(arch))
     return g.run()
 
 
@@ -280,9 +277,9 @@ class _Shaped:
 
 # ---- the generator -----------------------------------------------------------------------------
 class _Gen(MmaGen):
-    def __init__(self, kir: ir.KernelIR, source_text, line_offset, arch=None):
+    def __init__(self, kir: ir.KernelIR, source_text, line_offset, target: Target):
         self.kir = kir
-        self.arch = arch
+        self.target = target                    # tilenb.target: the machine, its features and limits
         self.gemm = None                        # gemm_sm90.Lowering of this kernel, if any
         self.lines_src = source_text.splitlines() if source_text else None
         self.line_offset = line_offset
@@ -345,10 +342,9 @@ class _Gen(MmaGen):
     def run(self) -> KernelSource:
         kir = self.kir
         sym = kernel_symbol(kir)
-        if kir.cluster > 1 and self.arch is not None and (arch_number(self.arch) or 0) < 90:
-            what = self.arch if arch_number(self.arch) is not None else f"{self.arch!r}, which names no GPU target"
+        if kir.cluster > 1 and not self.target.clusters:
             raise UnsupportedError(f"kernel '{kir.name}' has @cluster({kir.cluster}): thread block clusters need "
-                                   f"sm_90 or newer, and the target is {what}", kir.span.line + self.line_offset,
+                                   f"sm_90 or newer, and the target is {self.target}", kir.span.line + self.line_offset,
                                    kir.span.column)
         self.gemm = gemm_sm90.prepare(self)
         self.hints = cache_hints.plan(kir)      # L2 evict_first for the last touch of re-read data
@@ -448,7 +444,7 @@ class _Gen(MmaGen):
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
-        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, "sm_90a", tuple(tmaps))
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, self.target.nvrtc_arch(), tuple(tmaps))
 
     def tile_swizzles(self) -> Dict[int, object]:
         """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled

@@ -37,7 +37,8 @@ Guarantees:
 - The pipeline's shared memory (stages and mbarriers) lies after every tile of the analysis'
   plan except the loop's own staged views, which this lowering does not use; the kernel's
   dynamic shared memory grows by that much (`KernelSource.smem_bytes` says the total).
-- Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
+- Only an sm_90 target (`tilenb.target.Target.hopper`, any spelling; compiled as sm_90a) takes
+  this path; other targets keep mma.sync. Its shared-memory and register limits are the target's.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -54,8 +55,6 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 
-SMEM_LIMIT = 227 * 1024      # bytes a CTA may use on sm_90 (H100/H200: 227 KB opt-in)
-SM_SMEM = 228 * 1024         # shared memory of one SM (CUDA C++ Programming Guide, compute capability 9.0)
 MAX_STAGES = 8
 STAGES_OVERRIDE = int(os.environ.get("TILENB_GEMM_STAGES", "0") or 0)   # for experiments: at most this many
 MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
@@ -284,7 +283,7 @@ def contiguous_boxes(n: int) -> Optional[Tuple[int, int]]:
     return None
 
 
-def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
+def plan_shape(m: GemmLoop, threads: int, ring_base: int, target) -> Optional[Shape]:
     if threads % 128:
         return None
     G = threads // 128
@@ -303,21 +302,21 @@ def plan_shape(m: GemmLoop, threads: int, ring_base: int) -> Optional[Shape]:
     if split is None:
         return None
     # f32 accumulators a thread holds: at most 128, and room for ~56 others within the
-    # 65536 registers of an SM (H100/H200) that one CTA of `threads` may use
-    if TM * TN // threads > min(MAX_ACC_REGS, 65536 // threads - 56):
+    # registers of an SM (tilenb.target) that one CTA of `threads` may use
+    if TM * TN // threads > min(MAX_ACC_REGS, target.regs_per_sm // threads - 56):
         return None
     a_bytes = TM * TK * 2
     b_bytes = TK * TN * 2
     a_pad = -(-a_bytes // 1024) * 1024
     b_pad = -(-b_bytes // 1024) * 1024
     stage = a_pad + b_pad
-    room = SMEM_LIMIT - ring_base - 1024 - 16 * MAX_STAGES
+    room = target.dynamic_smem - ring_base - 1024 - 16 * MAX_STAGES
     stages = min(MAX_STAGES, room // stage)
     if stages < 2:
         return None
     # two CTAs on an SM overlap one's epilogue with the other's main loop: take one stage less
-    # for that when three or more remain (228 KB an SM, 1 KB of it reserved per CTA)
-    two = (SM_SMEM // 2 - 1024 - ring_base - 1024 - 16 * MAX_STAGES) // stage
+    # for that when three or more remain (half an SM's shared memory, less what the driver keeps a CTA)
+    two = (target.smem_per_sm // 2 - target.smem_reserved - ring_base - 1024 - 16 * MAX_STAGES) // stage
     if STAGES_OVERRIDE:
         stages = max(2, min(stages, STAGES_OVERRIDE))
     elif two >= 3 and TM * TN // threads <= 64:
@@ -673,7 +672,7 @@ class Lowering:
 def prepare(g) -> Optional[Lowering]:
     """Find the GEMM loops of the generator's kernel that this lowering takes (see the module
     docstring); None when there is none (or the target is not sm_90)."""
-    if getattr(g, "arch", None) != "sm_90":
+    if not g.target.hopper:
         return None
     plan = g.plan
     T = g.T
@@ -739,7 +738,7 @@ def prepare(g) -> Optional[Lowering]:
         for t in plan.tiles.values():
             if t.space == "shared" and id(t.sym) not in views and t.offset is not None:
                 ring_off = max(ring_off, t.offset + t.bytes)
-        shp = plan_shape(m, T, ring_off)
+        shp = plan_shape(m, T, ring_off, g.target)
         if shp is None:
             bad.add(id(m.acc))
             continue

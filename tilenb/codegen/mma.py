@@ -50,7 +50,6 @@ from . import streamed_sm90
 from .plan import is_tile_stmt
 
 SCRATCH_ALIGN = 128
-SMEM_OPTIN = 227 * 1024      # shared memory a CTA may opt in to on sm_80 / sm_90 (A100: 163 KB: autotune skips)
 FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
 
 
@@ -262,7 +261,7 @@ class MmaGen:
             self._allocate(parent, skip, pipelined=True, rings=stream.rings)
             base = self.scratch_base + self.scratch_bytes
             ring_bytes = streamed_sm90.place(self, stream, base)
-            if ring_bytes < 0 or (self.pipe_bytes and base + ring_bytes > SMEM_OPTIN):
+            if ring_bytes < 0 or (self.pipe_bytes and base + ring_bytes > self.target.dynamic_smem):
                 self.stages, self.mma_pipes = {}, {}
                 self._allocate(parent, skip, pipelined=True)
             else:
@@ -271,7 +270,7 @@ class MmaGen:
                 if not self.scratch_bytes:
                     self.scratch_base = self.plan.footprint
                 self.scratch_bytes += ring_bytes
-        if self.pipe_bytes and self.scratch_base + self.scratch_bytes > SMEM_OPTIN:
+        if self.pipe_bytes and self.scratch_base + self.scratch_bytes > self.target.dynamic_smem:
             # double buffers would not fit a CTA: stage where each dot needs its operand instead
             self.stages, self.mma_pipes, self.stream = {}, {}, None
             self._allocate(parent, skip, pipelined=False)
@@ -358,7 +357,7 @@ class MmaGen:
     def mma_min_blocks(self) -> str:
         """`, n` for __launch_bounds__: as many CTAs an SM as the register tiles on the mma row
         layout leave room for (their 32-bit registers plus 16 for the rest, under the cap of n
-        CTAs of this size on 64K registers); empty when the kernel has none (ptxas then uses up to
+        CTAs of this size on an SM's registers, `Target.regs_per_sm`); empty when the kernel has none (ptxas then uses up to
         255 registers a thread, holding loop invariants, which costs CTAs an SM)."""
         words = 0
         for k, lay in self.layouts.items():
@@ -369,7 +368,7 @@ class MmaGen:
         if not words:
             return ""
         for mb in (4, 3, 2):
-            cap = min(255, (65536 // (self.T * mb)) // 8 * 8)
+            cap = min(255, (self.target.regs_per_sm // (self.T * mb)) // 8 * 8)
             if words + 16 <= cap:
                 return f", {mb}"
         return ""

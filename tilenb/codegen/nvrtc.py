@@ -1,8 +1,11 @@
 """NVRTC: CUDA C++ text -> cubin (or PTX), with or without CuPy and a GPU.
 
 Guarantees:
-- `nvrtc_compile(source, arch)` returns the cubin (arch "sm_80", "sm_90", ...) or PTX
-  (arch "compute_80", ...) as bytes, or raises `CudaCompileError` carrying NVRTC's log. It uses
+- `nvrtc_compile(source, arch)` returns the cubin (arch "sm_80", "sm_90", 90, a
+  `tilenb.target.Target`, ...: any spelling `tilenb.target.target` accepts) or PTX (arch spelled
+  "compute_80", ..., or ptx=True) as bytes, or raises `CudaCompileError` carrying NVRTC's log.
+  The option NVRTC gets is the target's (`Target.nvrtc_arch`: an sm_90 target compiles as sm_90a,
+  so the source `cuda_source(arch=a)` generates compiles with `nvrtc_compile(source, a)`). It uses
   CuPy's NVRTC binding when CuPy imports, else loads libnvrtc with ctypes: from the
   `nvidia-cuda-nvrtc-cu12` wheel (nvidia/cuda_nvrtc/lib/libnvrtc.so.12), the cu13 wheel
   layout, $CUDA_PATH / $CUDA_HOME, /usr/local/cuda, or the loader's search path. No GPU and no
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..lang.diagnostics import UnsupportedError
+from ..target import target
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
 
@@ -176,14 +180,22 @@ def _compile_cupy(m, source: str, name: str, options: Sequence[str], want_cubin:
         m.destroyProgram(prog)
 
 
-def nvrtc_compile(source: str, arch: str = "sm_80", options: Sequence[str] = DEFAULT_OPTIONS,
-                  name: str = "tilenb_kernel.cu", use_cache: bool = True, prefer: str = "auto") -> bytes:
-    """Compile CUDA C++ `source` for `arch` ("sm_80"/"sm_90": cubin; "compute_80": PTX).
+def nvrtc_compile(source: str, arch="sm_80", options: Sequence[str] = DEFAULT_OPTIONS,
+                  name: str = "tilenb_kernel.cu", use_cache: bool = True, prefer: str = "auto",
+                  ptx: Optional[bool] = None) -> bytes:
+    """Compile CUDA C++ `source` for the target `arch` (any spelling `tilenb.target.target`
+    accepts, or a Target): a cubin, or PTX when ptx is True (by default: when arch is a string
+    spelled "compute_..."). NVRTC's --gpu-architecture is `Target.nvrtc_arch` (sm_90 targets:
+    sm_90a / compute_90a).
 
     prefer: "auto" (CuPy's NVRTC if CuPy imports, else ctypes), "ctypes" or "cupy".
-    Raises CudaCompileError (with `.log`) if NVRTC rejects the code, NvrtcUnavailable if no
-    NVRTC library can be loaded."""
-    want_cubin = arch.startswith("sm_")
+    Raises UnsupportedError naming arch when it names no GPU target (None included),
+    CudaCompileError (with `.log`) if NVRTC rejects the code, NvrtcUnavailable if no NVRTC
+    library can be loaded."""
+    if ptx is None:
+        ptx = isinstance(arch, str) and arch.strip().lower().startswith("compute")
+    want_cubin = not ptx
+    arch = target(arch).nvrtc_arch(ptx=ptx)
     opts = [f"--gpu-architecture={arch}"] + list(options)
     m = _cupy_nvrtc() if prefer in ("auto", "cupy") else None
     lib = None if m is not None else _load()

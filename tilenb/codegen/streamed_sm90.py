@@ -148,7 +148,7 @@ def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
     """The loops this lowering takes (module docstring), before shared memory is placed.
     stage_dots: id(staged operand) -> (dot, layout of its statement or None, For it is pipelined
     in or None, the tensor slice it stands for)."""
-    if getattr(g, "arch", None) != "sm_90" or g.T % 128:
+    if not g.target.hopper or g.T % 128:
         return None
     from .mma import MmaLayout  # noqa: PLC0415
     loops: Dict[int, Ring] = {}
@@ -187,7 +187,7 @@ def place(g, st: Streaming, base: int) -> int:
     total = 0
     for ring in st.rings.values():
         ring.off = base + total
-        room = G.SMEM_LIMIT - ring.off - 1024
+        room = g.target.dynamic_smem - ring.off - 1024
         per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
         stages = min(STAGES_OVERRIDE or MAX_STAGES, room // per)
         if stages < 2:

@@ -15,6 +15,7 @@ import re
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from ..lang.diagnostics import TileError
+from ..target import STATIC_SMEM
 from . import hardware
 
 VIEW_NAMES = ("threads", "lifetimes", "barriers", "timing", "cuda")
@@ -309,7 +310,7 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
                                    copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies)))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
-                                       budget=int((a or {}).get("budget", 49152)), tiles=(a or {}).get("tiles", []),
+                                       budget=int((a or {}).get("budget", STATIC_SMEM)), tiles=(a or {}).get("tiles", []),
                                        ruler=(a or {}).get("ruler", [])))
         elif view == "barriers":
             bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
@@ -334,13 +335,13 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
 
 
 def _device_arch(kernel):
-    """The GPU's arch ("sm_90", ...) when the kernel's module runs on CUDA and one is usable:
+    """The GPU's `tilenb.target.Target` when the kernel's module runs on CUDA and one is usable:
     the CUDA view then shows the code that GPU runs. None otherwise."""
     if getattr(kernel.module, "backend", None) != "cuda":
         return None
     try:
-        from ..runtime.cuda import device_arch
-        return device_arch()
+        from ..runtime.cuda import device_target
+        return device_target()
     except Exception:  # no CuPy or no device: the code for any target
         return None
 
@@ -361,7 +362,7 @@ def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS
                                    copies=record.get("copies", []), tiles=record.get("tiles", [])))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, footprint=int(record.get("footprint", 0)),
-                                       budget=int(record.get("budget", 49152)), tiles=record.get("tiles", []),
+                                       budget=int(record.get("budget", STATIC_SMEM)), tiles=record.get("tiles", []),
                                        ruler=record.get("ruler", [])))
         elif view == "barriers":
             out.append(W.BarrierView(kernel=name, lines=lines, barriers=record.get("barriers", [])))

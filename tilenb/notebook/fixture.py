@@ -10,6 +10,8 @@ it renders the widgets for anyone without a compiled kernel (`tilenb.notebook.de
 """
 from __future__ import annotations
 
+from ..target import STATIC_SMEM
+
 RMS_NORM_SOURCE = """\
 @autotune(D in [256])
 @launch(256)
@@ -93,5 +95,5 @@ def rms_norm_analysis() -> dict:
         _copy(8, "load", "G", "g", 1, 256),
         _copy(9, "store", "Y", "x", 8, 256),
     ]
-    return {"kernel": "rms_norm", "threads": _THREADS, "footprint": 9248, "budget": 49152,
+    return {"kernel": "rms_norm", "threads": _THREADS, "footprint": 9248, "budget": STATIC_SMEM,
             "tiles": tiles, "ruler": ruler, "barriers": barriers, "copies": copies}

@@ -18,6 +18,7 @@ import html as _html
 import json
 from typing import Dict, List, Optional
 
+from ..target import STATIC_SMEM
 from . import assets
 
 
@@ -133,7 +134,7 @@ def _text_threadmap(s) -> str:
     return "\n".join(out)
 
 
-STATIC_BUDGET = 48 * 1024     # bytes of static shared memory a CTA may have without @dynshared
+STATIC_BUDGET = STATIC_SMEM   # bytes of static shared memory a CTA may have without @dynshared (tilenb.target)
 
 
 def _text_ruler(s) -> str:

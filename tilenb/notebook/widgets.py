@@ -20,6 +20,7 @@ from __future__ import annotations
 import anywidget
 import traitlets as t
 
+from ..target import STATIC_SMEM
 from . import assets, render
 
 
@@ -75,7 +76,7 @@ class LifetimeRuler(TileView):
     _esm = assets.esm("ruler")
     _css = assets.css("ruler")
     footprint = t.Int(0).tag(sync=True)
-    budget = t.Int(49152).tag(sync=True)
+    budget = t.Int(STATIC_SMEM).tag(sync=True)
     tiles = t.List().tag(sync=True)
     ruler = t.List().tag(sync=True)
 

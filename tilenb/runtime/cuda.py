@@ -53,6 +53,7 @@ import numpy as np
 
 from .. import ir
 from ..lang.diagnostics import LaunchError, TileError, UnsupportedError
+from ..target import STATIC_SMEM, Target, from_device, target as as_target
 from ..types import DTYPES
 from .tma import extra_args
 
@@ -60,7 +61,7 @@ PROGRESS = True
 TIMING_REPEATS = 5
 _lock = threading.Lock()
 _generated: Dict[int, tuple] = {}        # id(kir) -> (kir, KernelSource)
-_loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, arch) -> cupy RawKernel
+_loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, NVRTC arch) -> cupy RawKernel
 _tuned: Dict[str, dict] = {}
 
 
@@ -80,28 +81,40 @@ def _cupy():
                         f"with backend='cpu'") from None
 
 
-def device_arch() -> str:
+def device_target() -> Target:
+    """The current GPU's `tilenb.target.Target`: its compute capability and the shared-memory
+    limits its driver reports (cached per device)."""
     cp = _cupy()
-    return _arch_of(cp.cuda.Device().id)
+    return _target_of(cp.cuda.Device().id)
+
+
+def device_arch() -> str:
+    """The current GPU's target name ("sm_90")."""
+    return device_target().name
 
 
 @functools.lru_cache(maxsize=None)
-def _arch_of(device_id: int) -> str:
-    cp = _cupy()
-    return f"sm_{cp.cuda.Device(device_id).compute_capability}"
+def _target_of(device_id: int) -> Target:
+    dev = _cupy().cuda.Device(device_id)
+    cc = str(dev.compute_capability)             # "90", "100", "120"
+    attrs = dev.attributes                       # one query of every attribute
+    return from_device((int(cc[:-1]), int(cc[-1])), attrs.get("MaxSharedMemoryPerBlockOptin"),
+                       attrs.get("MaxSharedMemoryPerMultiprocessor"), attrs.get("ReservedSharedMemoryPerBlock"))
 
 
-def kernel_source(kernel, kir: ir.KernelIR, arch: Optional[str] = "device"):
+def kernel_source(kernel, kir: ir.KernelIR, arch="device"):
     """The generated `KernelSource` of one variant, cached by what determines it: the source
-    text, its line offset, the kernel, the @autotune values and the target arch ("sm_90":
-    GEMM loops on TMA + wgmma; None: code for any target; by default the current device's)
-    (a re-run cell that compiles the same text again reuses it)."""
+    text, its line offset, the kernel, the @autotune values and the target (any spelling
+    `tilenb.target.target` accepts, or a Target: sm_90 lowers GEMM loops to TMA + wgmma; None:
+    code for any target; by default the current device's) (a re-run cell that compiles the same
+    text again reuses it)."""
     from ..codegen import generate  # noqa: PLC0415
-    if arch == "device":   # the current GPU's, where there is one
+    if isinstance(arch, str) and arch == "device":   # the current GPU's, where there is one
         try:
-            arch = device_arch()
+            arch = device_target()
         except Exception:  # no CuPy or no device: code for any target
             arch = None
+    arch = as_target(arch)
     src = kernel.module.checked.source
     key = (hashlib.sha256(src.text.encode()).hexdigest(), src.line_offset, kir.name,
            tuple(sorted(kir.tune.items())), arch)
@@ -115,19 +128,33 @@ def kernel_source(kernel, kir: ir.KernelIR, arch: Optional[str] = "device"):
     return ks
 
 
-def load_kernel(ks, arch: str):
-    """The CuPy RawKernel of a KernelSource for `arch` (compiled once, cached); a source that
-    names its own target (`ks.arch`, e.g. sm_90a for wgmma) is compiled for that."""
+def compile_target(ks, arch) -> Target:
+    """The Target a KernelSource is compiled for: the one its source names (`ks.arch`, sm_90a
+    for wgmma), else `arch` (a Target or a spelling of one)."""
+    return as_target(getattr(ks, "arch", None) or arch)
+
+
+def cubin_path(ks, arch):
+    """The file `load_kernel` keeps the cubin of `ks` for target `arch` in."""
+    from ..codegen.nvrtc import cache_dir  # noqa: PLC0415
+    name = compile_target(ks, arch).nvrtc_arch()
+    return cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{name}.cubin"
+
+
+def load_kernel(ks, arch):
+    """The CuPy RawKernel of a KernelSource for the target `arch` (a Target or a spelling of
+    one; compiled once, cached); a source that names its own target (`ks.arch`, e.g. sm_90a for
+    wgmma) is compiled for that."""
     cp = _cupy()
     from ..codegen import nvrtc  # noqa: PLC0415
-    arch = getattr(ks, "arch", None) or arch
-    key = (hashlib.sha256(ks.source.encode()).hexdigest(), arch)
+    tgt = compile_target(ks, arch)
+    key = (hashlib.sha256(ks.source.encode()).hexdigest(), tgt.nvrtc_arch())
     with _lock:
         fn = _loaded.get(key)
     if fn is not None:
         return fn
-    cubin = nvrtc.nvrtc_compile(ks.source, arch)
-    path = nvrtc.cache_dir() / "cubin" / f"{key[0]}_{arch}.cubin"
+    cubin = nvrtc.nvrtc_compile(ks.source, tgt)
+    path = cubin_path(ks, tgt)
     try:
         if not path.exists() or path.read_bytes() != cubin:
             _put_file(path, cubin, nvrtc.cached_file(cubin))
@@ -253,7 +280,7 @@ def _copy_back(da: _DeviceArgs):
 def _launch(fn, ks, grid, da: _DeviceArgs):
     cp = _cupy()
     shared = ks.smem_bytes if ks.dynamic_smem else 0
-    if ks.dynamic_smem and shared > 48 * 1024:
+    if ks.dynamic_smem and shared > STATIC_SMEM:     # beyond the static 48 KB: the launch opts in
         fn.max_dynamic_shared_size_bytes = shared
     args = da.args + extra_args(ks, da.tensors) if getattr(ks, "tmaps", ()) else da.args
     try:
@@ -265,9 +292,10 @@ def _launch(fn, ks, grid, da: _DeviceArgs):
 def _fits(fn, ks) -> Optional[str]:
     """None if the variant can run on this device, else why not."""
     cp = _cupy()
-    optin = _optin_smem(cp.cuda.runtime.getDevice())
-    if ks.smem_bytes > (optin if ks.dynamic_smem else 48 * 1024):
-        return f"needs {ks.smem_bytes} bytes of shared memory; the device allows {optin} per block"
+    tgt = _target_of(cp.cuda.runtime.getDevice())
+    limit = tgt.smem_limit(ks.dynamic_smem)
+    if ks.smem_bytes > limit:
+        return f"needs {ks.smem_bytes} bytes of shared memory; the device allows {limit} per block"
     try:
         mt = int(fn.max_threads_per_block)
         regs = int(fn.num_regs)
@@ -277,12 +305,6 @@ def _fits(fn, ks) -> Optional[str]:
         return (f"uses {regs} registers per thread, so at most {mt} threads fit a CTA; the kernel has "
                 f"@launch({ks.threads})")
     return None
-
-
-@functools.lru_cache(maxsize=None)
-def _optin_smem(device_id: int) -> int:
-    """Shared memory a block may opt in to (cached: `Device.attributes` queries every attribute)."""
-    return int(_cupy().cuda.Device(device_id).attributes.get("MaxSharedMemoryPerBlockOptin", 48 * 1024))
 
 
 @functools.lru_cache(maxsize=None)
@@ -624,7 +646,8 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None)."""
     from .launch import RunReport, written_tensors  # noqa: PLC0415
     cp = _cupy()
-    arch = device_arch()
+    tgt = device_target()
+    arch = tgt.name                     # names the device in autotune signatures and the report
     chosen = prepared.chosen
     cands = (chosen,) if prepared.explicit or len(prepared.candidates) == 1 else tuple(prepared.candidates)
     written = written_tensors(chosen.kir)
@@ -634,8 +657,8 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     t0 = time.perf_counter()
     loaded = None
     if len(cands) == 1:
-        ks = kernel_source(kernel, chosen.kir, arch)
-        fn = load_kernel(ks, arch)
+        ks = kernel_source(kernel, chosen.kir, tgt)
+        fn = load_kernel(ks, tgt)
         loaded = (ks, fn)
         why = _fits(fn, ks)
         if why:
@@ -659,8 +682,8 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
                 lab = _label(c.tune)
                 entry = {"variant": lab, "tune": dict(c.tune), "ms": None, "note": ""}
                 try:
-                    ks = kernel_source(kernel, c.kir, arch)
-                    fn = load_kernel(ks, arch)
+                    ks = kernel_source(kernel, c.kir, tgt)
+                    fn = load_kernel(ks, tgt)
                     why = _fits(fn, ks)
                     if why:
                         entry["note"] = "skipped: " + why
@@ -688,8 +711,8 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     if loaded is not None:   # the one candidate, loaded above
         ks, fn = loaded
     else:
-        ks = kernel_source(kernel, run.kir, arch)
-        fn = load_kernel(ks, arch)
+        ks = kernel_source(kernel, run.kir, tgt)
+        fn = load_kernel(ks, tgt)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
     _launch(fn, ks, run.grid, da)

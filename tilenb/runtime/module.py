@@ -76,22 +76,26 @@ class Kernel:
         from ..analysis import analyze
         return analyze(self.ir(**tune))
 
-    def cuda_source(self, arch: Optional[str] = None, **tune) -> str:
+    def cuda_source(self, arch=None, **tune) -> str:
         """The CUDA C++ generated for one variant (works without a GPU). arch: the target to
-        generate for ("sm_80", "sm_90", 90, ...; "sm_90" shows GEMM loops as the TMA + wgmma
-        pipelines an H100/H200 runs; None: the code for any target). Compile it with
-        `tilenb.codegen.nvrtc_compile(source, "sm_90")` (the nvidia-cuda-nvrtc wheel, no GPU
-        needed). Raises UnsupportedError (a TileError) when arch names no GPU target (sm_50 or
-        newer)."""
+        generate for, in any spelling `tilenb.target.target` accepts ("sm_80", "sm_90",
+        "sm_90a", "compute_90", 90, "9.0", (9, 0), a Target, ...; an sm_90 target shows GEMM and
+        attention loops as the TMA + wgmma pipelines an H100/H200 runs; None: the code for any
+        target). Compile it with `tilenb.codegen.nvrtc_compile(source, arch)` for the same arch
+        (the nvidia-cuda-nvrtc wheel, no GPU needed). Raises UnsupportedError (a TileError)
+        naming arch when it names no GPU target (compute capability 5.0 or newer)."""
         from ..codegen import cuda_source
-        from ..codegen.cuda import arch_number
-        if arch is not None and (arch_number(arch) or 0) < 50:
+        from ..target import target
+        try:
+            tgt = target(arch)
+        except UnsupportedError as e:
             err = UnsupportedError(f"kernel '{self.name}': cuda_source(arch={arch!r}) names no GPU target: "
-                            f"use one such as 'sm_80' or 'sm_90' (sm_50 or newer), or None for code for any target")
+                                   f"{getattr(e, 'reason', e.message)}; use one such as 'sm_80' or 'sm_90', or None "
+                                   f"for code for any target")
             err.filename = self.module.filename
-            raise err
+            raise err from None
         src = self.module.checked.source
-        return cuda_source(self.ir(**tune), src.text, src.line_offset, arch=arch)
+        return cuda_source(self.ir(**tune), src.text, src.line_offset, arch=tgt)
 
     # -- launching
     def __getitem__(self, grid):

@@ -37,12 +37,9 @@ from .. import types as T
 from ..lang import ast as A
 from ..lang.diagnostics import (Source, TileBudgetError, TileError, TileNameError, TileRuleError,
                                 TileShapeError, TileSyntaxError, TileTypeError, combine)
+from ..target import ANY as ANY_TARGET
 from . import builtins as B
 
-STATIC_SMEM_BYTES = 48 * 1024
-# The opt-in per-block shared memory limit of sm_90 (H100/H200): 227 KB, CUDA C Programming
-# Guide, "Compute Capabilities", table "Technical Specifications per Compute Capability".
-DYNAMIC_SMEM_BYTES = 227 * 1024
 MAX_VARIANTS = 256
 # Function bodies inlined into one kernel variant, at most. Arguments are substituted, so calls
 # nested in arguments multiply (fn sq(x) = x * x; sq(sq(sq(...)))): past this the checker stops
@@ -2074,7 +2071,9 @@ class _KernelChecker:
 
     def check_budget(self, kir):
         from ..analysis.lifetimes import ALIGN, cluster_slot_bytes, gemm_accumulators, tile_lifetimes
-        limit = DYNAMIC_SMEM_BYTES if kir.dynshared else STATIC_SMEM_BYTES
+        # the checker knows no device: the limits of code for any GPU (tilenb.target.ANY, the
+        # largest GPUs' per-block opt-in with @dynshared); a launch checks its device's own
+        limit = ANY_TARGET.smem_limit(bool(kir.dynshared))
         # The footprint never exceeds the sum of the shared tiles (tilenb.analysis.lifetimes): when
         # every tile declared fits at once, or every one but those surely kept in registers
         # (@registers, GEMM-loop accumulators), the variant fits without computing its lifetimes.
@@ -2120,8 +2119,8 @@ class _KernelChecker:
                    f"memory ({names}), more than the {limit}-byte per-block limit of the largest GPUs{note}; use smaller tiles")
         else:
             msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
-                   f"memory ({names}), more than the static budget of {limit} bytes (48 KB){note}; use smaller tiles, "
-                   f"or add @dynshared to size shared memory at launch")
+                   f"memory ({names}), more than the static budget of {limit} bytes "
+                   f"({ANY_TARGET.static_smem // 1024} KB){note}; use smaller tiles, or add @dynshared to size shared memory at launch")
         self.errors.append(self.src.error(TileBudgetError, msg, span.line, span.column))
 
 
