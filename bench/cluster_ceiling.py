@@ -16,6 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gemm_sm90 import time_ms  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tilenb.target import target  # noqa: E402
+
+H100 = target("sm_90")   # the shared-memory limits of the GPU these probes are written for
+
 M, N = 4096, 131072
 
 SRC = r"""
@@ -136,7 +141,7 @@ def main():
         for K, NT, per_sm, S in CONFIGS:
             C = N // K
             smem = S * C * x.element_size() + 8 * S + 8 + 4 * (NT // 32) + 64
-            if smem * per_sm > 228 * 1024 or smem > 227 * 1024:
+            if smem * per_sm > H100.smem_per_sm or smem > H100.dynamic_smem:
                 continue
             src = (SRC.replace("{K}", str(K)).replace("{NT}", str(NT)).replace("{BF16}", str(bf16)).replace("{N}", str(N))
                    .replace("{S}", str(S)))

@@ -262,11 +262,9 @@ def tl_launch(kernel, grid, args, out, variant=None):
     facts = {"first_call_s": round(first_s, 4), "smem_bytes": ks.smem_bytes, "threads": ks.threads,
              "grid": list(run.grid), "symbol": ks.symbol,
              "autotune": [{"variant": t["variant"], "ms": t["ms"], "note": t["note"]} for t in run.extra.get("timings", [])]}
-    import hashlib
-    from tilenb.codegen.nvrtc import cache_dir
-    karch = getattr(ks, "arch", None) or tc.device_arch()   # a kernel may name its own target (sm_90a)
-    facts["arch"] = karch
-    facts["cubin"] = str(cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{karch}.cubin")
+    # the target load_kernel compiled for (a kernel may name its own, sm_90a) and the file it keeps
+    facts["arch"] = tc.compile_target(ks, tc.device_target()).nvrtc_arch()
+    facts["cubin"] = str(tc.cubin_path(ks, tc.device_target()))
     for attr in ("num_regs", "local_size_bytes"):
         try:
             facts[attr] = int(getattr(fn, attr))
