@@ -99,6 +99,14 @@ class Puzzle:
         lines = "\n".join(f"  // {h}" for h in self.hint.split("\n"))
         return f"{self.signature} {{\n{lines}\n}}\n"
 
+    def case(self, shape_index: int):
+        """(dims, inputs, expected) of one shape: the random inputs the checker gives the kernel
+        there (numpy's default generator seeded with number * 100 + shape_index) and numpy's
+        outputs for them."""
+        dims = dict(self.shapes[shape_index])
+        inputs = self.make(np.random.default_rng(self.number * 100 + shape_index), dims)
+        return dims, inputs, self.reference(inputs, dims)
+
     def tolerance(self, output: str) -> Tuple[float, float]:
         return self.extra_tol.get(output, (self.rtol, self.atol))
 
@@ -317,17 +325,19 @@ PUZZLES: Tuple[Puzzle, ...] = (
         {"F": "i32"}, (uses("break"),), teaches="`break`, index to integer conversion"),
     Puzzle(
         12, "pack_halves", "Bits: pack two 16-bit codes into one 32-bit word",
-        "`A` and `B` hold unsigned 16-bit codes; write `P = A | (B << 16)` as unsigned 32-bit words. "
-        "Unsigned types are storage only (no arithmetic): convert to `i64` first, compute, and convert "
-        "the result with `u32(...)`.",
+        "`A` and `B` hold unsigned 16-bit codes; write `P = A | (B << 16)` as unsigned 32-bit words, and "
+        "`S = A + B` wrapped to 16 bits (the low 16 bits of the sum). Unsigned types are storage only (no "
+        "arithmetic): convert to a signed type first (`i64(...)`, `i32(...)`), compute, and convert the "
+        "result back (`u32(...)`, `u16(...)`: integer conversions keep the low bits).",
         "@launch(256)\n@grid(cdiv(N, 1024))\n"
-        "kernel pack_halves(A: tensor<u16>[N], B: tensor<u16>[N], P: tensor<u32>[N])",
+        "kernel pack_halves(A: tensor<u16>[N], B: tensor<u16>[N], P: tensor<u32>[N], S: tensor<u16>[N])",
         "i64(A[i :+ 1024]) converts a tile; << and | work on integers",
-        ({"N": 4}, {"N": 100}, {"N": 2000}),
+        ({"N": 4}, {"N": 100}, {"N": 2052}),
         lambda rng, d: {"A": rng.integers(0, 1 << 16, d["N"]).astype(np.uint16),
                         "B": rng.integers(0, 1 << 16, d["N"]).astype(np.uint16)},
-        lambda i, d: {"P": (i["A"].astype(np.uint32) | (i["B"].astype(np.uint32) << np.uint32(16)))},
-        {"P": "u32"}, (COALESCED,), teaches="`u16`, `u32`, `i64`, shifts and bitwise operators"),
+        lambda i, d: {"P": (i["A"].astype(np.uint32) | (i["B"].astype(np.uint32) << np.uint32(16))),
+                      "S": (i["A"].astype(np.uint32) + i["B"].astype(np.uint32)).astype(np.uint16)},
+        {"P": "u32", "S": "u16"}, (COALESCED,), teaches="`u16`, `u32`, `i32`, `i64`, shifts and bitwise operators"),
     Puzzle(
         13, "rounding", "Conversions: what rounding does",
         "For rows of at most 64 elements (4 rows per CTA) write four results of each element x: "

@@ -309,10 +309,8 @@ def _cpu_twin(kernel):
     return mod.kernels[kernel.name]
 
 
-def _arguments(p: C.Puzzle, kernel, dims, seed):
-    rng = np.random.default_rng(seed)
-    inputs = p.make(rng, dims)
-    expected = p.reference(inputs, dims)
+def _arguments(p: C.Puzzle, kernel, shape_index):
+    _, inputs, expected = p.case(shape_index)
     outs = {}
     for name, t in p.outputs.items():
         dt = DTYPES[t].numpy
@@ -360,7 +358,7 @@ def _check(p: C.Puzzle, answer) -> CheckResult:
     for si, dims in enumerate(p.shapes):
         run = ShapeRun(dict(dims))
         runs.append(run)
-        inputs, expected, outs, args = _arguments(p, cpu, dims, p.number * 100 + si)
+        inputs, expected, outs, args = _arguments(p, cpu, si)
         try:
             cpu(*args, debug=True)
         except RaceError as e:
@@ -413,7 +411,8 @@ def _verdict(p, kernel, runs, goals, detailed) -> CheckResult:
     summary = f"wrong at {_dims_text(detailed.dims)}: {best.headline}"
     if others:
         summary += f" (wrong also at {'; '.join(others)})"
-    details = [f"at {_dims_text(detailed.dims)}: " + detailed.problems[0].text] + [q.text for q in detailed.problems[1:]]
+    ordered = sorted(detailed.problems, key=lambda q: q.rank)
+    details = [f"at {_dims_text(detailed.dims)}: " + ordered[0].text] + [q.text for q in ordered[1:]]
     return CheckResult(p, "wrong", summary, details, goals, runs, kernel)
 
 
@@ -699,7 +698,7 @@ def _gpu(p: C.Puzzle, kernel, runs: List[ShapeRun]) -> List[str]:
     """Run a CUDA-backend kernel at every shape; returns report lines (times included)."""
     lines = []
     for si, run in enumerate(runs):
-        inputs, expected, outs, args = _arguments(p, kernel, run.dims, p.number * 100 + si)
+        inputs, expected, outs, args = _arguments(p, kernel, si)
         try:
             kernel(*args)
             rep = kernel.last_run
