@@ -238,6 +238,27 @@ def test_a_missed_barrier_goal_names_the_barriers():
     assert r.status == "goals missed" and f"{n} barriers placed" in r.summary
 
 
+def test_a_guard_that_skips_the_last_element_is_named():
+    src = _src("classify", """
+  let i = ctx.block.x * ctx.threads + ctx.thread
+  if i >= N - 1 {
+    return
+  }
+  C[i] = where(X[i] < lo, -1, where(X[i] > hi, 1, 0))""")
+    r = puzzles.check("classify", src)
+    assert "wrong at N=4: C[3] never written: no thread stores there" in r.summary
+    assert "address C[0..2] (3 elements)" in r.report and "`if` guards" in r.report
+
+
+def test_a_grid_that_skips_part_of_the_output_is_named():
+    src = _src("add_ten", """
+  let i = ctx.block.x * 2048
+  Y[i :+ 1024] = X[i :+ 1024] + 10.0""")
+    r = puzzles.check("add_ten", src)
+    assert "wrong at N=2052: Y[1024..2047] never written: no store covers it" in r.summary
+    assert "cover Y[0..1023] and Y[2048..2051] (1028 elements), over the grid (3, 1, 1)" in r.report
+
+
 # ---- the owner of a wrong element ---------------------------------------------------------------------
 def _first_failing(p, wrong_at):
     for si in range(len(p.shapes)):
@@ -285,6 +306,24 @@ def test_owner_of_a_wrong_element_in_per_thread_code_is_the_thread_whose_index_l
     assert f"the first is C[{j}] = 2, where numpy gives 1" in r.report
     line = _line_of(src, "C[i] = 2")
     assert f"thread {j % 128} of CTA ({j // 128}, 0, 0) writes it, in the store at line {line}" in r.report
+
+
+def test_owner_through_while_loops_over_a_3d_grid():
+    start = SOLUTIONS.index(puzzles.get("grid_stride").signature)
+    src = SOLUTIONS[start:SOLUTIONS.index("\n}\n", start) + 3].replace(
+        "2.0 * X[b, r :+ 8, c :+ 64]", "where(X[b, r :+ 8, c :+ 64] > 1.0, X[b, r :+ 8, c :+ 64], 2.0 * X[b, r :+ 8, c :+ 64])")
+    p = puzzles.get("grid_stride")
+    for si in range(len(p.shapes)):
+        dims, inputs, _ = p.case(si)
+        hits = np.argwhere(inputs["X"] > 1.0)
+        if len(hits):
+            b, row, col = (int(v) for v in hits[0])
+            break
+    r = puzzles.check("grid_stride", src)
+    cta = ((col // 64) % 2, (row // 8) % 2, b % 2)                 # CTA (x, y, z) of a 2 x 2 x 2 grid
+    thread = (((row % 8) * 64 + col % 64) // 4) % 128             # 4-element chunks of [8, 64], 128 threads
+    assert f"the first is Y[{b}, {row}, {col}]" in r.report
+    assert f"thread {thread} of CTA {cta} writes it, in the store at line" in r.report
 
 
 # ---- what check() accepts --------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import ir
 from ..lang.diagnostics import LaunchError, OutOfBoundsError, RaceError, TileError
 from ..types import DTYPES
 from ..verify import MARK
@@ -193,17 +194,19 @@ def _runs(idx: np.ndarray) -> str:
     return ", ".join(parts)
 
 
-def describe_set(mask: np.ndarray, name: str) -> str:
-    """A set of elements of tensor `name` in words: a box when the set is one, else a few elements."""
+def describe_set(mask: np.ndarray, name: str, short: bool = False) -> str:
+    """A set of elements of tensor `name` in words: a box when the set is one, else a few elements.
+    short: without the counts and the words (a box, a few runs of a vector, or "n elements of name")."""
     coords = np.argwhere(mask)
     n = len(coords)
     if n == 0:
         return "no element"
     if mask.ndim == 1:
         runs = _runs(coords[:, 0]).split(", ")
-        if all(".." not in r for r in runs) and len(runs) <= 4:
-            return " and ".join(", ".join(f"{name}[{r}]" for r in runs).rsplit(", ", 1))
-        return f"{name}[{_runs(coords[:, 0])}]" + (f" ({n} elements)" if n > 1 else "")
+        if short and len(runs) > 3:
+            return f"{n} elements of {name}"
+        text = " and ".join(", ".join(r if r == "..." else f"{name}[{r}]" for r in runs).rsplit(", ", 1))
+        return text + (f" ({n} elements)" if any(".." in r for r in runs) and not short else "")
     lo, hi = coords.min(axis=0), coords.max(axis=0) + 1
     box = tuple(slice(a, b) for a, b in zip(lo, hi))
     if mask[box].all():
@@ -212,11 +215,15 @@ def describe_set(mask: np.ndarray, name: str) -> str:
             parts.append(str(a) if b - a == 1 else f"{a}..{b - 1}")
         full = [a == 0 and b == s for a, b, s in zip(lo, hi, mask.shape)]
         words = ""
+        if short:
+            return f"{name}[{', '.join(parts)}]"
         if mask.ndim == 2 and full[0] and not full[1]:
             words = f": columns {parts[1]} of every row"
         elif mask.ndim == 2 and full[1] and not full[0]:
             words = f": rows {parts[0]}"
         return f"{name}[{', '.join(parts)}]" + (f" ({n} elements{words})" if n > 1 else "")
+    if short:
+        return f"{n} elements of {name}"
     shown = ", ".join(_elem(name, c) for c in coords[:4])
     return f"{n} elements, {shown}{', ...' if n > 4 else ''}"
 
@@ -496,7 +503,8 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
     head = (f"{where}: " + ("this element was never written (it still holds" if n == 1 else
                             f"{n} of {total} elements were never written (they still hold")
             + " the poison value the checker put there).")
-    headline = f"{where} never written"
+    short = describe_set(unwritten, name, short=True)
+    headline = f"{short} never written"
     if trace is None:
         return headline, head, 3
     stmts = trace.store_statements(name)
@@ -522,23 +530,31 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
             if whole:
                 tname, wline, how = whole[-1]
                 rhs = how.split("`", 1)[1].rstrip("`") if "`" in how else "..."
-                headline = (f"{where} never written: `{tname} = {rhs}` (line {wline}) gave tile `{tname}` the valid "
+                headline = (f"{short} never written: `{tname} = {rhs}` (line {wline}) gave tile `{tname}` the valid "
                             f"region of a slice reaching outside {why.target}, fill and all")
             else:
-                headline = (f"{where} never written: `{why.operand}` (line {why.line}) reaches outside {why.target}, "
+                headline = (f"{short} never written: `{why.operand}` (line {why.line}) reaches outside {why.target}, "
                             f"where its value is invalid")
             rank = 2
     if uncovered.any() and trace.complete:
         cov = last >= 0
         covers = describe_set(cov, name) if cov.any() else "nothing"
-        lines = ", ".join(sorted({str(trace.line(s)) for s in stmts}))
-        parts.append(f"No store covers {describe_set(uncovered, name)}: the stores into {name} "
-                     f"(line{'s' if ',' in lines else ''} {lines}) cover {covers}, over the grid "
-                     f"{trace.grid}. A tile narrower than the row needs a loop over the row, "
-                     f"and every part of {name} needs a CTA whose slice reaches it: check the "
-                     f"slice starts, the lengths and the @grid.")
+        lines = ", ".join(sorted({str(trace.line(s)) for s in stmts}, key=int))
+        ls = f"line{'s' if ',' in lines else ''} {lines}"
+        per_thread = all(isinstance(s.target, ir.Element) for s in stmts)
+        if per_thread:
+            parts.append(f"No thread stores into {describe_set(uncovered, name)}: the threads that run the element "
+                         f"stores into {name} ({ls}) address {covers}, over the grid {trace.grid} of "
+                         f"{trace.T} threads each. Check the index each thread computes and the `if` guards "
+                         f"around the store.")
+        else:
+            parts.append(f"No store covers {describe_set(uncovered, name)}: the stores into {name} ({ls}) cover "
+                         f"{covers}, over the grid {trace.grid}. A tile narrower than the row needs a loop over "
+                         f"the row, and every part of {name} needs a CTA whose slice reaches it: check the slice "
+                         f"starts, the lengths and the @grid.")
         if rank > 2:
-            headline = f"{describe_set(uncovered, name)} never written: no store covers it"
+            headline = (f"{describe_set(uncovered, name, short=True)} never written: "
+                        + ("no thread stores there" if per_thread else "no store covers it"))
     elif uncovered.any():
         parts.append(f"The checker could not replay every store (a while loop, or a start computed "
                      f"in a loop), so it cannot say which store should have written {describe_set(uncovered, name)}.")

@@ -1,9 +1,10 @@
 """Who writes an output element, and why an element was left unwritten, in a learner's terms.
 
 After a launch, `Trace(kernel_ir, analysis, dims, scalars, inputs, grid, source)` replays the
-kernel's control on the host, without touching memory: for every CTA it evaluates the uniform
-scalars (slice starts, loop variables, `let`s, `ctx` fields, dimensions, scalar parameters) and
-the per-thread indices of element stores, and records every store into a tensor (`Instance`).
+kernel's control on the host, without touching memory: for every CTA it evaluates the scalars
+(slice starts, loop variables, `let`s and scalar `var`s, per thread where they vary, `ctx` fields,
+dimensions, scalar parameters), follows `if`, `for`, `while`, `break`, `continue` and `return`
+thread by thread, and records every store into a tensor (`Instance`) with the threads that run it.
 From those:
 
 * `covered(tensor, shape)`: which elements lie inside some store's window (or are addressed by an
@@ -18,8 +19,8 @@ From those:
   region), following spec section 8's rules through elementwise operators, broadcasts,
   reductions, dots, transposes, windows, views and tile variables.
 
-Guarantees: nothing here raises for a checked kernel: what cannot be replayed (a `while` loop, a
-slice start that depends on a `var` assigned in a loop, more than `MAX_INSTANCES` stores) is
+Guarantees: nothing here raises for a checked kernel: what cannot be replayed (a value read from a
+tile element or an output tensor, more than `MAX_INSTANCES` stores or `MAX_TURNS` loop turns) is
 reported as unknown (`Trace.complete` is False, an owner or reason is None), never guessed.
 Element reads of *input* tensors are evaluated from the arrays given (the kernel does not write
 them), so guards such as `if X[i] < 0.0` replay exactly.
@@ -35,7 +36,7 @@ from .. import ir
 from ..analysis.partition import as_2d, owners
 
 MAX_INSTANCES = 200_000       # store instances recorded per trace (beyond: incomplete)
-MAX_TURNS = 100_000           # loop turns replayed per CTA (beyond: incomplete)
+MAX_TURNS = 200_000           # loop turns replayed in all (beyond: incomplete)
 
 
 class Unknown(Exception):
@@ -150,6 +151,7 @@ class Trace:
         self.complete = True
         self.instances: List[Instance] = []
         self._order = 0
+        self._turns = 0
         self.position = {id(s): i for i, s in enumerate(ir.walk_stmts(kir.body))}
         assigned = set()
         self.defs: Dict[int, list] = {}          # tile sym -> [(position, op, value expr, stmt)]
@@ -167,7 +169,7 @@ class Trace:
                         self.views[id(sym)] = s.value
                     else:
                         self.defs.setdefault(id(sym), []).append((pos, None, s.value, s))
-                elif s.value is not None and (isinstance(s, ir.Let) or id(sym) not in assigned):
+                elif s.value is not None and isinstance(s, ir.Let):
                     self.lets[id(sym)] = s.value
             elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and isinstance(s.target.sym.type, ir.TileT):
                 self.defs.setdefault(id(s.target.sym), []).append((pos, s.op, s.value, s))
@@ -200,7 +202,10 @@ class Trace:
         if t is ir.Ref:
             sym = e.sym
             if id(sym) in env:
-                return env[id(sym)]
+                v = env[id(sym)]
+                if v is _UNKNOWN:
+                    raise Unknown(sym.name)
+                return v
             if sym.kind == "dim":
                 return np.asarray(self.dims[sym.name], np.int64)
             if sym.kind == "scalar_param":
@@ -287,7 +292,7 @@ class Trace:
         for z in range(gz):
             for y in range(gy):
                 for x in range(gx):
-                    env = {"cta": (x, y, z), "turns": 0}
+                    env = {"cta": (x, y, z)}
                     alive = np.ones(self.T, bool)
                     try:
                         self._block(self.kir.body, env, alive, alive, [])
@@ -310,14 +315,21 @@ class Trace:
             if t is ir.Assign:
                 if isinstance(s.target, (ir.Slice, ir.Element)) and s.target.base.kind == "tensor":
                     self._record(s, s.target, env, m, atomic=False)
-                elif isinstance(s.target, ir.Ref) and id(s.target.sym) in self.lets:
-                    pass
+                elif isinstance(s.target, ir.Ref) and not isinstance(s.target.sym.type, ir.TileT):
+                    self._assign_var(s, env, m)
+            elif t is ir.VarDecl:
+                if not isinstance(s.sym.type, ir.TileT):
+                    try:
+                        v = np.asarray(self.ev(s.value, env)) if s.value is not None else np.asarray(0)
+                    except Unknown:
+                        v = _UNKNOWN
+                    env[id(s.sym)] = v
             elif t is ir.Atomic:
                 self._record(s, s.target, env, m, atomic=True)
             elif t is ir.For:
                 self._for(s, env, m, alive, frames)
             elif t is ir.While:
-                self._unknown_block(s.body)
+                self._while(s, env, m, alive, frames)
             elif t is ir.If:
                 try:
                     c = np.broadcast_to(np.asarray(self.ev(s.cond, env), bool), (self.T,))
@@ -335,6 +347,44 @@ class Trace:
             elif t is ir.Continue:
                 if frames:
                     frames[-1].cont |= m
+
+    def _assign_var(self, s, env, m):
+        sym = s.target.sym
+        old = env.get(id(sym), _UNKNOWN)
+        try:
+            val = np.asarray(self.ev(s.value, env))
+            if s.op is not None:
+                if old is _UNKNOWN:
+                    raise Unknown(sym.name)
+                with np.errstate(all="ignore"):
+                    val = np.asarray(_BIN[s.op](old, val))
+        except Unknown:
+            env[id(sym)] = _UNKNOWN
+            return
+        if m.all():
+            env[id(sym)] = val
+        elif old is _UNKNOWN:
+            env[id(sym)] = _UNKNOWN
+        else:
+            new = np.where(m, np.broadcast_to(val, (self.T,)), np.broadcast_to(old, (self.T,)))
+            env[id(sym)] = np.asarray(new[0]) if np.all(new == new[0]) else new
+
+    def _while(self, s, env, m, alive, frames):
+        frame = _Frame(self.T)
+        while True:
+            try:
+                c = np.broadcast_to(np.asarray(self.ev(s.cond, env), bool), (self.T,))
+            except Unknown:
+                self._unknown_block(s.body)
+                return
+            inside = self._active(m & c, alive, frames) & ~frame.broken
+            if not inside.any():
+                return
+            self._turns += 1
+            if self._turns > MAX_TURNS:
+                raise _Stop()
+            frame.cont[:] = False
+            self._block(s.body, env, inside, alive, frames + [frame])
 
     def _unknown_block(self, body):
         for s in ir.walk_stmts(body):
@@ -357,8 +407,8 @@ class Trace:
             inside = m & (val < hi) & ~frame.broken
             if not inside.any():
                 break
-            env["turns"] += 1
-            if env["turns"] > MAX_TURNS:
+            self._turns += 1
+            if self._turns > MAX_TURNS:
                 raise _Stop()
             frame.cont[:] = False
             env[id(s.var)] = val if not np.all(val == val[0]) else np.asarray(val[0])
@@ -369,7 +419,7 @@ class Trace:
     def _record(self, stmt, target, env, mask, atomic):
         if len(self.instances) >= MAX_INSTANCES:
             raise _Stop()
-        snapshot = {k: v for k, v in env.items() if k not in ("turns",)}
+        snapshot = dict(env)
         try:
             if isinstance(target, ir.Slice):
                 win = []
@@ -593,6 +643,9 @@ class Trace:
 
 class _Stop(Exception):
     pass
+
+
+_UNKNOWN = object()      # a scalar var whose value the replay cannot know
 
 
 def _fit(pos, shape, operand) -> Tuple[int, ...]:
