@@ -343,6 +343,14 @@ def test_check_takes_a_kernel_a_module_or_source_and_never_raises(solved):
     assert r.status == "wrong" and "differ from the puzzle's signature" in r.summary
 
 
+def test_a_cuda_kernel_without_a_gpu_is_checked_on_the_cpu():
+    from tilenb.runtime.gpu import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is usable here: the GPU test covers this")
+    r = puzzles.check("softmax", tilenb.compile(SOLUTIONS, backend="cuda"))
+    assert r.solved and "no GPU is usable here: checked on the CPU reference executor only" in r.report
+
+
 def test_result_shows_report_then_views_in_ipython(solved):
     pytest.importorskip("IPython")
     pytest.importorskip("anywidget")

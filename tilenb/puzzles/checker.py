@@ -711,7 +711,12 @@ def _goal(g: C.Goal, a, cpu) -> GoalResult:
 
 # ---- the GPU ---------------------------------------------------------------------------------------------
 def _gpu(p: C.Puzzle, kernel, runs: List[ShapeRun]) -> List[str]:
-    """Run a CUDA-backend kernel at every shape; returns report lines (times included)."""
+    """Run a CUDA-backend kernel at every shape; returns report lines (times included). Without a
+    usable GPU, one line saying the check ran on the CPU only."""
+    from ..runtime.gpu import gpu_available
+    if not gpu_available():
+        return ["the kernel is compiled for the CUDA backend, but no GPU is usable here: checked on the CPU "
+                "reference executor only"]
     lines = []
     for si, run in enumerate(runs):
         inputs, expected, outs, args = _arguments(p, kernel, si)
