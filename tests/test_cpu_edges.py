@@ -242,3 +242,264 @@ def test_flat_on_the_generated_cuda_agrees_with_the_cpu_executor(tmp_path):
         EMU.run(ks, [X, Yg, Zg, r, c], {"M": M, "N": N}, (1, 1, 1), workdir=tmp_path)
         np.testing.assert_allclose(Yg, Y, rtol=1e-5, atol=1e-5, err_msg=str((M, N, r, c)))
         np.testing.assert_array_equal(Zg, Z, err_msg=str((M, N, r, c)))
+
+
+# ---- launch checks: scalars ------------------------------------------------------------------------
+SCALARS = """
+@launch(32)
+kernel sc(Y: tensor<f32>[4], a: f32, h: f16, b: bf16, n: i32, w: u8, q: i64) {
+  if ctx.thread == 0 {
+    Y[0] = a
+    Y[1] = f32(h) + f32(b)
+    Y[2] = f32(n) + f32(i32(w))
+    Y[3] = f32(q)
+  }
+}
+"""
+
+
+def _sc(mod, **kw):
+    vals = dict(a=1.0, h=1.0, b=1.0, n=1, w=1, q=1)
+    vals.update(kw)
+    Y = np.zeros(4, np.float32)
+    mod.sc[1](Y, *vals.values())
+    return Y
+
+
+def test_numpy_and_ml_dtypes_scalars_that_convert_exactly_are_accepted():
+    import ml_dtypes
+    mod = compile_cpu(SCALARS)
+    bf = ml_dtypes.bfloat16
+    Y = _sc(mod, b=bf(1.5), h=np.float16(0.25))
+    np.testing.assert_array_equal(Y, [1.0, 1.75, 2.0, 1.0])
+    Y = _sc(mod, a=np.array(bf(2.5)), b=ml_dtypes.float8_e4m3fn(0.5))      # a 0-d array, a float8 scalar
+    assert Y[0] == 2.5 and Y[1] == 1.5
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        Y = _sc(mod, a=t(3), n=t(5), w=t(7), q=t(9))
+        np.testing.assert_array_equal(Y, [3.0, 2.0, 12.0, 9.0], err_msg=t.__name__)
+    for t in (np.float16, np.float32, np.float64, bf, ml_dtypes.int4):
+        Y = _sc(mod, n=t(-6), q=t(4))                                         # integral floats for ints
+        assert Y[2] == -5.0 and Y[3] == 4.0, t
+    Y = _sc(mod, a=float("inf"), h=-np.inf, b=np.float32("nan"))            # non-finite floats stay so
+    assert Y[0] == np.inf and np.isnan(Y[1])
+
+
+@pytest.mark.parametrize("kw,phrase", [
+    (dict(n=np.timedelta64(3)), "argument 'n' (i32) must be a number, not timedelta64"),
+    (dict(a=np.datetime64("2020-01-01")), "argument 'a' (f32) must be a number, not datetime64"),
+    (dict(a=np.complex64(1)), "argument 'a' (f32) must be a number, not complex64"),
+    (dict(a=np.str_("1")), "argument 'a' (f32) must be a number, not str_"),
+    (dict(n=True), "argument 'n' (i32) must be a number, not bool"),
+    (dict(n=np.bool_(False)), "argument 'n' (i32) must be a number, not bool"),
+    (dict(n=float("nan")), "argument 'n' (i32) must be an integer, not nan"),
+    (dict(q=np.float64("inf")), "argument 'q' (i64) must be an integer, not np.float64(inf)"),
+    (dict(n=np.float32(2.5)), "argument 'n' (i32) must be an integer"),
+    (dict(n=2 ** 31), "argument 'n' = 2147483648 does not fit in i32"),
+    (dict(w=np.int64(256)), "argument 'w' = 256 does not fit in u8"),
+    (dict(w=-1), "argument 'w' = -1 does not fit in u8"),
+    (dict(q=np.uint64(2 ** 63)), "argument 'q' = 9223372036854775808 does not fit in i64"),
+    (dict(h=70000.0), "argument 'h' = 70000.0 is beyond the range of f16"),
+    (dict(a=1e39), "argument 'a' = 1e+39 is beyond the range of f32"),
+    (dict(b=np.float64(1e39)), "argument 'b' = 1e+39 is beyond the range of bf16"),
+    (dict(a=np.array([1.0])), "argument 'a' (f32) must be a number, not ndarray"),
+])
+def test_scalars_the_spec_does_not_allow_are_refused(kw, phrase):
+    mod = compile_cpu(SCALARS)
+    with pytest.raises(LaunchError) as info:
+        _sc(mod, **kw)
+    assert phrase in str(info.value)
+
+
+# ---- launch checks: grid and debug -----------------------------------------------------------------
+GRIDS = """
+@launch(32)
+@grid(cdiv(N, 64), M / 8 + n)
+kernel g(X: tensor<f32>[M, N], n: i32) {
+  if ctx.thread == 0 { X[ctx.block.y, ctx.block.x] = 1.0 }
+}
+
+@launch(32)
+@grid(N * 1048576)
+kernel big(X: tensor<f32>[N]) {
+  X[0] = 1.0
+}
+"""
+
+
+@pytest.mark.parametrize("grid,phrase", [
+    ([2], "the grid must be an int or a tuple of 1 to 3 ints, not list [2]; write the tuple (2,)"),
+    ([1, 2, 1], "not list [1, 2, 1]; write the tuple (1, 2, 1)"),
+    ((1, 1, 1, 1), "the grid must be an int or a tuple of 1 to 3 ints, not tuple (1, 1, 1, 1)"),
+    ((), "the grid must be an int or a tuple of 1 to 3 ints, not tuple ()"),
+    (np.array([2]), "the grid must be an int or a tuple of 1 to 3 ints, not ndarray"),
+    (True, "the grid must be an int or a tuple of 1 to 3 ints, not bool True"),
+    (0, "grid dimension x is 0; it must be at least 1"),
+    ((2, -1), "grid dimension y is -1; it must be at least 1"),
+    ((2, 1.0), "grid dimension y must be an int, not 1.0"),
+    ((2, np.bool_(True)), "grid dimension y must be an int"),
+    (2 ** 31, "grid dimension x is 2147483648; CUDA allows at most 2147483647"),
+    ((1, 65536), "grid dimension y is 65536; CUDA allows at most 65535"),
+])
+def test_grids_the_spec_does_not_allow_are_refused(grid, phrase):
+    mod = compile_cpu(GRIDS)
+    X = np.zeros((8, 64), np.float32)
+    with pytest.raises(LaunchError) as info:
+        mod.g[grid](X, 0)
+    assert phrase in str(info.value)
+    assert not X.any()
+    mod.g[np.int64(1), np.int32(2)](X, 0)         # numpy integers are ints
+    assert X[:2, 0].tolist() == [1.0, 1.0]
+
+
+def test_a_grid_attribute_of_zero_names_its_entry_and_the_dimension_or_argument():
+    mod = compile_cpu(GRIDS)
+    with pytest.raises(LaunchError) as info:
+        mod.g(np.zeros((4, 64), np.float32), 0)       # M / 8 + n = 0
+    msg = str(info.value)
+    assert "its @grid gives 0 CTAs along y" in msg
+    assert "the entry 'M / 8 + n' must be at least 1" in msg
+    assert "M = 4, dimension 0 of 'X'" in msg and "argument n = 0" in msg
+    with pytest.raises(LaunchError, match=r"0 CTAs along x \(with N = 0, dimension 1 of 'X'\): the entry "
+                                          r"'cdiv\(N, 64\)'"):
+        mod.g(np.zeros((16, 0), np.float32), 1)
+    with pytest.raises(LaunchError, match=r"grid dimension x is 2147483648 \(its @grid entry 'N \* 1048576', "
+                                          r"with N = 2048, dimension 0 of 'X'\); CUDA allows at most"):
+        mod.big(np.zeros(2048, np.float32))
+    X = np.zeros((9, 130), np.float32)[:, :128].copy()
+    mod.g(X, 1)                                     # 2 x 2 CTAs
+    assert X[:2, :2].tolist() == [[1.0, 1.0], [1.0, 1.0]] and X.sum() == 4
+
+
+@pytest.mark.parametrize("debug", ["yes", 1, 0.0, "False"])
+def test_debug_must_be_a_bool(debug):
+    mod = compile_cpu(GRIDS)
+    X = np.zeros((8, 64), np.float32)
+    with pytest.raises(LaunchError, match="debug must be True or False, not"):
+        mod.g[1](X, 0, debug=debug)
+    assert not X.any()
+    with pytest.raises(TileError, match="debug must be True or False, not"):
+        compile_cpu(GRIDS, debug=debug)
+    mod.g[1](X, 0, debug=np.bool_(True))
+    assert X[0, 0] == 1.0
+
+
+def test_tensor_arguments_in_another_byte_order_or_broadcast_are_refused():
+    mod = compile_cpu(GRIDS)
+    with pytest.raises(LaunchError, match=r"argument 'X' \(tensor<f32>\[M, N\]\) has dtype float32 in non-native byte order"):
+        mod.g[1](np.zeros((8, 64), np.float32).astype(">f4" if sys.byteorder == "little" else "<f4"), 0)
+    with pytest.raises(LaunchError, match=r"argument 'X' \(tensor<f32>\[M, N\]\) is not C-contiguous"):
+        mod.g[1](np.broadcast_to(np.zeros(64, np.float32), (8, 64)), 0)
+    with pytest.raises(LaunchError, match=r"argument 'X' \(tensor<f32>\[M, N\]\) has 0 dimension"):
+        mod.g[1](np.zeros((), np.float32), 0)
+
+
+# ---- debug=True on the CUDA backend: the reference executor checks the same launch ------------------
+RACY = """
+@launch(64)
+kernel race(X: tensor<f32>[64], Y: tensor<f32>[64]) {
+  var t: tile<f32>[1, 64] = 0.0
+  t[0, ctx.thread] = X[ctx.thread]
+  Y[ctx.thread] = t[0, 63 - ctx.thread]
+}
+
+@launch(64)
+kernel oob(X: tensor<f32>[64], Y: tensor<f32>[64]) {
+  Y[ctx.thread + 1] = X[ctx.thread]
+}
+
+@launch(64)
+kernel clean(X: tensor<f32>[64], Y: tensor<f32>[64]) {
+  Y[ctx.thread] = X[ctx.thread] * 2.0
+}
+"""
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    """tests/fake_cupy.py in place of CuPy and the GPU; a launch writes 42.0 into every written
+    tensor (that is "the GPU's result")."""
+    import ctypes
+
+    import fake_cupy
+    import tilenb.api
+    import tilenb.runtime.cuda as tc
+    monkeypatch.setattr(tc, "PROGRESS", False)
+    for name in ("_get_device", "_prepack"):
+        monkeypatch.setattr(tc, name, getattr(tc, name))
+    cp = fake_cupy.install(monkeypatch, tmp_path)
+
+    def run(name, grid, block, args, shared):
+        ptr = int(args[1])                          # Y, the tensor these kernels write
+        ctypes.memmove(ptr, np.full(64, 42.0, np.float32).ctypes.data, 64 * 4)
+    cp.run = run
+    yield cp
+    tilenb.api.clear_caches()
+    tc._arch_of.cache_clear()
+    tc._device_name.cache_clear()
+    tc._optin_smem.cache_clear()
+
+
+def _cuda_kernel(name, debug=False):
+    mod = tilenb.compile(textwrap.dedent(RACY).lstrip("\n"), backend="cuda", filename="k.tile", debug=debug)
+    return getattr(mod, name)
+
+
+@pytest.mark.parametrize("name,error,phrase", [
+    ("race", "RaceError", "data race on tile 't'"),
+    ("oob", "OutOfBoundsError", "out-of-bounds write at line 10: thread 63"),
+])
+def test_debug_on_the_cuda_backend_reports_what_the_reference_check_finds(fake_gpu, name, error, phrase):
+    from tilenb.lang import diagnostics as D
+    X, Y = f32(64, seed=10), np.zeros(64, np.float32)
+    with pytest.raises(getattr(D, error)) as info:
+        _cuda_kernel(name)[1](X, Y, debug=True)
+    msg = str(info.value)
+    assert phrase in msg and "debug=True on the CUDA backend: found by the reference executor" in msg
+    assert "the outputs hold the GPU's results" in msg and msg.startswith("k.tile:")
+    assert len(fake_gpu.launches) == 1 and (Y == 42.0).all()      # the GPU ran; its results are kept
+    with pytest.raises(getattr(D, error)):                          # debug=True given to compile
+        _cuda_kernel(name, debug=True)[1](X, np.zeros(64, np.float32))
+    Y = np.zeros(64, np.float32)
+    _cuda_kernel(name)[1](X, Y)                                      # without debug: nothing checks it
+    assert (Y == 42.0).all()
+
+
+def test_debug_on_the_cuda_backend_says_when_the_check_found_nothing(fake_gpu):
+    k = _cuda_kernel("clean")
+    X, Y = f32(64, seed=11), np.zeros(64, np.float32)
+    k[1](X, Y, debug=True)
+    assert (Y == 42.0).all()                 # the GPU's results, not the reference executor's 2 X
+    run = k.last_run
+    assert run.backend == "cuda" and run.debug
+    assert "the reference executor ran this launch on copies of the arguments and found no" in run.note
+    k[1](X, Y, debug=True)                   # a debug launch is never a cached repeat: checked again
+    assert "found no" in k.last_run.note and len(fake_gpu.launches) == 2
+
+
+def test_debug_on_the_cuda_backend_checks_even_when_the_gpu_launch_fails(fake_gpu, monkeypatch):
+    from tilenb.lang.diagnostics import RaceError
+    cp = fake_gpu
+    Device = cp.cuda.Device
+
+    class Failing(Device):
+        def synchronize(self):
+            raise cp.cuda.runtime.CUDARuntimeError("cudaErrorIllegalAddress")
+    monkeypatch.setattr(cp.cuda, "Device", Failing)
+    X = f32(64, seed=12)
+    with pytest.raises(RaceError) as info:
+        _cuda_kernel("race")[1](X, np.zeros(64, np.float32), debug=True)
+    assert "the GPU launch failed" in str(info.value) and "cudaErrorIllegalAddress" in str(info.value)
+    assert isinstance(info.value.__cause__, LaunchError)
+    with pytest.raises(LaunchError, match="failed on the GPU: cudaErrorIllegalAddress"):
+        _cuda_kernel("clean")[1](X, np.zeros(64, np.float32), debug=True)
+
+
+def test_debug_on_the_cuda_backend_is_bounded_by_cpu_limit(fake_gpu):
+    k = _cuda_kernel("clean")
+    X, Y = f32(64, seed=13), np.zeros(64, np.float32)
+    with pytest.raises(LaunchError, match=r"more than the CPU backend runs in one launch \(100\) \(debug=True "
+                                          r"checks a CUDA launch on the reference executor\)"):
+        k[2](X, Y, debug=True, cpu_limit=100)
+    assert not fake_gpu.launches and not Y.any()
+    k[2](X, Y, cpu_limit=100)                # the limit is the check's: without debug it does not apply
+    assert (Y == 42.0).all()
