@@ -503,3 +503,78 @@ def test_debug_on_the_cuda_backend_is_bounded_by_cpu_limit(fake_gpu):
     assert not fake_gpu.launches and not Y.any()
     k[2](X, Y, cpu_limit=100)                # the limit is the check's: without debug it does not apply
     assert (Y == 42.0).all()
+
+
+def test_finite_floats_of_every_kind_beyond_a_float_parameter_are_refused():
+    from decimal import Decimal
+    from fractions import Fraction
+    mod = compile_cpu(SCALARS)
+    for big in (np.longdouble(10) ** 400 if np.finfo(np.longdouble).max > 1e400 else 1e300, Decimal("1e400"),
+                Fraction(10 ** 400), 10 ** 400):
+        with pytest.raises(LaunchError, match="argument 'a'"):
+            _sc(mod, a=big)
+    Y = _sc(mod, a=Fraction(3, 4), h=Decimal("0.5"))      # real numbers that fit: rounded, accepted
+    assert Y[0] == 0.75 and Y[1] == 1.5
+
+
+FLAT2 = """
+@launch(128)
+kernel fl2(A: tensor<i32>[M, N], O: tensor<i32>[G, 2], F: tensor<i32>[G, 48]) {
+  let b = ctx.block.x
+  var t = A[b * 3 - 2 :+ 6, b - 1 :+ 8]        // per CTA: cut at the top, the left or the right
+  t[0 :+ 1, 2 :+ 4] = 5                        // a window store keeps t's region
+  let l = t * 3 - 1                            // a let tile: its own bytes, t's region
+  O[b :+ 1, 0 :+ 1] = rowmax(flat(l))
+  O[b :+ 1, 1 :+ 1] = rowsum(flat(t)[0 :+ 1, 5 :+ 40])
+  F[b :+ 1, :] = flat(t)[0 :+ 1, 0 :+ 48]
+}
+"""
+
+
+def flat2_reference(A, G):
+    M, N = A.shape
+    O = np.full((G, 2), -7, np.int32)
+    F = np.full((G, 48), -7, np.int32)
+    for b in range(G):
+        r, c = b * 3 - 2, b - 1
+        t = np.zeros((6, 8), np.int64)
+        valid = np.zeros((6, 8), bool)
+        for i in range(6):
+            for j in range(8):
+                if 0 <= r + i < M and 0 <= c + j < N:
+                    t[i, j], valid[i, j] = A[r + i, c + j], True
+        t[0, 2:6] = 5
+        m = valid.ravel()
+        run = np.zeros(48, bool)
+        if m.any():
+            a = int(np.argmax(m))
+            e = a
+            while e < 48 and m[e]:
+                e += 1
+            run[a:e] = True
+        ft = t.ravel()
+        lv = ft * 3 - 1
+        O[b, 0] = lv[run].max() if run.any() else np.iinfo(np.int32).min
+        O[b, 1] = ft[5:45][run[5:45]].sum()
+        F[b, run] = ft[run]
+    return O, F
+
+
+@pytest.mark.parametrize("M,N", [(9, 8), (13, 12), (4, 4), (20, 16)])
+def test_flat_of_int_tiles_with_a_region_per_cta(M, N, tmp_path):
+    G = 4
+    mod = compile_cpu(FLAT2)
+    A = np.random.default_rng(M).integers(-1000, -1, (M, N)).astype(np.int32)
+    O = np.full((G, 2), -7, np.int32)
+    F = np.full((G, 48), -7, np.int32)
+    want_o, want_f = flat2_reference(A, G)
+    mod.fl2[G](A, O, F)
+    np.testing.assert_array_equal(O, want_o)
+    np.testing.assert_array_equal(F, want_f)
+    if EMU.available():                 # the generated CUDA, emulated on the CPU, agrees exactly
+        from tilenb.codegen import generate
+        ks = generate(mod.fl2.ir(), textwrap.dedent(FLAT2).lstrip("\n"))
+        Og, Fg = np.full((G, 2), -7, np.int32), np.full((G, 48), -7, np.int32)
+        EMU.run(ks, [A, Og, Fg], {"M": M, "N": N, "G": G}, (G, 1, 1), workdir=tmp_path)
+        np.testing.assert_array_equal(Og, want_o)
+        np.testing.assert_array_equal(Fg, want_f)

@@ -291,9 +291,11 @@ def _bind_scalar(kname, sym, arg):
                               f"digits, is too large for {dt}") from None
         with np.errstate(over="ignore"):
             out = d.numpy.type(fv)
-        if math.isfinite(fv) and not np.isfinite(np.float32(out) if dt == "bf16" else out):
+        finite = not (v != v) and abs(v) != math.inf     # of the value given (a longdouble, a Decimal)
+        if finite and not np.isfinite(np.float32(out) if dt == "bf16" else out):
             big = float(_finfo_max(dt))
-            raise LaunchError(f"kernel '{kname}': argument '{pname}' = {fv!r} is beyond the range of {dt} "
+            shown = repr(v.item() if isinstance(v, np.generic) else v)
+            raise LaunchError(f"kernel '{kname}': argument '{pname}' = {shown} is beyond the range of {dt} "
                               f"(largest finite value {big:g}): it would become an infinity; pass inf if "
                               f"that is meant, or use a wider type")
         return out
@@ -348,7 +350,8 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True, sou
             except TileError:
                 raise
             except Exception as exc:  # noqa: BLE001 (reported as a launch error)
-                raise LaunchError(f"kernel '{name}': its @grid entry {_AXES[axis]} cannot be evaluated: {exc}") from exc
+                raise LaunchError(f"kernel '{name}': its @grid entry {_AXES[axis]}, {_expr_text(e, source)}, cannot be "
+                                  f"evaluated ({_grid_inputs(kir, e, bound)}): {exc}") from exc
             if v < 1:
                 shown = _grid_inputs(kir, e, bound)
                 raise LaunchError(f"kernel '{name}': its @grid gives {v} CTAs along {_AXES[axis]} ({shown}): the "
