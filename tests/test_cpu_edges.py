@@ -578,3 +578,70 @@ def test_flat_of_int_tiles_with_a_region_per_cta(M, N, tmp_path):
         EMU.run(ks, [A, Og, Fg], {"M": M, "N": N, "G": G}, (G, 1, 1), workdir=tmp_path)
         np.testing.assert_array_equal(Og, want_o)
         np.testing.assert_array_equal(Fg, want_f)
+
+
+# ---- the same on a GPU (marker `gpu`: skipped without one) -------------------------------------------
+def _cuda(src):
+    return tilenb.compile(textwrap.dedent(src).lstrip("\n"), backend="cuda", filename="k.tile")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,r,c", FLAT_CASES)
+def test_flat_on_the_gpu_agrees_with_the_cpu_executor(M, N, r, c):
+    X, Y, Z, r, c = flat_args(M, N, r, c)
+    want_y, want_z = flat_reference(X, r, c, Y, Z)
+    _cuda(FLAT).fl[1](X, Y, Z, r, c)
+    np.testing.assert_allclose(Y, want_y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(Z, want_z)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N", [(9, 8), (13, 12), (4, 4), (20, 16)])
+def test_flat_of_int_tiles_on_the_gpu(M, N):
+    G = 4
+    A = np.random.default_rng(M).integers(-1000, -1, (M, N)).astype(np.int32)
+    O, F = np.full((G, 2), -7, np.int32), np.full((G, 48), -7, np.int32)
+    want_o, want_f = flat2_reference(A, G)
+    _cuda(FLAT2).fl2[G](A, O, F)
+    np.testing.assert_array_equal(O, want_o)
+    np.testing.assert_array_equal(F, want_f)
+
+
+@pytest.mark.gpu
+def test_negative_starts_and_shared_dot_operands_on_the_gpu():
+    mod = _cuda(BROADCAST + ROWBC + DOT)
+    for s in (-1, -15, 3):
+        Z = f32(20, seed=1)
+        want = masked_store(Z, s, np.full(16, 2.5, np.float32))
+        mod.bc[1](Z, np.array([2.5], np.float32), s)
+        np.testing.assert_array_equal(Z, want)
+    M, N = 5, 20
+    for r, c in [(0, -1), (-2, -5), (3, -23)]:
+        Y, X = f32(M, N, seed=2), f32(M, 1, seed=3)
+        want = Y.copy()
+        for i in range(4):
+            for j in range(24):
+                if 0 <= r + i < M and 0 <= c + j < N:
+                    want[r + i, c + j] = X[r + i, 0] * 2.0
+        mod.rowbc[1](Y, X, r, c)
+        np.testing.assert_array_equal(Y, want)
+    X, W = f32(3, 8, seed=6), f32(9, 4, seed=7)
+    Yc, Yg = np.full((12, 4), 7.0, np.float32), np.full((12, 4), 7.0, np.float32)
+    compile_cpu(DOT).d[3](X, W, Yc, 3)
+    mod.d[3](X, W, Yg, 3)
+    np.testing.assert_allclose(Yg, Yc, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_debug_on_a_gpu_reports_the_race_and_keeps_the_gpu_results():
+    from tilenb.lang.diagnostics import RaceError
+    import cupy as cp
+    mod = _cuda(RACY)
+    X = f32(64, seed=14)
+    Y = cp.zeros(64, cp.float32)
+    with pytest.raises(RaceError, match="found by the reference executor"):
+        mod.race[1](cp.asarray(X), Y, debug=True)       # GPU arrays: the check copies them to the host
+    Yh = np.zeros(64, np.float32)
+    mod.clean[1](X, Yh, debug=True)
+    np.testing.assert_array_equal(Yh, X * 2.0)
+    assert mod.clean.last_run.debug and "found no shared-tile race" in mod.clean.last_run.note
