@@ -433,10 +433,11 @@ def fake_gpu(monkeypatch, tmp_path):
         ctypes.memmove(ptr, np.full(64, 42.0, np.float32).ctypes.data, 64 * 4)
     cp.run = run
     yield cp
-    tilenb.api.clear_caches()
-    tc._arch_of.cache_clear()
-    tc._device_name.cache_clear()
-    tc._optin_smem.cache_clear()
+    tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
+    for name in ("_arch_of", "_target_of", "_device_name", "_optin_smem"):   # the device probes' caches
+        probe = getattr(tc, name, None)
+        if probe is not None:
+            probe.cache_clear()
 
 
 def _cuda_kernel(name, debug=False):
