@@ -196,6 +196,7 @@ class Loc:
     entries: List[tuple]         # per base dimension: ("fix", x) or ("rng", start, n)
     tile_region: Optional[List[Tuple[object, object]]]   # shared: (lo, hi) per base dim, or None
     swz: object = None           # shared: the tile's XOR swizzle (None: row-major)
+    flat_of: object = None       # shared, through flat(t): t's TileVar (its region is flat_run's)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -1107,9 +1108,23 @@ class _Gen(MmaGen):
                 entries = [("rng", 0, x) for x in exts]
         if subs is not None:
             entries = self.apply_subs(entries, subs)
-        loc = Loc(kind, base, dt, ptr, exts, entries, tile_region, tv.swz if kind == "shared" else None)
+        loc = Loc(kind, base, dt, ptr, exts, entries, tile_region, tv.swz if kind == "shared" else None,
+                  tv if kind == "shared" and bflat else None)
         self.regions[key] = loc
         return loc
+
+    def flat_run(self, tv: TileVar):
+        """flat(t)'s valid columns [start, end) as uniform ints (spec section 6; the CPU
+        executor's `cpu_memory.flat_run`): from t's first valid element to the first invalid
+        one after it, [0, 0) when t's region is empty."""
+        r0, r1, c0, c1 = tv.region
+        C = tv.shape[1]
+        v = self.new("fl")
+        empty = f"{r0} >= {r1} || {c0} >= {c1}"
+        whole = f"({c0} <= 0 && {c1} >= {C}) || {r1} - {r0} <= 1"
+        self.emit(f"const int {v}_a = ({empty}) ? 0 : {r0} * {C} + {c0};  // flat({tv.sym.name}): its valid run")
+        self.emit(f"const int {v}_b = ({empty}) ? 0 : (({whole}) ? {r1} - 1 : {r0}) * {C} + {c1};")
+        return (f"{v}_a", f"{v}_b")
 
     def apply_subs(self, entries, subs):
         rng_idx = [k for k, en in enumerate(entries) if en[0] == "rng"]
@@ -1142,11 +1157,14 @@ class _Gen(MmaGen):
         """Rows/cols of the window inside the base (and inside the tile's valid region)."""
         ok = []
         rngs = []
+        tile_region = loc.tile_region
+        if with_tile_region and loc.flat_of is not None:
+            tile_region = [(0, 1), self.flat_run(loc.flat_of)]
         for k, en in enumerate(loc.entries):
             ext = loc.extents[k]
             lo_b, hi_b = 0, ext
-            if with_tile_region and loc.tile_region is not None:
-                lo_b, hi_b = loc.tile_region[k]
+            if with_tile_region and tile_region is not None:
+                lo_b, hi_b = tile_region[k]
             if en[0] == "fix":
                 x = en[1]
                 if _is_int(x) and _is_int(lo_b) and _is_int(hi_b):

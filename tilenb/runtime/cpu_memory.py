@@ -11,8 +11,8 @@ Guarantees:
 * `read_window` never reads outside the bounds: those elements load as 0 and are invalid in
   the result. Elements inside the bounds of a tile base keep the tile's bytes, valid only where
   the tile's own region says so. `flat(t)` sees a [R, C] tile as [1, R*C] of the same bytes; its
-  region is the smallest run covering t's valid elements (exact when t's columns are wholly
-  valid or one row is valid).
+  region is `flat_run` of t's: the run of valid elements from t's first one, so flat(t) never
+  makes an element valid that t holds invalid.
 * `write_window` writes exactly the elements that are valid in the value, inside the bounds,
   and in a CTA whose mask is set; the tile's own region is left unchanged.
 * `element_address` maps per-thread scalar subscripts through views to base coordinates and
@@ -50,15 +50,23 @@ class TileStore:
         lo, hi = self.region
         if not flat or len(self.shape) == 1:
             return [(lo[:, d], hi[:, d]) for d in range(lo.shape[1])]
-        # flat view of a 2-D tile: the smallest run covering the valid elements
-        cols = self.shape[1]
-        empty = np.any(lo >= hi, axis=1)
-        start = lo[:, 0] * cols + lo[:, 1]
-        end = (hi[:, 0] - 1) * cols + hi[:, 1]
-        start = np.where(empty, 0, start)
-        end = np.where(empty, 0, end)
-        one = np.ones_like(start)
-        return [(np.zeros_like(start), one), (start, end)]
+        start, end = flat_run(lo, hi, self.shape[1])
+        return [(np.zeros_like(start), np.ones_like(start)), (start, end)]
+
+
+def flat_run(lo, hi, cols: int):
+    """flat(t)'s valid region (spec section 6) from t's region rows [lo[:, 0], hi[:, 0]) by
+    columns [lo[:, 1], hi[:, 1]) (arrays of shape (B, 2)) in a tile of `cols` columns: the run
+    [start, end) of flat positions that begins at t's first valid element and ends at the first
+    invalid one after it. That is every valid element when they are contiguous in row-major
+    order (whole rows valid, or a single valid row); otherwise it is the first valid row's valid
+    part. Empty regions give [0, 0)."""
+    r0, c0, r1, c1 = lo[:, 0], lo[:, 1], hi[:, 0], hi[:, 1]
+    empty = (r0 >= r1) | (c0 >= c1)
+    whole = ((c0 <= 0) & (c1 >= cols)) | (r1 - r0 <= 1)
+    start = r0 * cols + c0
+    end = np.where(whole, r1 - 1, r0) * cols + c1
+    return np.where(empty, 0, start), np.where(empty, 0, end)
 
 
 class TensorRef:
@@ -217,8 +225,9 @@ def read_window(win: Window, nb: int) -> TileVal:
         data = src[lead + basic]
         if not win.is_tile:
             data = data[None]
-    elif any(e == 0 for e in ext):
+    elif any(e == 0 for e in ext):              # an empty base: every element is outside
         data = np.zeros((1,) + shape, src.dtype)
+        trim = None
     else:
         # gather the leading dims, slice the trailing ones (runs of contiguous elements)
         idx, valid = _index_arrays(win, k)
@@ -317,7 +326,7 @@ def write_window(win: Window, value, value_dtype: str, cta: np.ndarray, nb: int)
     if k == len(win.lengths):
         basic, trim, pp = (), None, p
     if trim is not None:
-        if vdata.ndim:
+        if vdata.ndim and vdata.shape[-1] != 1:     # (an extent-1 last axis is broadcast: kept)
             vdata = vdata[..., trim[0]:trim[1]]
         shape = shape[:-1] + (trim[1] - trim[0],)
     if k == 0:

@@ -355,9 +355,10 @@ def dot_tiles(a: TileVal, b: TileVal, trans_b: bool, res: str) -> TileVal:
     out = np.matmul(ad, bd)
     region = None
     if a.region is not None or b.region is not None:
-        nb = max(a.data.shape[0], b.data.shape[0])
         ar = a.region if a.region is not None else full_region(1, a.shape)
         br = b.region if b.region is not None else full_region(1, b.shape)
+        # one region row per CTA when either operand's region has them (its data may be shared)
+        nb = max(ar[0].shape[0], br[0].shape[0])
         bcol = 0 if trans_b else 1
         lo = np.zeros((nb, 2), np.int64)
         hi = np.zeros((nb, 2), np.int64)

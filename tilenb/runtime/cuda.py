@@ -510,8 +510,8 @@ def repeat_key(kernel, grid, args, debug=False, variant=None):
     try:
         if type(args) is not tuple:
             args = tuple(args)
-        if type(grid) is list:
-            grid = tuple(grid)
+        if type(grid) is list:   # refused by the full path's grid check
+            return None
         if variant is not None:
             variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
         key = [grid, variant, _get_device()]
@@ -643,7 +643,9 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
 
 def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     """Run a checked launch on the GPU (see the module docstring). Returns None.
-    repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None)."""
+    repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None).
+    debug: a debug launch (`tilenb.runtime.launch` then checks it on the reference executor):
+    reported as one, and not remembered for repeats."""
     from .launch import RunReport, written_tensors  # noqa: PLC0415
     cp = _cupy()
     tgt = device_target()
@@ -724,9 +726,6 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
         raise LaunchError(f"kernel '{kernel.name}' failed on the GPU: {e}") from None
     ms = cp.cuda.get_elapsed_time(start, end)
     _copy_back(da)
-    if debug:
-        note += (" debug=True on CUDA: no race or bounds checker runs in the launch; run the program under "
-                 "compute-sanitizer (docs/sanitizer.md), or use backend='cpu' for the checking executor.")
     ctas = run.grid[0] * run.grid[1] * run.grid[2]
     from .traffic import launch_traffic  # noqa: PLC0415
     nbytes, flops, dims = launch_traffic(run.kir, run.bound, tuple(run.grid))

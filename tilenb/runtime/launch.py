@@ -13,10 +13,13 @@ argument has been written. The checks, in order:
    float16, bf16 = ml_dtypes.bfloat16, per `tilenb.types.DTYPES`), rank, literal dimensions,
    C-contiguous; one value per symbolic dimension across all parameters (the message names
    both parameters); runtime row lengths (last dimensions) multiples of 4 elements.
-4. Each scalar argument: convertible to the parameter's type without loss (an int that fits an
-   integer type; a real number for a float type; a bool for bool).
-5. The grid: an int or a tuple of 1 to 3 positive ints, or the kernel's @grid evaluated over
-   the bound dimensions; within CUDA's limits (x < 2**31, y and z <= 65535).
+4. Each scalar argument: convertible to the parameter's type without loss (`_bind_scalar`:
+   Python, numpy and ml_dtypes numbers; an integral value inside an integer type's range; any
+   real number for a float type, but no finite one beyond its range; True or False for bool).
+5. The grid: an int or a tuple of 1 to 3 positive ints (no list, float or bool), or the
+   kernel's @grid evaluated over the bound dimensions and scalars (an entry below 1 is refused
+   naming the entry and what it read); within CUDA's limits (x < 2**31, y and z <= 65535).
+6. `debug` is a bool; `cpu_limit` a positive int or None.
 
 On the CPU backend a launch of more than `CPU_LIMIT` thread-instances (CTAs x threads per CTA)
 is refused with a LaunchError naming the grid, since the numpy executor would run it for
@@ -26,11 +29,16 @@ Then the module's backend runs it: "cpu" -> `tilenb.runtime.cpu.run_cpu` on host
 place (it records a `RunReport` in `kernel.last_run`, naming the variant it ran); "cuda" ->
 `tilenb.runtime.cuda.run_cuda(kernel, prepared, debug=...)` with the `Prepared` launch made here
 (every variant that fits, for autotuning); a TileError says so when that backend is missing.
+A debug launch on the CUDA backend is then checked by the reference executor, on host copies of
+the arguments taken before the GPU ran, with the variant and grid the GPU ran
+(`_run_on_cuda_checked`; bounded by `cpu_limit` like a CPU launch): what the check finds is
+raised (RaceError, OutOfBoundsError), and the outputs keep the GPU's results.
 
 The CUDA backend reuses `describe_array`, `bind_arguments` and `prepare` as they are.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Sequence, Tuple
@@ -247,6 +255,14 @@ def _bind_tensor(kname, sym, tt, arg, dims, dim_source, ast_type) -> ArrayArg:
 
 
 def _bind_scalar(kname, sym, arg):
+    """The scalar argument as a numpy scalar of the parameter's type, or a LaunchError.
+
+    Accepted: Python numbers, numpy scalars (and 0-d arrays) of any numeric dtype, ml_dtypes
+    scalars (bfloat16, the float8 and int4 types), Fractions and Decimals, when the value
+    converts to the type without loss: an integer type takes an integral value inside its range
+    (a float with an integral value counts; NaN, infinities and fractions do not); a float type
+    takes any real number, rounded to nearest even, except a finite one beyond the type's range
+    (it would become an infinity: pass inf for that); bool takes True or False only."""
     pname = sym.name
     dt = sym.type.dtype
     d = DTYPES[dt]
@@ -256,25 +272,43 @@ def _bind_scalar(kname, sym, arg):
     if dt == "bool":
         if isinstance(v, (bool, np.bool_)):
             return np.bool_(v)
-        raise LaunchError(f"kernel '{kname}': argument '{pname}' (bool) must be True or False, not {v!r}")
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Number) or isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real):
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' (bool) must be True or False, not {v!r}"[:300])
+    if isinstance(v, np.generic) and v.dtype.kind == "V":
+        # ml_dtypes scalars (bfloat16, float8, int4: numpy dtype kind 'V'), each exact as a float
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            pass
+    if (isinstance(v, (bool, np.bool_, np.timedelta64, np.datetime64)) or not isinstance(v, numbers.Number)
+            or isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)):
         raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
-                          f"{type(arg).__name__} {arg!r}"[:200])
+                          f"{type(arg).__name__} {arg!r}"[:300])
     if d.is_float:
         try:
             fv = float(v)
         except OverflowError:  # an int beyond every float
             raise LaunchError(f"kernel '{kname}': argument '{pname}', an integer of {len(str(abs(int(v))))} "
                               f"digits, is too large for {dt}") from None
-        with np.errstate(over="ignore"):   # beyond the type's range is infinite (spec 4.4)
-            return d.numpy.type(fv)
+        with np.errstate(over="ignore"):
+            out = d.numpy.type(fv)
+        finite = not (v != v) and abs(v) != math.inf     # of the value given (a longdouble, a Decimal)
+        if finite and not np.isfinite(np.float32(out) if dt == "bf16" else out):
+            big = float(_finfo_max(dt))
+            shown = repr(v.item() if isinstance(v, np.generic) else v)
+            raise LaunchError(f"kernel '{kname}': argument '{pname}' = {shown} is beyond the range of {dt} "
+                              f"(largest finite value {big:g}): it would become an infinity; pass inf if "
+                              f"that is meant, or use a wider type")
+        return out
     # integers (and index-like): exact and in range
     if isinstance(v, (float, np.floating)):
         if not float(v).is_integer():
             raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be an integer, not {v!r}")
         v = int(v)
     info = np.iinfo(d.numpy)
-    iv = int(v)
+    try:
+        iv = int(v)
+    except (OverflowError, ValueError):   # a Decimal infinity or NaN
+        raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be an integer, not {v!r}") from None
     if iv != v:   # a Fraction or Decimal with a fractional part: int() would truncate it
         raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be an integer, not {v!r}")
     if not info.min <= iv <= info.max:
@@ -283,12 +317,27 @@ def _bind_scalar(kname, sym, arg):
     return d.numpy.type(iv)
 
 
+def _finfo_max(dt: str):
+    """The largest finite value of float IR type `dt`."""
+    if dt == "bf16":
+        import ml_dtypes  # noqa: PLC0415 (bf16 arrays need it anyway)
+        return ml_dtypes.finfo(ml_dtypes.bfloat16).max
+    return np.finfo(DTYPES[dt].numpy).max
+
+
 # ---- grid and variants ----------------------------------------------------------------------
-def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True) -> Tuple[int, int, int]:
+def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True, source=None) -> Tuple[int, int, int]:
     """The launch grid as (x, y, z) CTA counts; from @grid when `grid` is None. With `cluster`,
-    also the @cluster check (`check_cluster`)."""
+    also the @cluster check (`check_cluster`). `source`: the program's `Source`, for quoting
+    an @grid entry in a message (without it the entry is written from the IR).
+
+    A grid given is an int or a tuple of 1 to 3 ints (numpy integers count; bools, floats and
+    lists do not), each at least 1; an @grid entry must evaluate to at least 1, and the error
+    for one that does not names the entry and the dimensions and scalars it was computed from.
+    Every extent must be within CUDA's limits (x < 2**31, y and z <= 65535) on either backend."""
     name = kir.name
-    if grid is None:
+    from_attr = grid is None
+    if from_attr:
         if not kir.grid:
             raise LaunchError(f"kernel '{name}' has no @grid; launch it with a grid, as in {name}[grid](...)")
         vals = []
@@ -301,24 +350,27 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True) -> 
             except TileError:
                 raise
             except Exception as exc:  # noqa: BLE001 (reported as a launch error)
-                raise LaunchError(f"kernel '{name}': its @grid entry {_AXES[axis]} cannot be evaluated: {exc}") from exc
+                raise LaunchError(f"kernel '{name}': its @grid entry {_AXES[axis]}, {_expr_text(e, source)}, cannot be "
+                                  f"evaluated ({_grid_inputs(kir, e, bound)}): {exc}") from exc
             if v < 1:
-                shown = ", ".join(f"{k} = {v2}" for k, v2 in bound.dims.items())
-                raise LaunchError(f"kernel '{name}': its @grid gives {v} CTAs along {_AXES[axis]} (with {shown}); "
-                                  f"every grid dimension must be at least 1")
+                shown = _grid_inputs(kir, e, bound)
+                raise LaunchError(f"kernel '{name}': its @grid gives {v} CTAs along {_AXES[axis]} ({shown}): the "
+                                  f"entry {_expr_text(e, source)} must be at least 1; pass arguments for which it "
+                                  f"is, or launch with a grid, as in {name}[grid](...)")
             vals.append(v)
         g = tuple(vals)
     else:
-        if isinstance(grid, (bool, np.bool_)):
-            raise LaunchError(f"kernel '{name}': the grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
-        if isinstance(grid, (numbers.Integral, np.integer)):
+        if (isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (tuple, numbers.Integral, np.integer))
+                or isinstance(grid, tuple) and not 1 <= len(grid) <= 3):
+            hint = f"; write the tuple {tuple(grid)!r}" if isinstance(grid, list) and 1 <= len(grid) <= 3 else ""
+            raise LaunchError(f"kernel '{name}': the grid must be an int or a tuple of 1 to 3 ints, not "
+                              f"{type(grid).__name__} {grid!r}{hint}"[:300])
+        if not isinstance(grid, tuple):
             grid = (grid,)
-        if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-            raise LaunchError(f"kernel '{name}': the grid must be an int or a tuple of 1 to 3 ints, not {grid!r}")
         g = []
         for axis, v in enumerate(grid):
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-                raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} must be an int, not {v!r}")
+                raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} must be an int, not {v!r}"[:300])
             if int(v) < 1:
                 raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {int(v)}; it must be at least 1")
             g.append(int(v))
@@ -326,10 +378,62 @@ def resolve_grid(kir: ir.KernelIR, grid, bound: Bound, cluster: bool = True) -> 
     g = g + (1,) * (3 - len(g))
     for axis, (v, lim) in enumerate(zip(g, _CUDA_GRID_LIMITS)):
         if v > lim:
-            raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}; CUDA allows at most {lim}")
+            via = ""
+            if from_attr and axis < len(kir.grid):
+                via = f" (its @grid entry {_expr_text(kir.grid[axis], source)}, {_grid_inputs(kir, kir.grid[axis], bound)})"
+            raise LaunchError(f"kernel '{name}': grid dimension {_AXES[axis]} is {v}{via}; CUDA allows at most {lim}")
     if cluster:
         check_cluster(kir, g)
     return g
+
+
+def _expr_text(e, source=None) -> str:
+    """An expression as its source text (from `source` and its span), else written from the IR."""
+    sp = getattr(e, "span", None)
+    if source is not None and sp is not None and sp.end_line == sp.line and 1 <= sp.line <= len(source.lines):
+        text = source.lines[sp.line - 1][sp.column - 1:sp.end_column - 1].strip()
+        if text:
+            return f"'{text}'"
+    return f"'{_ir_text(e)}'"
+
+
+def _ir_text(e) -> str:
+    t = type(e)
+    if t is ir.Const:
+        return str(e.value)
+    if t is ir.Ref:
+        return e.sym.name
+    if t is ir.Binary:
+        return f"({_ir_text(e.a)} {e.op} {_ir_text(e.b)})"
+    if t is ir.Unary:
+        return f"{e.op}{_ir_text(e.x)}"
+    if t is ir.Convert:
+        return _ir_text(e.x)
+    if t is ir.Math:
+        return f"{e.fn}({', '.join(_ir_text(a) for a in e.args)})"
+    return "..."
+
+
+def _grid_inputs(kir: ir.KernelIR, e, bound: Bound) -> str:
+    """'with M = 0, dimension 0 of 'X'; n = 3': the runtime dimensions (and the parameter and
+    dimension each was bound from) and scalar parameters a @grid entry reads."""
+    seen, parts = set(), []
+    for x in ir.walk_expr(e):
+        if type(x) is not ir.Ref or x.sym.name in seen:
+            continue
+        s = x.sym
+        seen.add(s.name)
+        if s.kind == "dim" and s.name in bound.dims:
+            where = ""
+            for p in kir.params:
+                t = p.sym.type
+                if isinstance(t, ir.TensorT) and s.name in t.dims:
+                    where = f", dimension {t.dims.index(s.name)} of '{p.sym.name}'"
+                    break
+            parts.append(f"{s.name} = {bound.dims[s.name]}{where}")
+        elif s.kind == "scalar_param" and s.name in bound.scalars:
+            parts.append(f"argument {s.name} = {np.asarray(bound.scalars[s.name]).item()!r}"[:120])
+    return "with " + "; ".join(parts) if parts else "from constants only"
 
 
 def check_cluster(kir: ir.KernelIR, g: Tuple[int, int, int]) -> None:
@@ -457,7 +561,7 @@ def prepare(kernel, grid, args, variant=None) -> Prepared:
         tune = _variant_tune(kernel, variant)
         kir = kernel.checked.variant(**tune)
         bound = bind_arguments(kir, args, ast_params)
-        one = Launch(tune, kir, bound, resolve_grid(kir, grid, bound))
+        one = Launch(tune, kir, bound, resolve_grid(kir, grid, bound, source=kernel.module.checked.source))
         return Prepared(one, (one,), True)
     fits, first_error = [], None
     for key, kir in kernel.checked.variants.items():
@@ -476,7 +580,7 @@ def prepare(kernel, grid, args, variant=None) -> Prepared:
         raise first_error
     launches, cluster_error = [], None
     for t, k, b in fits:
-        g = resolve_grid(k, grid, b, cluster=False)
+        g = resolve_grid(k, grid, b, cluster=False, source=kernel.module.checked.source)
         try:
             check_cluster(k, g)
         except LaunchError as e:   # a variant with another @cluster size may still tile this grid
@@ -538,11 +642,17 @@ def launch(kernel, grid, args, debug=False, variant=None, cpu_limit=CPU_LIMIT):
     """Check and run one launch of `kernel` (a tilenb Kernel) on its module's backend.
 
     grid: None (use @grid), an int, or a tuple of 1 to 3 ints; args: the kernel's arguments in
-    order; debug: detect races and out-of-bounds element accesses (CPU backend); variant: a
-    dict of @autotune values; cpu_limit: the most thread-instances (CTAs x threads) the CPU
-    backend runs in this launch (None: no limit; ignored by the CUDA backend). Raises
-    LaunchError before anything runs if a check fails."""
+    order; debug: True or False: detect shared-tile races and out-of-bounds element accesses
+    with the reference executor (on the CUDA backend it checks the same launch on copies of the
+    arguments after the GPU has run it: see `_run_on_cuda_checked`); variant: a dict of
+    @autotune values; cpu_limit: the most thread-instances (CTAs x threads) the CPU executor
+    runs in this launch (None: no limit; on the CUDA backend it bounds only the debug check).
+    Raises LaunchError before anything runs if a check fails; a debug launch raises RaceError
+    or OutOfBoundsError (LaunchError subclasses) for what its check finds."""
     try:
+        if not isinstance(debug, (bool, np.bool_)):
+            raise LaunchError(f"kernel '{kernel.name}': debug must be True or False, not {debug!r}"[:300])
+        debug = bool(debug)
         if cpu_limit is not None and (isinstance(cpu_limit, (bool, np.bool_))
                                       or not isinstance(cpu_limit, (numbers.Integral, np.integer))
                                       or cpu_limit < 1):
@@ -555,6 +665,9 @@ def launch(kernel, grid, args, debug=False, variant=None, cpu_limit=CPU_LIMIT):
             if repeat is not None and run_repeat(kernel, repeat):
                 return None
         prepared = prepare(kernel, grid, tuple(args), variant)
+        if debug and kernel.module.backend == "cuda":
+            for c in prepared.candidates:
+                _check_cpu_limit(c, cpu_limit, " (debug=True checks a CUDA launch on the reference executor)")
     except LaunchError as e:
         e.filename = kernel.module.filename     # "file.tile: error: kernel 'k': ..."
         raise
@@ -571,24 +684,105 @@ def launch(kernel, grid, args, debug=False, variant=None, cpu_limit=CPU_LIMIT):
                             f"device, or the driver cannot start); compile with backend='cpu' (or 'auto') to "
                             f"run on the CPU reference executor", filename=kernel.module.filename)
             raise err
-        return run_cuda(kernel, prepared, debug=debug, repeat=repeat)
+        if debug:
+            return _run_on_cuda_checked(kernel, prepared, repeat)
+        return run_cuda(kernel, prepared, debug=False, repeat=repeat)
     if backend != "cpu":
         raise TileError(f"unknown backend {backend!r}")
     return _run_on_cpu(kernel, prepared, debug, cpu_limit)
+
+
+def _check_cpu_limit(ch: "Launch", cpu_limit, why: str = ""):
+    """LaunchError when launch `ch` is more thread-instances than the CPU executor runs."""
+    ctas = ch.grid[0] * ch.grid[1] * ch.grid[2]
+    threads = ch.kir.threads
+    if cpu_limit is not None and ctas * threads > cpu_limit:
+        raise LaunchError(f"kernel '{ch.kir.name}': the grid {ch.grid} is {ctas:,} CTAs x {threads} threads = "
+                          f"{ctas * threads:,} thread-instances, more than the CPU backend runs in one launch "
+                          f"({int(cpu_limit):,}){why}: the numpy executor would take very long; use a GPU "
+                          f"(backend='cuda') or a smaller problem, or pass cpu_limit=None to run it anyway")
+
+
+def _host_snapshot(bound: Bound) -> Dict[str, np.ndarray]:
+    """A host copy of every tensor argument as it is now (GPU arrays copied to the host)."""
+    snap = {}
+    for pname, a in bound.tensors.items():
+        if a.host is not None:
+            snap[pname] = np.array(a.host, order="C", copy=True)
+            continue
+        from .cuda import _cupy, _ptr_of  # noqa: PLC0415
+        cp = _cupy()
+        cp.cuda.Device().synchronize()        # the argument's producers have finished
+        host = np.empty(a.shape, a.dtype)
+        if host.nbytes:
+            cp.cuda.runtime.memcpy(host.__array_interface__["data"][0], _ptr_of(a), host.nbytes, 2)  # device to host
+        snap[pname] = host
+    return snap
+
+
+def _reference_check(kernel, ch: "Launch", snap: Dict[str, np.ndarray], after: str):
+    """Run launch `ch` on the reference executor with debug checks, on copies of `snap`; a
+    RaceError or OutOfBoundsError it raises says that it came from the check of a CUDA launch
+    (`after`: what the outputs hold)."""
+    from ..lang.diagnostics import OutOfBoundsError, RaceError  # noqa: PLC0415
+    from .cpu import run_cpu  # noqa: PLC0415
+    src = kernel.module.checked.source
+    host = {k: v.copy() for k, v in snap.items()}
+    try:
+        run_cpu(ch.kir, ch.bound.dims, host, ch.bound.scalars, ch.grid, debug=True,
+                source=(src.lines, src.line_offset, src.filename))
+    except (RaceError, OutOfBoundsError) as e:
+        e.message += (f" (debug=True on the CUDA backend: found by the reference executor, which ran this "
+                      f"launch on copies of the arguments; {after})")
+        e.args = (e.message,)
+        raise
+
+
+def _run_on_cuda_checked(kernel, prepared: Prepared, repeat):
+    """A debug launch on the CUDA backend: the GPU runs the launch as usual (the outputs hold
+    its results), then the reference executor runs the same launch (the variant the GPU ran,
+    its grid, the arguments as they were before the GPU ran) on host copies with its race and
+    bounds checks, and raises what they find. When the GPU launch fails, the check still runs
+    (on the first candidate variant) and its finding, if any, is raised from the GPU's error."""
+    from dataclasses import replace  # noqa: PLC0415
+    from .cuda import run_cuda  # noqa: PLC0415
+    snap = _host_snapshot(prepared.chosen.bound)
+    try:
+        run_cuda(kernel, prepared, debug=True, repeat=repeat)
+    except TileError as gpu_error:
+        try:
+            _reference_check(kernel, prepared.chosen, snap, "the GPU launch failed: " + gpu_error.message)
+        except LaunchError as found:
+            found.filename = kernel.module.filename
+            raise found from gpu_error
+        raise
+    report = kernel.last_run
+    ran = prepared.chosen
+    if report is not None:
+        for c in prepared.candidates:
+            if dict(c.tune) == dict(report.variant):
+                ran = c
+    try:
+        _reference_check(kernel, ran, snap, "the outputs hold the GPU's results")
+    except LaunchError as e:
+        e.filename = kernel.module.filename
+        raise
+    if report is not None:
+        kernel.last_run = replace(report, debug=True, note=report.note + (
+            " debug=True: the reference executor ran this launch on copies of the arguments and found no "
+            "shared-tile race and no out-of-bounds element access."))
+    return None
 
 
 def _run_on_cpu(kernel, prepared: Prepared, debug: bool, cpu_limit=CPU_LIMIT):
     from .cpu import run_cpu
     ch = prepared.chosen
     kir, bound = ch.kir, ch.bound
-    ctas = ch.grid[0] * ch.grid[1] * ch.grid[2]
-    if cpu_limit is not None and ctas * kir.threads > cpu_limit:
-        err = LaunchError(f"kernel '{kir.name}': the grid {ch.grid} is {ctas:,} CTAs x {kir.threads} threads = "
-                          f"{ctas * kir.threads:,} thread-instances, more than the CPU backend runs in one "
-                          f"launch ({int(cpu_limit):,}): the numpy executor would take very long; use a GPU "
-                          f"(backend='cuda') or a smaller problem, or pass cpu_limit=None to run it anyway")
+    try:
+        _check_cpu_limit(ch, cpu_limit)
+    except LaunchError as err:
         err.filename = kernel.module.filename
-        raise err
+        raise
     written = written_tensors(kir)
     host = {}
     for pname, a in bound.tensors.items():

@@ -23,11 +23,15 @@ class Kernel:
     """One kernel of a compiled module.
 
     `kernel[grid](*args, debug=False, variant=None, cpu_limit=...)` launches it; `grid` is an
-    int or a tuple of up to 3 ints (CTAs along x, y, z). Without `[grid]`, `kernel(*args)` uses the kernel's
+    int or a tuple of 1 to 3 positive ints (CTAs along x, y, z). Without `[grid]`, `kernel(*args)` uses the kernel's
     @grid attribute. `variant` picks the @autotune values (a dict); by default the backend
-    chooses (the CPU backend takes the first value of each name). On the CPU backend a launch
-    of more than `tilenb.runtime.launch.CPU_LIMIT` (2**26) thread-instances (CTAs x threads) is a
-    LaunchError unless `cpu_limit` allows it (an int, or None for no limit).
+    chooses (the CPU backend takes the first value of each name). `debug` (a bool; None: the
+    module's) checks for shared-tile races and out-of-bounds element accesses, raising
+    RaceError / OutOfBoundsError; on the CUDA backend the reference executor checks the same
+    launch on copies of the arguments after the GPU has run it. On the CPU backend (and for
+    that check) a launch of more than `tilenb.runtime.launch.CPU_LIMIT` (2**26)
+    thread-instances (CTAs x threads) is a LaunchError unless `cpu_limit` allows it (an int, or
+    None for no limit).
     """
 
     def __init__(self, module: "Module", checked: CheckedKernel):
@@ -149,6 +153,11 @@ class Module:
     """A compiled tile-language source: `module.<kernel name>` and `module.kernels`."""
 
     def __init__(self, checked: CheckedProgram, backend: str, debug: bool = False):
+        if not isinstance(debug, bool):
+            import numpy as np  # noqa: PLC0415
+            if not isinstance(debug, np.bool_):
+                raise TileError(f"debug must be True or False, not {debug!r}"[:300])
+            debug = bool(debug)
         self.checked = checked
         self.backend = backend
         self.backend_note = f"backend {backend}"  # set by tilenb.compile: which backend and why
