@@ -636,7 +636,7 @@ class _Lower:
                     found.append(m)
         if self.target != WGMMA:
             for m in found:
-                self.why_not[id(m.loop)] = "a GEMM loop: on sm_90 it runs as a TMA + wgmma pipeline"
+                self.why_not[id(m.loop)] = "a GEMM loop: on sm_90 it can run as a TMA + wgmma pipeline"
             return {}, [], {}, 0
         if not found:
             return {}, [], {}, 0

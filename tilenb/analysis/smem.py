@@ -175,7 +175,7 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         for d in r.scratch + r.frag:
             if id(d) in low.scratch_local and any(d is x for x in r.scratch):
                 M, N = shape2(d.type.shape)
-                regions.append(Region(f"scratch: dot at line {d.span.line}", "mma scratch", low.scratch_off(d),
+                regions.append(Region(f"dot scratch (line {d.span.line})", "mma scratch", low.scratch_off(d),
                                       _align(M * N * 4, 128), (d.span.line,), ((p, p),),
                                       what=f"the f32 [{M}, {N}] result of the dot at line {d.span.line} (mma.sync), "
                                            "read by its statement", key=id(d)))
@@ -185,13 +185,13 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
                     continue
                 name = (st.src or op).base.name if isinstance(st.src or op, ir.Slice) else "operand"
                 if st.loop is None:
-                    regions.append(Region(f"staging: {name} (line {d.span.line})", "staging", low.stage_off(st), st.bytes,
+                    regions.append(Region(f"{name} staging (line {d.span.line})", "staging", low.stage_off(st), st.bytes,
                                           (d.span.line,), ((p, p),),
                                           what=f"{name}[...] [{st.rows}, {st.cols}] copied by cp.async for the dot at "
                                                f"line {d.span.line} (rows padded to {st.pitch} elements)", key=id(op)))
                 else:
-                    regions.append(Region(f"double buffer: {name} (line {d.span.line})", "double buffer",
-                                          low.stage_off(st), 2 * st.bytes, (d.span.line, st.loop.span.line),
+                    regions.append(Region(f"{name} double buffer (line {d.span.line})", "double buffer",
+                                          low.stage_off(st), 2 * st.bytes, tuple(sorted({d.span.line, st.loop.span.line})),
                                           (loop_span(st.loop),),
                                           what=f"{name}[...] [{st.rows}, {st.cols}] for the dot at line {d.span.line}, two "
                                                f"buffers of {st.bytes} bytes: the next turn's copy (cp.async) lands in "
@@ -215,11 +215,11 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         line = ring.loop.span.line
         names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)
         stages_bytes = 1024 + ring.stages * ring.stage_bytes
-        regions.append(Region(f"ring: loop at line {line}", "ring stages", ring.off, stages_bytes,
+        regions.append(Region(f"ring (loop line {line})", "ring stages", ring.off, stages_bytes,
                               (line,) + tuple(sorted({r.dot.span.line for r in ring.ops if r.dot is not None})), span,
                               what=f"{ring.stages} stages of {ring.stage_bytes} bytes ({names}, streamed by TMA for "
                                    f"wgmma), from the first 1024-byte boundary in these bytes", key=id(ring.loop)))
-        regions.append(Region(f"mbarriers: loop at line {line}", "mbarriers", ring.off + stages_bytes,
+        regions.append(Region(f"mbarriers (loop line {line})", "mbarriers", ring.off + stages_bytes,
                               ring.barrier_bytes, (line,), span,
                               what=f"{ring.barrier_bytes // 8} mbarrier words of the ring (a full barrier per slice "
                                    f"and stage, an empty one per stage), right after its stages", key=id(ring.loop)))
@@ -228,12 +228,12 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         shp, line = ch.shape, ch.loop.loop.span.line
         span = (loop_span(ch.loop.loop),)
         stages_bytes = 1024 + shp.stages * shp.stage_bytes
-        regions.append(Region(f"ring: GEMM loop at line {line}", "ring stages", ch.ring_off, stages_bytes, (line,), span,
+        regions.append(Region(f"GEMM ring (loop line {line})", "ring stages", ch.ring_off, stages_bytes, (line,), span,
                               what=f"{shp.stages} stages of {shp.stage_bytes} bytes ({ch.loop.a.tensor.name} and "
                                    f"{ch.loop.b.tensor.name} tiles by TMA, swizzled for wgmma), from the first 1024-byte "
                                    "boundary in these bytes; after the loop a store of the accumulator may stage its "
                                    "rows here", key=id(ch.loop.loop)))
-        regions.append(Region(f"mbarriers: GEMM loop at line {line}", "mbarriers", ch.ring_off + stages_bytes,
+        regions.append(Region(f"GEMM mbarriers (loop line {line})", "mbarriers", ch.ring_off + stages_bytes,
                               16 * shp.stages, (line,), span,
                               what=f"{2 * shp.stages} mbarrier words (full and empty per stage), right after the stages",
                               key=id(ch.loop.loop)))
@@ -245,7 +245,7 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         last = max(p for p, _ in lt.positions) if lt.positions else 0
         for st, off, n in slots:
             p = pos[id(st)]
-            regions.append(Region(f"cluster slot: line {st.span.line}", "cluster slot", base + off, n, (st.span.line,),
+            regions.append(Region(f"cluster slot (line {st.span.line})", "cluster slot", base + off, n, (st.span.line,),
                                   ((p, last),),
                                   what=f"the copy of {st.target.sym.name} that cluster_{st.op} at line {st.span.line} "
                                        f"publishes to the {kir.cluster} CTAs of the cluster", key=id(st)))
@@ -340,7 +340,7 @@ def _reduction_partials(kir, low: KernelLowering, facts, array_bytes: int, dynam
             for red, n in zip(reds, sizes):
                 off = used[0]
                 used[0] += n
-                mine.append(Region(f"partials: row{red.op} at line {red.span.line}", "reduction partials", off, n,
+                mine.append(Region(f"row{red.op} partials (line {red.span.line})", "reduction partials", off, n,
                                    (s.span.line,), ((facts.positions[id(s)],) * 2,), space="array",
                                    what=f"one {red.type.dtype} partial per (row, warp) of row{red.op} at line "
                                         f"{red.span.line}: [{R} rows x {NW} warps], a __shared__ array of its own",
