@@ -403,6 +403,9 @@ kernel st(X: tensor<f32>[M, 256], Y: tensor<f32>[M, 1]) {
 
 @pytest.mark.gpu
 def test_on_the_gpu_static_and_dynamic_bytes_are_the_footprint():
+    """The driver's count of each kernel's static shared memory, plus the launch's dynamic bytes,
+    is the map's footprint (and the 1 KB a CTA reserves on sm_80 and newer, where the driver
+    counts it in the static size)."""
     cp = pytest.importorskip("cupy")
     try:
         if cp.cuda.runtime.getDeviceCount() < 1:
@@ -412,11 +415,10 @@ def test_on_the_gpu_static_and_dynamic_bytes_are_the_footprint():
     from tilenb.runtime.cuda import device_arch, load_kernel
     arch = device_arch()
     suite = tilenb.compile(suite_kernels.program(), backend="cpu")
-    for name in ("rms_norm_f32", "gemm_f16", "softmax_head_f32", "attention_tc_bf16"):
+    for name in ("rms_norm_f32", "softmax_f32", "gemm_f16", "softmax_head_f32", "attention_tc_bf16"):
         kir = suite.kernels[name].ir()
         ks = generate(kir, arch=arch)
-        fn = load_kernel(ks, arch)
-        static = int(fn.attributes["shared_size_bytes"])
         a = analyze(kir, arch=arch)
-        assert static + dynamic_smem_bytes(ks) - (1024 if static > a.smem.own_array_bytes else 0) == a.footprint \
-            or static + dynamic_smem_bytes(ks) == a.footprint, (name, static, a.footprint)
+        static = int(load_kernel(ks, arch).attributes["shared_size_bytes"])
+        reserved = static + dynamic_smem_bytes(ks) - a.footprint
+        assert reserved in (0, 1024), (name, static, dynamic_smem_bytes(ks), a.footprint)

@@ -28,6 +28,11 @@ The decisions, in the order they depend on each other:
 7. The fallbacks: a ring that does not fit takes its loop back to cp.async; double buffers that
    would push the CTA past `SMEM_OPTIN` are given up for staging where each dot is.
 
+Two target-free rules come before these and are not lowering decisions: which accumulators of
+`acc += dot` loops live in registers (`lifetimes.gemm_accumulators`, the spec's GEMM loop) and
+which tiles take the mma row layout (`mma_tiles.mma_register_tiles`, which leaves a loop that is
+nothing but a GEMM to the rules here); they decide the lifetimes every target shares.
+
 Guarantees: `lower(kir, facts, target)` is a pure function of the IR, the tile places and the
 barriers (`Facts`); it never raises (a statement the generator cannot lower carries its reason in
 `Route.error`, raised by the generator when it writes that statement). Every byte offset the
@@ -527,7 +532,8 @@ class LoopPipe:
     stages: List[int] = field(default_factory=list)     # id(operand) in body order
 
 
-def _tile_stmt(s) -> bool:
+def tile_statement(s) -> bool:
+    """A statement that writes a tile (a tile let or var that is no view, or an assignment to a tile)."""
     if isinstance(s, (ir.Let, ir.VarDecl)):
         return isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view"
     return isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT)
@@ -590,6 +596,12 @@ class KernelLowering:
     smem_end: int
     loops: Tuple[LoopLowering, ...] = ()
     why_not: Dict[int, str] = field(default_factory=dict)    # id(For) -> why a wgmma path was not taken
+    by_loop: Dict[int, LoopLowering] = field(default_factory=dict)   # id(For / While) -> its entry of `loops`
+
+    def lowering_of(self, loop) -> str:
+        """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
+        lp = self.by_loop.get(id(loop))
+        return lp.lowering if lp is not None else "generic"
 
     @property
     def scratch_end(self) -> int:
@@ -802,7 +814,7 @@ class _Lower:
         pipe_bytes = 0
         local_max = 0
         for s in ir.walk_stmts(self.kir.body):
-            if id(s) in self.skip or not _tile_stmt(s):
+            if id(s) in self.skip or not tile_statement(s):
                 continue
             r = self.route(s)
             off = 0
@@ -1035,7 +1047,7 @@ class _Lower:
         self.layouts = self.register_layouts(gemm_layouts)
         self.routes: Dict[int, Route] = {}
         for s in ir.walk_stmts(kir.body):
-            if _tile_stmt(s):
+            if tile_statement(s):
                 self.route(s)
         self.parent: Dict[int, ir.For] = {}
 
@@ -1100,6 +1112,7 @@ class _Lower:
                 continue
             p = self.f.positions.get(id(s), -1)
             out.append(LoopLowering(s.span.line, p, *self._describe(s, low)))
+            low.by_loop[id(s)] = out[-1]
         return tuple(out)
 
     def _describe(self, s, low: KernelLowering) -> Tuple[str, str]:

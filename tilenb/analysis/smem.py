@@ -37,12 +37,12 @@ CUDA for the suite's and the tests' kernels):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from .lifetimes import Lifetimes, cluster_slots
-from .lowering import SMEM_OPTIN, KernelLowering, _tile_stmt, compound_value, early_rings
+from .lowering import SMEM_OPTIN, KernelLowering, tile_statement, compound_value, early_rings
 from .mma_tiles import shape2
 
 STATIC_LIMIT = 48 * 1024     # bytes of static shared memory a CTA may declare
@@ -93,7 +93,8 @@ class SmemMap:
     regions: Tuple[Region, ...]
     array_bytes: int
     dynamic: bool
-    partials: Dict[int, Tuple[Tuple[Region, ...], ...]]   # id(Stmt) -> per emitted copy: its arrays (or none)
+    # id(Stmt) -> per copy of the statement the generator writes, its partials' arrays (or none)
+    partials: Dict[int, Tuple[Tuple[Region, ...], ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def own_array_bytes(self) -> int:
@@ -140,12 +141,6 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         p = pos[id(loop)]
         return (p, loop_end.get(p, p))
 
-    stmt_of: Dict[int, ir.Stmt] = {}          # id(dot) -> its statement
-    for s in ir.walk_stmts(kir.body):
-        r = low.routes.get(id(s))
-        if r is not None:
-            for d in r.scratch + r.frag:
-                stmt_of.setdefault(id(d), s)
     regions: List[Region] = []
     # tiles
     unused: Dict[int, str] = {}
@@ -280,7 +275,7 @@ def _reduction_partials(kir, low: KernelLowering, facts, array_bytes: int, dynam
     used = [array_bytes]
 
     def reductions(s):
-        if not _tile_stmt(s) or T % 32:
+        if not tile_statement(s) or T % 32:
             return None
         if isinstance(s, (ir.Let, ir.VarDecl)):
             if s.value is None or id(s.sym) in regs:

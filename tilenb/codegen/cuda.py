@@ -5,8 +5,11 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 - Every statement is preceded by `// line N: <source text>`; tensors are passed as pointers,
   scalar parameters by value, then each runtime dimension once as `long long` (see
   `KernelSource.params`). Shared memory is one 16-byte aligned byte array (static when it fits
-  48 KB and the kernel has no @dynshared, else `extern __shared__`), tiles at their planned
-  offsets.
+  48 KB, the kernel has no @dynshared and no loop on wgmma, else `extern __shared__`) and the
+  arrays of CTA-wide reductions' partials, all as the analysis' shared-memory map says
+  (`tilenb.analysis.smem`: tiles at their planned offsets, then what the lowering adds); which
+  path each loop and each tensor-core statement takes is the analysis' too
+  (`tilenb.analysis.lowering`; `lowering()` reads both).
 - Every tile value carries its valid region (rows [r0, r1), columns [c0, c1), uniform ints).
   Elementwise results take the intersection of their operands' regions after broadcasting,
   reductions skip invalid elements, dot reads invalid elements as 0; elements outside a tensor
@@ -59,7 +62,6 @@ from ..analysis.divisibility import Divisibility, stride_divisors
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
 
-STATIC_SMEM_LIMIT = 48 * 1024
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
 
 
@@ -399,7 +401,6 @@ class _Gen(MmaGen):
         # the copies cluster reductions publish lie after everything else (the map's "cluster slot"s)
         self.cluster_slot_at = {r.key: r.offset for r in self.smem.regions if r.kind == "cluster slot"}
         dynamic = self.smem.dynamic
-        self.smem_dynamic = dynamic
         self.partial_copies: Dict[int, int] = {}   # id(Stmt) -> copies written so far (reduction partials)
         self.smem_bytes = fp
         body_start = len(self.out)
@@ -647,12 +648,20 @@ class _Gen(MmaGen):
             return
         self.emit(f"{word};")
 
+    def loop_path(self, s) -> str:
+        """How loop `s` is lowered, as the analysis decided (`Analysis.loops`, one of
+        `lowering.LOWERINGS`): "wgmma TMA pipeline" (gemm_sm90 writes the whole loop),
+        "streamed attention on wgmma" (a native loop whose ring streamed_sm90 sets up before it,
+        its dots on wgmma: mma.py), "mma.sync" (a native loop, its tensor-core dots on mma.sync,
+        their slices double-buffered where the analysis says) or "generic"."""
+        return self.low.lowering_of(s)
+
     def control(self, s):
         """A loop or if whose body holds tile statements (its condition is uniform)."""
         if isinstance(s, ir.If):
             self.if_stmt(s)
         elif isinstance(s, ir.For):
-            if self.gemm is not None and id(s) in self.gemm.loops:
+            if self.loop_path(s) == "wgmma TMA pipeline":
                 gemm_sm90.emit(self, self.gemm, s)   # a GEMM loop on Hopper: TMA + wgmma pipeline
             else:
                 self.for_stmt(s, cta=True)

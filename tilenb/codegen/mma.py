@@ -240,7 +240,7 @@ class MmaGen:
         if id(s) in self.mma_early_done:       # its ring was set up ahead (mma_ring_early)
             self.mma_early_done.discard(id(s))
             return
-        if self.stream is not None and id(s) in self.stream.rings:
+        if self.loop_path(s) == "streamed attention on wgmma":
             self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], var, lo, hi)
             return
         it = self.new("tnb_it")
