@@ -43,7 +43,9 @@ def test_rms_norm_lifetimes_reuse_and_barriers(seed):
     # ss is last used when inv is computed, so g takes its bytes
     assert ss.last_line == line_of(SEED, "var inv: tile<f32>[8, 1]")
     assert g.offset == ss.offset
-    assert a.footprint == 8192 + 32 + 1024   # x, inv and g alive at once; ss shares g's bytes
+    assert a.lifetimes.footprint == 8192 + 32 + 1024   # x, inv and g alive at once; ss shares g's bytes
+    # the kernel's shared memory: those tiles, and the partials of the CTA-wide rowsum (8 rows x 8 warps, f32)
+    assert a.footprint == 8192 + 32 + 1024 + 8 * 8 * 4
     # a barrier precedes the rowsum: it reads elements of x that other threads copied
     rowsum = line_of(SEED, "rowsum(x * x)")
     before_rowsum = [b for b in a.barriers if b.line == rowsum]
@@ -102,7 +104,12 @@ def test_analysis_json_shape_and_size(seed):
     for k in seed.kernels.values():
         d = k.analysis().to_json()
         json.dumps(d)
-        assert set(d) == {"kernel", "threads", "footprint", "budget", "tiles", "ruler", "barriers", "copies"}
+        assert set(d) == {"kernel", "threads", "footprint", "budget", "target", "tiles", "ruler", "regions", "smem",
+                          "loops", "barriers", "copies"}
+        for r in d["regions"]:
+            assert set(r) == {"name", "kind", "offset", "bytes", "lines", "spans", "space", "what"}
+        for lp in d["loops"]:
+            assert set(lp) == {"line", "position", "lowering", "why"}
         for t in d["tiles"]:
             assert set(t) == {"name", "dtype", "shape", "bytes", "offset", "space", "first_line", "last_line"}
         for b in d["barriers"]:

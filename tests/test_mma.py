@@ -101,7 +101,10 @@ def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout
     an = k.analysis(BR=64, BC=64, D=64, NT=128)
     for name in ("q", "acc", "m", "l", "s", "m_new", "p", "rescale"):
         assert an.tile(name).space == "registers", name
-    assert an.footprint == 0 and not an.barriers
+    assert an.lifetimes.footprint == 0 and not an.barriers
+    # the kernel's shared memory is the K and V slices' cp.async double buffers alone (rows of 64 + 8)
+    assert an.footprint == 2 * 2 * 64 * (64 + 8) * 2
+    assert [r.kind for r in an.smem.regions] == ["double buffer", "double buffer"]
     code = k.cuda_source(BR=64, BC=64, D=64, NT=128)
     body = code.split("#endif  // TILENB_PRELUDE")[1]
     for name in ("s", "p", "acc", "m", "l"):

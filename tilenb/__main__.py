@@ -1,7 +1,7 @@
 """Command line: `python -m tilenb check FILE...` and `python -m tilenb main`.
 
 check: prints every diagnostic of each file and exits 1 if any file has an error, else 0.
-list:  checks the files and lists their kernels (parameters, @autotune space, tile footprint).
+list:  checks the files and lists their kernels (parameters, @autotune space, shared memory: the kernel's, and its tiles').
 main:  the main job: checks the bundled example file, then executes every tutorial in
        notebooks/ (tilenb.mainjob), writes HTML pages to out/tutorials/ and prints a table.
 """
@@ -34,15 +34,16 @@ def _load(path: str):
 
 
 def _list(mod) -> None:
-    from .analysis.lifetimes import tile_lifetimes
+    from .analysis import analyze
     for name, k in mod.kernels.items():
         kir = k.ir()
         params = ", ".join(f"{p.sym.name}: {_ty(p.sym.type)}" for p in kir.params)
         tune = k.tune_space
-        lt = tile_lifetimes(kir)
+        a = analyze(kir)        # the shared-memory map of the code for any GPU (its footprint: every byte)
         tune_txt = f"  @autotune {', '.join(f'{n} in {list(v)}' for n, v in tune.items())}" if tune else ""
         print(f"  {name}({params})")
-        print(f"      {kir.threads} threads/CTA, {len(lt.tiles)} tile(s), shared memory {lt.footprint} B{tune_txt}")
+        print(f"      {kir.threads} threads/CTA, {len(a.tiles)} tile(s), shared memory {a.footprint} B "
+              f"(tiles {a.lifetimes.footprint} B){tune_txt}")
 
 
 def _ty(t):

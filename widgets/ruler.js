@@ -1,9 +1,11 @@
-// tilenb lifetime ruler: one row per source line; each tile alive after that line is a bar at
-// its byte offset in shared memory, as wide as the bytes it holds. The dashed line is the
-// kernel's footprint (the most bytes alive at once, as packed), the right edge the budget.
-// Hover or focus a bar to name the tile; Up/Down move between lines, Left/Right between tiles.
+// tilenb lifetime ruler: one row per source line; each region of shared memory alive after that
+// line (a tile, or what the lowering adds: mma scratch, staging, rings and their mbarriers,
+// cluster slots, reduction partials; ruler entries with a "kind") is a bar at its byte offset,
+// as wide as the bytes it holds. The dashed line is the kernel's footprint (every shared byte it
+// declares), the right edge the budget. Below, how each loop is lowered (wgmma, mma.sync, ...).
+// Hover or focus a bar to name the region; Up/Down move between lines, Left/Right between bars.
 //
-// Model traits read: kernel, footprint, budget, tiles, ruler, lines, note.
+// Model traits read: kernel, footprint, budget, tiles, ruler, loops, lines, note.
 
 const BAR_PX = 380;
 const ROW_PX = 18;
@@ -70,14 +72,14 @@ function draw(model, el, zoom, onZoom) {
     let total = 0;
     for (const t of entry.tiles || []) {
       total += t.bytes;
-      const ti = info.get(t.name) || {};
+      const ti = t.kind ? {} : (info.get(t.name) || {});
       const r = s("rect", { x: px(t.offset), y: 2, width: Math.max(2, px(t.bytes)), height: ROW_PX - 4,
-        fill: colour.get(t.name) || "#888", class: "tn-seg", tabindex: -1, "data-tile": t.name, "data-line": entry.line });
+        fill: (!t.kind && colour.get(t.name)) || "#888", class: "tn-seg", tabindex: -1, "data-tile": t.name, "data-line": entry.line });
       r.setAttribute("role", "option");
       r.setAttribute("aria-selected", "false");
       const lifetime = ti.first_line !== undefined ? `, alive lines ${label(ti.first_line)}–${label(ti.last_line)}` : "";
-      const desc = `${t.name}${ti.dtype ? `: ${ti.dtype} [${(ti.shape || []).join(", ")}]` : ""}, ${fmtBytes(t.bytes)} at offset ${t.offset}${lifetime}`;
-      r.setAttribute("aria-label", `line ${label(entry.line)}: tile ${desc}`);
+      const desc = `${t.kind ? `${t.kind}: ` : ""}${t.name}${ti.dtype ? `: ${ti.dtype} [${(ti.shape || []).join(", ")}]` : ""}, ${fmtBytes(t.bytes)} at offset ${t.offset}${lifetime}`;
+      r.setAttribute("aria-label", `line ${label(entry.line)}: ${t.kind ? "" : "tile "}${desc}`);
       r.dataset.desc = desc;
       bar.append(r);
       if (px(t.bytes) > 24) {
@@ -108,7 +110,12 @@ function draw(model, el, zoom, onZoom) {
     legend.append(h("span", { class: "tn-legend-item" }, sw, `${t.name} ${kb(t.bytes)}`));
   }
   root.append(legend);
-  root.append(h("p", { class: "tn-sub tn-help", text: "Bars: the bytes each live tile holds, at its offset. Dashed line: footprint. Keys: ↑/↓ lines, ←/→ tiles." }));
+  const loops = model.get("loops") || [];
+  if (loops.length) {
+    root.append(h("p", { class: "tn-sub", text: "Loops: " +
+      loops.map((lp) => `line ${label(lp.line)} runs on ${lp.lowering === "generic" ? "the generic path" : lp.lowering} (${lp.why})`).join("; ") }));
+  }
+  root.append(h("p", { class: "tn-sub tn-help", text: "Bars: the bytes each live tile (grey: scratch, stages, slots the compiler adds) holds, at its offset. Dashed line: footprint. Keys: ↑/↓ lines, ←/→ tiles." }));
 
   const showTip = (r) => {
     tip.textContent = r.dataset.desc;
@@ -163,7 +170,7 @@ export function render({ model, el }) {
   let zoom = false;
   const redraw = () => draw(model, el, zoom, (z) => { zoom = z; redraw(); });
   redraw();
-  const keys = ["footprint", "budget", "tiles", "ruler", "lines", "note", "kernel"];
+  const keys = ["footprint", "budget", "tiles", "ruler", "loops", "lines", "note", "kernel"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

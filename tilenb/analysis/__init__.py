@@ -2,9 +2,16 @@
 CUDA code generator (which obeys it) and by the notebook widgets (which show it).
 
     a = tilenb.analysis.analyze(kir)          # or kernel.analysis(**autotune_values)
+    a = analyze(kir, arch="sm_90")            # the same for a target: its loops and shared memory
     a.tiles       tile name, dtype, shape, bytes, offset, space, first/last line (lifetimes)
-    a.footprint   bytes of shared memory the variant needs; a.budget: 49152, or 232448 (@dynshared; tilenb.target.ANY)
-    a.ruler       for each source line with a statement: the shared tiles alive there
+    a.smem        the complete shared-memory map for the target (`smem.SmemMap`): every region
+                  (tiles, mma scratch, staging, rings and their mbarriers, cluster slots,
+                  reduction partials) with offset, bytes, kind, lines and live positions
+    a.footprint   bytes of shared memory the generated kernel declares (`a.smem.footprint`)
+    a.budget      49152, or 232448 (tilenb.target.ANY; @dynshared, or a kernel whose shared memory is sized at launch)
+    a.loops       every loop's lowering ("wgmma TMA pipeline", "streamed attention on wgmma",
+                  "mma.sync", "generic") and why (`lowering.LoopLowering`)
+    a.ruler       for each source line with a statement: the regions alive there (tiles first)
     a.barriers    the CTA barriers, each with line, position, where, tile and reason
     a.copies      copy plans between tensors and tiles: thread -> element runs, vector width,
                   sectors (coalescing) and wavefronts (bank conflicts) per warp
@@ -16,19 +23,26 @@ The pipeline, one stage per module:
     lifetimes.tile_lifetimes     live ranges, registers vs shared, byte offsets
     ownership.statement_plans    per statement: iteration space, vector width, accesses by thread
     barriers.place_barriers      hazards between threads -> the fewest barriers, with reasons
+    lowering.lower               per target: GEMM / streamed / mma.sync loops, tensor-core register
+                                 layouts, routes of tensor-core statements, scratch, stages, rings
+    smem.build                   the shared-memory map: every region the generated kernel declares
     copies.copy_plans            global <-> shared moves: runs, sectors, wavefronts, layout fixes
 (layout.py is the layout algebra; partition.py the one thread -> element rule; divisibility.py the
 alignment facts vector widths come from.)
 
-Guarantees: `analyze` is a pure function of the IR (and the representative runtime extents),
-cached per KernelIR object; it never raises for a checked kernel. The copy plans are computed
-on first use of `a.copies` (the code generator does not need them), with the same result.
+Guarantees: `analyze` is a pure function of the IR, the target (`tilenb.target.Target`, read
+through `lowering.target_key`: None gives the code for any GPU, any sm_90 spelling Hopper's TMA +
+wgmma loops, every target its own limits) and the representative runtime
+extents, cached per KernelIR object; it never raises for a checked kernel. The target-free part
+(lifetimes, statements, barriers, copies) is computed once per KernelIR and extents and shared by
+every target's Analysis. The copy plans are computed on first use of `a.copies` (the code
+generator does not need them), with the same result.
 """
 from __future__ import annotations
 
 import json
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from .. import ir
@@ -37,8 +51,10 @@ from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
+from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key, uniformity
 from .ownership import DEFAULT_EXTENT, Access, StatementPlan, statement_plans, varying_control
 from .partition import chunks, owners, thread_chunks, vector_width
+from .smem import Region, SmemMap, build as build_smem_map
 
 # Shared-memory budgets, the checker's too (tilenb.target.ANY: code for any GPU): 48 KB of static
 # shared memory per CTA, and with @dynshared the largest GPUs' opt-in per-block limit.
@@ -48,7 +64,8 @@ DYNAMIC_BUDGET = ANY_TARGET.dynamic_smem
 __all__ = ["analyze", "Analysis", "TileInfo", "RulerLine", "RulerTile", "Barrier", "CopyPlan", "WarpFigures",
            "LayoutFix", "StatementPlan", "Access", "Layout", "Swizzle", "SwizzledLayout", "row_major",
            "Lifetimes", "TileLife", "tile_lifetimes", "gemm_accumulators", "chunks", "owners",
-           "thread_chunks", "vector_width", "DEFAULT_EXTENT"]
+           "thread_chunks", "vector_width", "DEFAULT_EXTENT", "Region", "SmemMap", "LoopLowering",
+           "target_key"]
 
 
 @dataclass(frozen=True)
@@ -70,14 +87,17 @@ class TileInfo:
 
 @dataclass(frozen=True)
 class RulerTile:
+    """A region alive at a line: its name, offset and bytes; kind "tile" for a tile, else the
+    `smem.Region` kind (mma scratch, staging, ring stages, ...)."""
     name: str
     offset: int
     bytes: int
+    kind: str = "tile"
 
 
 @dataclass(frozen=True)
 class RulerLine:
-    """The shared tiles alive at the statements of one source line (sorted by offset)."""
+    """The shared-memory regions alive at the statements of one source line (sorted by offset)."""
     line: int
     tiles: Tuple[RulerTile, ...]
 
@@ -95,15 +115,21 @@ class Analysis:
     lifetimes: Lifetimes
     extents: Tuple[Tuple[str, int], ...]   # the runtime dims' representative extents used
     notes: Tuple[str, ...] = ()            # hazards no barrier could separate (none when checked)
+    target: object = None                  # the tilenb.target.Target the path is decided for (`lowering.target_key`)
+    smem: Optional[SmemMap] = None         # the complete shared-memory map for that target
+    loops: Tuple[LoopLowering, ...] = ()   # each loop's lowering and why, in source order
+    lowering: Optional[KernelLowering] = field(default=None, repr=False, compare=False)   # what the generator reads
+    _shared: dict = field(default_factory=dict, repr=False, compare=False)   # the target-free part's lazy results
 
     @property
     def copies(self) -> Tuple[CopyPlan, ...]:
         """The copy plans (`tilenb.analysis.copies`), computed from `statements` on first use
-        and kept: the views need them, the code generator does not."""
-        hit = self.__dict__.get("_copies")
+        and kept (one computation for every target's Analysis of the variant): the views need
+        them, the code generator does not."""
+        hit = self._shared.get("copies")
         if hit is None:
             hit = copy_plans(self.statements, self.threads)
-            self.__dict__["_copies"] = hit
+            self._shared["copies"] = hit
         return hit
 
     def tile(self, name: str) -> TileInfo:
@@ -113,23 +139,42 @@ class Analysis:
                 return t
         raise KeyError(f"no tile {name!r} (tiles: {', '.join(t.name for t in self.tiles) or 'none'})")
 
+    def loop_at(self, line: int) -> LoopLowering:
+        """The first loop on that source line; KeyError names the lines with loops."""
+        for lp in self.loops:
+            if lp.line == line:
+                return lp
+        raise KeyError(f"no loop at line {line} (loops at lines: {', '.join(str(x.line) for x in self.loops) or 'none'})")
+
     def barriers_at(self, position: int, where: str = "before") -> Tuple[Barrier, ...]:
         """The barriers the code generator emits at a statement position ("before", "within", "after")."""
         return tuple(b for b in self.barriers if b.position == position and b.where == where)
 
     def to_json(self) -> dict:
-        """A JSON-ready dict: {"kernel", "threads", "footprint", "budget", "tiles", "ruler",
-        "barriers", "copies"}, copies as runs [thread, row, col, length] (not per element)."""
+        """A JSON-ready dict: {"kernel", "threads", "footprint", "budget", "target", "tiles",
+        "ruler", "regions", "smem", "loops", "barriers", "copies"}, copies as runs [thread, row,
+        col, length] (not per element); ruler entries of regions other than tiles carry their
+        "kind"; "smem" holds the map's "array_bytes" and "dynamic"."""
+        def ruler_entry(x):
+            d = {"name": x.name, "offset": x.offset, "bytes": x.bytes}
+            if x.kind != "tile":
+                d["kind"] = x.kind
+            return d
+        m = self.smem
         return {
             "kernel": self.kernel,
             "threads": self.threads,
             "footprint": self.footprint,
             "budget": self.budget,
+            "target": None if self.target is None or self.target.cc is None else str(self.target),
             "tiles": [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.bytes,
                        "offset": t.offset, "space": t.space, "first_line": t.first_line,
                        "last_line": t.last_line} for t in self.tiles],
-            "ruler": [{"line": r.line, "tiles": [{"name": x.name, "offset": x.offset, "bytes": x.bytes}
-                                                 for x in r.tiles]} for r in self.ruler],
+            "ruler": [{"line": r.line, "tiles": [ruler_entry(x) for x in r.tiles]} for r in self.ruler],
+            "regions": [r.to_json() for r in m.regions] if m is not None else [],
+            "smem": {"array_bytes": m.array_bytes, "dynamic": m.dynamic} if m is not None else {},
+            "loops": [{"line": lp.line, "position": lp.position, "lowering": lp.lowering, "why": lp.why}
+                      for lp in self.loops],
             "barriers": [{"line": b.line, "position": b.position, "where": b.where, "tile": b.tile,
                           "reason": b.reason} for b in self.barriers],
             "copies": [c.to_json() for c in self.copies],
@@ -140,52 +185,91 @@ class Analysis:
         return json.dumps(self.to_json(), separators=(",", ":"))
 
 
-_CACHE: Dict[Tuple[int, Tuple[Tuple[str, int], ...]], Tuple["weakref.ref", Analysis]] = {}
+_CACHE: Dict[tuple, Tuple["weakref.ref", object]] = {}
 
 
-def analyze(kir: ir.KernelIR, extents: Optional[Mapping[str, int]] = None) -> Analysis:
-    """The analyses of one kernel variant (cached per KernelIR object and extents).
-
-    extents: representative values of runtime dims (name -> elements) used only for the
-    global-memory figures of copy plans (row pitches); each defaults to `DEFAULT_EXTENT` (1024).
-    Raises TypeError if kir is not a KernelIR."""
-    if not isinstance(kir, ir.KernelIR):
-        raise TypeError(f"analyze() takes a tilenb.ir.KernelIR, not {type(kir).__name__}")
-    ext = {name: int((extents or {}).get(name, DEFAULT_EXTENT)) for name in kir.dims}
-    key = (id(kir), tuple(sorted(ext.items())))
+def _cached(kir, key, make):
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is kir:
         return hit[1]
-    result = _analyze(kir, ext)
-    kid = key
+    result = make()
 
-    def _drop(_ref, kid=kid):
-        _CACHE.pop(kid, None)
+    def _drop(_ref, kid=key, cache=_CACHE):     # (the dict itself: the module may be gone at exit)
+        cache.pop(kid, None)
     _CACHE[key] = (weakref.ref(kir, _drop), result)
     return result
 
 
-def _analyze(kir: ir.KernelIR, ext: Dict[str, int]) -> Analysis:
+def analyze(kir: ir.KernelIR, extents: Optional[Mapping[str, int]] = None, arch=None) -> Analysis:
+    """The analyses of one kernel variant for a target (cached per KernelIR object, extents and
+    target path).
+
+    extents: representative values of runtime dims (name -> elements) used only for the
+    global-memory figures of copy plans (row pitches); each defaults to `DEFAULT_EXTENT` (1024).
+    arch: the target the generated code is for, any spelling `tilenb.target.target` accepts
+    (sm_90 in any spelling: Hopper's TMA + wgmma loops; None: code for any GPU); it decides
+    `loops`, `smem` and `footprint` through `lowering.target_key`, the one place it is read.
+    Raises TypeError if kir is not a KernelIR, UnsupportedError if arch names no GPU target."""
+    if not isinstance(kir, ir.KernelIR):
+        raise TypeError(f"analyze() takes a tilenb.ir.KernelIR, not {type(kir).__name__}")
+    ext = {name: int((extents or {}).get(name, DEFAULT_EXTENT)) for name in kir.dims}
+    ekey = tuple(sorted(ext.items()))
+    target = target_key(arch)
+    base = _cached(kir, (id(kir), ekey), lambda: _analyze_base(kir, ext))
+    return _cached(kir, (id(kir), ekey, target), lambda: _for_target(kir, base, target))
+
+
+@dataclass
+class _Base:
+    """The target-free part of a variant's analysis."""
+    lt: Lifetimes
+    plans: Tuple[StatementPlan, ...]
+    barriers: Tuple[Barrier, ...]
+    notes: Tuple[str, ...]
+    extents: Tuple[Tuple[str, int], ...]
+    tiles: Tuple[TileInfo, ...]
+    shared: dict
+
+
+def _analyze_base(kir: ir.KernelIR, ext: Dict[str, int]) -> _Base:
     lt = tile_lifetimes(kir)                                   # live ranges and byte offsets
     plans = statement_plans(kir, lt, ext)                      # who touches what, per statement
     barriers, notes = place_barriers(kir, lt, plans, varying_control(kir))   # hazards -> barriers
     # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)
-    ruler = _ruler(lt)
-    budget = DYNAMIC_BUDGET if kir.dynshared else STATIC_BUDGET
-    return Analysis(kir.name, kir.threads, lt.footprint, budget, tiles, ruler, barriers, plans, lt,
-                    tuple(sorted(ext.items())), notes)
+    return _Base(lt, tuple(plans), tuple(barriers), tuple(notes), tuple(sorted(ext.items())), tiles, {})
 
 
-def _ruler(lt: Lifetimes) -> Tuple[RulerLine, ...]:
+def facts_of(kir: ir.KernelIR, lt: Lifetimes, barriers) -> Facts:
+    """The facts the lowering reads (`lowering.Facts`), from the lifetimes and the barriers."""
+    by_pos: Dict[int, list] = {}
+    for b in barriers:
+        by_pos.setdefault(b.position, []).append(b)
+    return Facts(kir, {id(t.sym): t for t in lt.tiles}, {id(s): p for p, s in lt.positions}, by_pos,
+                 uniformity(kir), lt.footprint)
+
+
+def _for_target(kir: ir.KernelIR, base: _Base, target) -> Analysis:
+    facts = base.shared.get("facts")
+    if facts is None:
+        facts = base.shared["facts"] = facts_of(kir, base.lt, base.barriers)
+    low = lower(facts, target)
+    m = build_smem_map(kir, base.lt, low, facts)
+    budget = DYNAMIC_BUDGET if kir.dynshared or m.dynamic else STATIC_BUDGET
+    return Analysis(kir.name, kir.threads, m.footprint, budget, base.tiles, _ruler(base.lt, m), base.barriers,
+                    base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared)
+
+
+def _ruler(lt: Lifetimes, m: SmemMap) -> Tuple[RulerLine, ...]:
     lines: Dict[int, set] = {}
     for p, s in lt.positions:
         lines.setdefault(s.span.line, set()).add(p)
+    order = {"tile": 0}
     out = []
     for line in sorted(lines):
         ps = lines[line]
-        alive = [t for t in lt.tiles if t.space == "shared" and any(t.start <= p <= t.end for p in ps)]
-        alive.sort(key=lambda t: (t.offset, t.name))
-        out.append(RulerLine(line, tuple(RulerTile(t.name, t.offset, t.bytes) for t in alive)))
+        alive = [r for r in m.regions if any(r.alive_at(p) for p in ps)]
+        alive.sort(key=lambda r: (r.space != "tnb_smem", r.offset, order.get(r.kind, 1), r.name))
+        out.append(RulerLine(line, tuple(RulerTile(r.name, r.offset, r.bytes, r.kind) for r in alive)))
     return tuple(out)

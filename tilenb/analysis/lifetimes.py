@@ -62,7 +62,8 @@ def _aligned(n: int) -> int:
 def cluster_slots(kir: ir.KernelIR) -> List[Tuple[ir.ClusterReduce, int, int]]:
     """(statement, offset, bytes) of the copy each cluster reduction publishes, 16-byte aligned,
     offsets from the end of the tiles' footprint; none under @cluster(1), where no copy is
-    published. The CUDA generator places them there; the checker's budget counts them."""
+    published. The shared-memory map (`smem.build`) places them after everything else, the CUDA
+    generator reads them there; the checker's budget counts them."""
     out, off = [], 0
     if kir.cluster > 1:
         for s in kir.body:       # cluster reductions stand at the top level only

@@ -29,12 +29,100 @@ first operand is given up first: it stays in shared memory).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
 from .. import ir
 
 REGISTER_BUDGET = 176     # 32-bit registers per thread the promoted tiles may take together
 ELEMENTWISE = (ir.Unary, ir.Binary, ir.Math, ir.Convert)
+
+
+# ---- the register layouts of tensor-core tiles (the analysis assigns them: lowering.py; the CUDA
+# generator sweeps them: codegen/mma.py) ----
+@dataclass(frozen=True)
+class MmaLayout:
+    """Registers: the m16n8 f32 accumulator fragments of mma.sync for an [M, N] tile. Warps form a
+    WM x WN grid (warp w at grid row w // WN, column w % WN; warps past WM * WN hold nothing); each
+    holds MT x NT blocks of 16 x 8: block rows (w // WN) * MT + mi, block columns (w % WN) * NT + ni,
+    slot (mi * NT + ni) * 4 + e; lane l holds rows l / 4 (e = 0, 1) and l / 4 + 8 (e = 2, 3) and
+    columns 2 (l % 4) + (e & 1) of its blocks. 16-bit tiles are kept two values a register (slot s
+    in word s / 2, low half for even s)."""
+    M: int
+    N: int
+    W: int
+    WM: int
+    WN: int
+
+    @property
+    def MT(self) -> int:
+        return self.M // (16 * self.WM)
+
+    @property
+    def NT(self) -> int:
+        return self.N // (8 * self.WN)
+
+    @property
+    def per_warp(self) -> int:
+        return self.MT * self.NT
+
+    @property
+    def slots(self) -> int:
+        return self.per_warp * 4
+
+    @property
+    def used(self) -> int:
+        return self.WM * self.WN
+
+    @property
+    def rows_mode(self) -> bool:
+        return self.WN == 1 and self.WM == self.W
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    """Registers: an [M, 1] tile next to rows-mode fragments of M rows: lane l of warp w holds the
+    rows it holds there, slot mi * 2 + h for row (w * MT + mi) * 16 + l / 4 + 8 h (the four lanes of
+    a quad hold the same values)."""
+    M: int
+    W: int
+
+    @property
+    def N(self) -> int:
+        return 1
+
+    @property
+    def MT(self) -> int:
+        return self.M // (16 * self.W)
+
+    @property
+    def slots(self) -> int:
+        return self.MT * 2
+
+
+def rows_layout(domain, W):
+    M, N = domain
+    return RowLayout(M, W) if N == 1 else MmaLayout(M, N, W, W, 1)
+
+
+def grid_layout(M: int, N: int, W: int) -> MmaLayout:
+    """The warp grid for an [M, N] result: as many warps used as the blocks allow, then the fewest
+    fragment loads per mma (A fragments MT, B fragments NT / 2 per 16-deep step)."""
+    best = None
+    bm, bn = M // 16, N // 8
+    for wm in range(1, W + 1):
+        for wn in range(1, W // wm + 1):
+            if bm % wm or bn % wn:
+                continue
+            mt, nt = bm // wm, bn // wn
+            key = (-(wm * wn), (mt + nt / 2) / (mt * nt), -mt)
+            if best is None or key < best[0]:
+                best = (key, wm, wn)
+    return MmaLayout(M, N, W, best[1], best[2])
+
+
+def packed(lay, dtype) -> bool:
+    return isinstance(lay, MmaLayout) and dtype in ("f16", "bf16")
 
 
 def shape2(shape) -> Tuple[int, int]:

@@ -5,8 +5,11 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 - Every statement is preceded by `// line N: <source text>`; tensors are passed as pointers,
   scalar parameters by value, then each runtime dimension once as `long long` (see
   `KernelSource.params`). Shared memory is one 16-byte aligned byte array (static when it fits
-  48 KB and the kernel has no @dynshared, else `extern __shared__`), tiles at their planned
-  offsets.
+  48 KB, the kernel has no @dynshared and no loop on wgmma, else `extern __shared__`) and the
+  arrays of CTA-wide reductions' partials, all as the analysis' shared-memory map says
+  (`tilenb.analysis.smem`: tiles at their planned offsets, then what the lowering adds); which
+  path each loop and each tensor-core statement takes is the analysis' too
+  (`tilenb.analysis.lowering`; `lowering()` reads both).
 - Every tile value carries its valid region (rows [r0, r1), columns [c0, c1), uniform ints).
   Elementwise results take the intersection of their operands' regions after broadcasting,
   reductions skip invalid elements, dot reads invalid elements as 0; elements outside a tensor
@@ -57,9 +60,7 @@ from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
 from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.divisibility import Divisibility, stride_divisors
 from ..analysis.layout import wgmma_panel_bytes
-from ..analysis.lifetimes import cluster_slot_bytes, cluster_slots, gemm_accumulators
-from ..analysis.mma_tiles import mma_register_tiles
-from .mma import grid_layout as mma_grid_layout, rows_layout as mma_rows_layout
+from ..analysis.lowering import CHUNKS, compound_value
 
 STATIC_SMEM_LIMIT = STATIC_SMEM   # tilenb.target: the 48 KB of static shared memory a CTA may have
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
@@ -249,6 +250,13 @@ class KernelSource:
     barrier_source: str
     arch: Optional[str] = None           # "sm_90a" when it needs Hopper's arch-specific features, else None
     tmaps: tuple = ()                    # gemm_sm90.TmaSpec: tensor maps passed after the dims, then int tnb_tma
+    smem: object = None                  # the analysis' shared-memory map this code follows (`analysis.smem.SmemMap`)
+
+    @property
+    def smem_footprint(self) -> int:
+        """Every shared byte the kernel declares: `smem_bytes` (its `tnb_smem` array, static or the
+        launch's dynamic size) plus its own static `__shared__` arrays (`Analysis.footprint`)."""
+        return self.smem.footprint if self.smem is not None else self.smem_bytes
 
 
 def kernel_symbol(kir: ir.KernelIR) -> str:
@@ -347,6 +355,7 @@ class _Gen(MmaGen):
             raise UnsupportedError(f"kernel '{kir.name}' has @cluster({kir.cluster}): thread block clusters need "
                                    f"sm_90 or newer, and the target is {self.target}", kir.span.line + self.line_offset,
                                    kir.span.column)
+        self.low, self.smem = self.lowering()   # the analysis' lowering and shared-memory map for this target
         self.gemm = gemm_sm90.prepare(self)
         self.hints = cache_hints.plan(kir)      # L2 evict_first for the last touch of re-read data
         self.swz = self.tile_swizzles()
@@ -373,7 +382,7 @@ class _Gen(MmaGen):
             self.dims[dname] = n
             params_c.append(f"long long {n}")
             params_meta.append(("dim", dname, "index"))
-        fp = self.mma_smem_total(self.plan.footprint)
+        fp = self.smem.array_bytes              # tnb_smem: tiles, mma scratch, rings, cluster slots (analysis.smem)
         # loops on Hopper's wgmma (gemm_sm90, streamed_sm90): their functions and tensor maps
         tmaps, sm90_text = [], None
         if self.gemm is not None or self.stream is not None:
@@ -381,20 +390,16 @@ class _Gen(MmaGen):
             if self.gemm is not None:
                 fns += "".join(self.gemm.functions.values())
                 tmaps += self.gemm.tmaps
-                fp = max(fp, self.gemm.smem_end)
             if self.stream is not None:
                 text, _ = streamed_sm90.source_parts(self.stream)
                 fns += text
                 tmaps += self.stream.tmaps
             sm90_text, sm90_params = gemm_sm90.source_parts(fns, tmaps)
             params_c.extend(sm90_params)
-        # the copies cluster reductions publish, after everything else: tiles, mma scratch, rings
-        # (analysis.lifetimes.cluster_slots)
-        base = (fp + 15) // 16 * 16
-        self.cluster_slot_at = {id(st): base + off for st, off, _ in cluster_slots(kir)}
-        fp = base + cluster_slot_bytes(kir) if self.cluster_slot_at else fp
-        dynamic = bool(kir.dynshared) or fp > STATIC_SMEM_LIMIT or sm90_text is not None
-        self.smem_dynamic, self.extra_static_smem = dynamic, 0
+        # the copies cluster reductions publish lie after everything else (the map's "cluster slot"s)
+        self.cluster_slot_at = {r.key: r.offset for r in self.smem.regions if r.kind == "cluster slot"}
+        dynamic = self.smem.dynamic
+        self.partial_copies: Dict[int, int] = {}   # id(Stmt) -> copies written so far (reduction partials)
         self.smem_bytes = fp
         body_start = len(self.out)
         self.ind = 1
@@ -444,8 +449,25 @@ class _Gen(MmaGen):
                    + (ASYNC_COPY_HELPERS if any("tnb_cpa<" in line for line in body) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
-            return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source)
-        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, self.target.nvrtc_arch(), tuple(tmaps))
+            return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, smem=self.smem)
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, self.target.nvrtc_arch(), tuple(tmaps),
+                            smem=self.smem)
+
+    def lowering(self):
+        """(lowering, shared-memory map) of this variant for the generator's target: the
+        analysis' (`Analysis.lowering`, `Analysis.smem`). Without the analysis' barriers (the
+        conservative plan) the same decisions are made from the plan's places and barriers."""
+        from ..analysis.lowering import Facts, lower, target_key  # noqa: PLC0415
+        from ..analysis.smem import build  # noqa: PLC0415
+        if self.plan.source == "analysis":
+            from ..analysis import analyze  # noqa: PLC0415
+            a = analyze(self.kir, arch=self.target)
+            return a.lowering, a.smem
+        from ..analysis.lifetimes import tile_lifetimes  # noqa: PLC0415
+        facts = Facts(self.kir, self.plan.tiles, self.plan.positions, self.plan.barriers, self.plan.uni,
+                      self.plan.footprint)
+        low = lower(facts, target_key(self.target))
+        return low, build(self.kir, tile_lifetimes(self.kir), low, facts)
 
     def tile_swizzles(self) -> Dict[int, object]:
         """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled
@@ -469,16 +491,14 @@ class _Gen(MmaGen):
 
     # ---- register layouts
     def choose_layouts(self):
+        """The register layout of every register tile: the analysis' for tensor-core tiles (the
+        wgmma accumulator, the mma row layout, the 2-D warp grid: `lowering.register_layouts`);
+        the others take the partition's chunks at the width their users share."""
         regs = {k for k, t in self.plan.tiles.items() if t.space == "registers"}
-        rows = set(mma_register_tiles(self.kir, gemm_accumulators(self.kir))) & regs
         decl_vec = {}
-        accs: Dict[int, List[ir.Assign]] = {}
         for s in ir.walk_stmts(self.kir.body):
             if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
                 decl_vec[id(s.sym)] = (s.sym, self.plan.vec.get(id(s), 1))
-            if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in regs:
-                if isinstance(s.value, ir.Dot) or any(isinstance(x, ir.Dot) for x in ir.walk_expr(s.value)):
-                    accs.setdefault(id(s.target.sym), []).append(s)
         # the statements that use each register tile (beyond its declaration), with their widths
         users: Dict[int, List[int]] = {}
         for s in ir.walk_stmts(self.kir.body):
@@ -495,27 +515,13 @@ class _Gen(MmaGen):
                 # the width its users share, so their shared-memory operands keep the partition
                 widths = users[k]
                 v = max(set(widths), key=widths.count)
-            lst = accs.get(k, [])
-            if self.gemm is not None and k in self.gemm.layouts:
-                self.layouts[k] = self.gemm.layouts[k]   # the wgmma accumulator layout (gemm_sm90)
-            elif k in rows:
-                self.layouts[k] = mma_rows_layout(sym.type.shape, self.T // 32)   # mma_tiles: the row layout
-            elif lst and all(self.mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
-                self.layouts[k] = mma_grid_layout(R, Cc, self.T // 32)            # GEMM accumulator: warp grid
+            lay = self.low.layouts.get(k, CHUNKS)
+            if lay is not CHUNKS:
+                self.layouts[k] = lay
             else:
                 if Cc % v:
                     v = 1
                 self.layouts[k] = ChunkLayout(R, Cc, v, self.T)
-
-    def mma_ok(self, s: ir.Assign) -> bool:
-        d = s.value
-        if s.op != "+" or not isinstance(d, ir.Dot):
-            return False
-        if d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
-            return False
-        M, K = d.a.type.shape
-        N = d.b.type.shape[0] if d.trans_b else d.b.type.shape[1]
-        return M % 16 == 0 and N % 8 == 0 and K % 16 == 0 and s.target.type.dtype == "f32"
 
     # ---- statements
     def block(self, body):
@@ -640,12 +646,20 @@ class _Gen(MmaGen):
             return
         self.emit(f"{word};")
 
+    def loop_path(self, s) -> str:
+        """How loop `s` is lowered, as the analysis decided (`Analysis.loops`, one of
+        `lowering.LOWERINGS`): "wgmma TMA pipeline" (gemm_sm90 writes the whole loop),
+        "streamed attention on wgmma" (a native loop whose ring streamed_sm90 sets up before it,
+        its dots on wgmma: mma.py), "mma.sync" (a native loop, its tensor-core dots on mma.sync,
+        their slices double-buffered where the analysis says) or "generic"."""
+        return self.low.lowering_of(s)
+
     def control(self, s):
         """A loop or if whose body holds tile statements (its condition is uniform)."""
         if isinstance(s, ir.If):
             self.if_stmt(s)
         elif isinstance(s, ir.For):
-            if self.gemm is not None and id(s) in self.gemm.loops:
+            if self.loop_path(s) == "wgmma TMA pipeline":
                 gemm_sm90.emit(self, self.gemm, s)   # a GEMM loop on Hopper: TMA + wgmma pipeline
             else:
                 self.for_stmt(s, cta=True)
@@ -783,14 +797,7 @@ class _Gen(MmaGen):
         self.fail("this assignment", s)
 
     def compound(self, op, target, value):
-        if op is None:
-            return value
-        ta, tb = target.type.dtype, value.type.dtype
-        dt = operand_dtype(ta, tb, isinstance(target, ir.Const), isinstance(value, ir.Const))
-        typ = ir.TileT(dt, target.type.shape) if isinstance(target.type, ir.TileT) else ir.ScalarT(dt)
-        if isinstance(value.type, ir.TileT) and not isinstance(typ, ir.TileT):
-            typ = ir.TileT(dt, value.type.shape)
-        return ir.Binary(op, target, value, typ, value.span)
+        return compound_value(op, target, value)   # (analysis.lowering: the routes read the same value)
 
     def value_as(self, e, dt):
         """The value of a scalar expression as stored into a var of type dt (rounded)."""
@@ -1851,7 +1858,7 @@ class _Gen(MmaGen):
             return
         coop = self.coop_reduces(value, domain, V, lay)
         if coop:
-            widths = self.block_reduce_widths(domain, coop)
+            widths = self.block_reduce_widths(domain, coop, s)
             if widths is not None:
                 self.block_sweep(s, domain, value, coop, widths, write, mask)
             else:
@@ -2494,19 +2501,22 @@ class _Gen(MmaGen):
         """What every index expression of the kernel is a multiple of (`window_aligned`)."""
         return Divisibility(self.kir)
 
-    def block_reduce_widths(self, domain, reds) -> Optional[List[int]]:
-        """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply:
-        row reductions (axis 1) whose row of Cx elements cuts into Cx / V chunks, a multiple of the
-        CTA's threads, so that (by the partition rule, chunk k -> thread k % T) every thread owns
-        the same number of chunks of every row and each warp works on one row at a time."""
-        R, Cc = domain
-        if Cc != 1 or self.T % 32 or any(r.axis != 1 or len(r.x.type.shape) != 2 for r in reds):
+    def block_reduce_widths(self, domain, reds, s) -> Optional[List[int]]:
+        """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply.
+        Whether it applies is the analysis' (its shared-memory map holds the partials' arrays of
+        this copy of the statement, `analysis.smem`: row reductions (axis 1) whose row of Cx
+        elements is a multiple of the CTA's threads, so that, by the partition rule, chunk
+        k -> thread k % T, every thread owns the same number of chunks of every row and each warp
+        works on one row at a time); the width is the widest V of 8, 4, 2, 1 whose Cx / V chunks
+        are still a multiple of the threads and whose operands read as V-element vectors."""
+        copies = self.smem.partials.get(id(s), ())
+        k = self.partial_copies.get(id(s), 0)
+        self.partial_copies[id(s)] = k + 1
+        if k >= len(copies) or not copies[k]:
             return None
         out = []
         for red in reds:
             xr, xc = shape2(red.x.type.shape)
-            if xr != R:
-                return None
             V = None
             for cand in (8, 4, 2, 1):
                 if xc % cand or (xc // cand) % self.T:
@@ -2518,14 +2528,7 @@ class _Gen(MmaGen):
                     continue
                 V = cand
                 break
-            if V is None:
-                return None
             out.append(V)
-        scratch = sum(R * (self.T // 32) * 8 for _ in reds)
-        if (not getattr(self, "smem_dynamic", True)
-                and self.plan.footprint + self.extra_static_smem + scratch > STATIC_SMEM_LIMIT):
-            return None      # the scratch would push static shared memory past 48 KB
-        self.extra_static_smem += scratch
         return out
 
     def in_loop(self, s) -> bool:

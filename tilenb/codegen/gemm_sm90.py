@@ -31,14 +31,15 @@ Guarantees:
   [K, N]: on the H200 such a box stops the kernel with an illegal instruction), takes a second
   path of the same kernel: all threads copy each stage with bounds checks into the same
   swizzled layout, then wgmma; slower, equally exact.
-- Loops are taken only when every copy coordinate is uniform (thread 0 issues the copies for
-  the CTA), the accumulator is combined with no other register tile, and the accumulator
-  registers fit the thread count (`plan_shape`); anything else keeps mma.sync.
-- The pipeline's shared memory (stages and mbarriers) lies after every tile of the analysis'
-  plan except the loop's own staged views, which this lowering does not use; the kernel's
-  dynamic shared memory grows by that much (`KernelSource.smem_bytes` says the total).
-- Only an sm_90 target (`tilenb.target.Target.hopper`, any spelling; compiled as sm_90a) takes
-  this path; other targets keep mma.sync. Its shared-memory and register limits are the target's.
+- Which loops take this path is the analysis' decision (`tilenb.analysis.lowering`, shown as
+  `Analysis.loops`): every copy coordinate uniform (thread 0 issues the copies for the CTA), the
+  accumulator combined with no other register tile, its registers within the thread count
+  (`plan_shape`); anything else keeps mma.sync. `prepare` reads it, `emit` writes it.
+- The pipeline's shared memory (stages and mbarriers) lies after every tile of the lifetime
+  analysis except the loop's own copies, which this lowering does not use, at the offset the
+  analysis' shared-memory map gives (`Analysis.smem`, kinds "ring stages" and "mbarriers"); the
+  kernel's dynamic shared memory is that map's (`KernelSource.smem_bytes`).
+- Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -49,72 +50,22 @@ bits [4, 4 + log2(span / 16)) with the bits 3 above them.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
+from ..analysis import lowering as L
 
-MAX_STAGES = 8
-STAGES_OVERRIDE = int(os.environ.get("TILENB_GEMM_STAGES", "0") or 0)   # for experiments: at most this many
-MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
-
-
-# ---- the accumulator layout ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class WgmmaLayout:
-    """Registers: the f32 accumulators of wgmma m64nWNk16. The CTA's [M, N] tile is split among
-    warpgroups, GM along rows and GN along columns (warpgroup g -> row part g / GN, column part
-    g % GN); each warpgroup's [WM, WN] part is WM / 64 products of m64. Warp w holds, in each
-    m64 part, the 16 rows 16 (w % 4) ..; lane l holds rows l / 4 and l / 4 + 8 and columns
-    2 (l % 4), 2 (l % 4) + 1 of every 8-column block, slot (m * WN / 8 + block) * 4 + e."""
-    M: int
-    N: int
-    W: int        # warps of the CTA
-    GM: int
-    GN: int
-
-    @property
-    def R(self):
-        return self.M
-
-    @property
-    def C(self):
-        return self.N
-
-    @property
-    def WM(self):
-        return self.M // self.GM
-
-    @property
-    def WN(self):
-        return self.N // self.GN
-
-    @property
-    def mi(self):
-        return self.WM // 64
-
-    @property
-    def slots(self):
-        return self.mi * self.WN // 2
-
-    what = "wgmma accumulator fragments"
-
-
-def split_warpgroups(M: int, N: int, G: int, n_chunk: int) -> Optional[Tuple[int, int]]:
-    """(GM, GN) for G warpgroups over an [M, N] tile: rows first, each part a multiple of 64
-    rows and of `n_chunk` columns, at most 256 columns a wgmma."""
-    for gm in range(G, 0, -1):
-        if G % gm:
-            continue
-        gn = G // gm
-        if M % (64 * gm) or N % gn:
-            continue
-        wn = N // gn
-        if wn % 8 or wn > 256 or (gn > 1 and wn % n_chunk):
-            continue
-        return gm, gn
-    return None
+# The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
+# (tilenb/analysis/lowering.py); this module writes the code for what it decided.
+MAX_STAGES = L.GEMM_MAX_STAGES
+STAGES_OVERRIDE = L.GEMM_STAGES_OVERRIDE
+MAX_ACC_REGS = L.MAX_ACC_REGS
+WgmmaLayout = L.WgmmaLayout
+split_warpgroups = L.split_warpgroups
+Operand, GemmLoop, Shape = L.Operand, L.GemmLoop, L.Shape
+match_loop, plan_shape, contiguous_boxes = L.match_loop, L.plan_shape, L.contiguous_boxes
+_split = L.split_slice
 
 
 def emit_sweep(g, lay: WgmmaLayout, body):
@@ -141,187 +92,6 @@ def emit_sweep(g, lay: WgmmaLayout, body):
     for _ in range(3):
         g.ind -= 1
         g.emit("}")
-
-
-# ---- recognising a GEMM loop ---------------------------------------------------------------------
-@dataclass
-class Operand:
-    tensor: ir.Sym
-    fixed: List[ir.Expr]          # indices of the leading dims
-    outer: ir.Expr                # start of the second-to-last dim's range
-    inner: ir.Expr                # start of the last dim's range
-    box: Tuple[int, int]          # (rows, cols) of the tile: second-to-last, last
-    k_inner: bool                 # K runs along the last (contiguous) dim
-
-
-@dataclass
-class GemmLoop:
-    loop: ir.For
-    acc: ir.Sym
-    assign: ir.Assign
-    dtype: str
-    TM: int
-    TN: int
-    TK: int
-    a: Operand
-    b: Operand
-    views: Tuple[ir.Sym, ...]
-
-
-def _uses(e, syms: set) -> bool:
-    return any(isinstance(x, ir.Ref) and id(x.sym) in syms for x in ir.walk_expr(e))
-
-
-def _operand(e, lets: Dict[int, ir.Let]) -> Optional[ir.Slice]:
-    if isinstance(e, ir.Ref) and id(e.sym) in lets:
-        e = lets[id(e.sym)].value
-    if isinstance(e, ir.Slice) and not e.flat and e.base.kind == "tensor":
-        return e
-    return None
-
-
-def _split(sl: ir.Slice) -> Optional[Tuple[List[ir.Expr], ir.SubRange, ir.SubRange]]:
-    subs = sl.subs
-    if len(subs) < 2 or len(subs) > 5:
-        return None
-    if not all(isinstance(x, ir.SubIndex) for x in subs[:-2]):
-        return None
-    r, c = subs[-2], subs[-1]
-    if not (isinstance(r, ir.SubRange) and isinstance(c, ir.SubRange)):
-        return None
-    return [x.index for x in subs[:-2]], r, c
-
-
-def _is_var(e, sym) -> bool:
-    return isinstance(e, ir.Ref) and e.sym is sym
-
-
-def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
-    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (module docstring)."""
-    if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
-        return None
-    lets: Dict[int, ir.Let] = {}
-    assign = None
-    for t in s.body:
-        if isinstance(t, ir.Let) and t.sym.kind == "view":
-            lets[id(t.sym)] = t
-        elif (isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.value, ir.Slice)
-              and isinstance(t.sym.type, ir.TileT) and t.value.base.kind == "tensor"
-              and t.sym.type.dtype == t.value.base.type.dtype):
-            lets[id(t.sym)] = t      # a tile copied from a tensor and read by the dot alone
-        elif isinstance(t, ir.Assign) and assign is None:
-            assign = t
-        else:
-            return None
-    if assign is None or assign.op != "+" or not isinstance(assign.target, ir.Ref):
-        return None
-    d = assign.value
-    if not isinstance(d, ir.Dot):
-        return None
-    acc = assign.target.sym
-    if not acc_ok(acc) or acc.type.dtype != "f32" or len(acc.type.shape) != 2:
-        return None
-    sa, sb = _operand(d.a, lets), _operand(d.b, lets)
-    if sa is None or sb is None:
-        return None
-    dt = sa.base.type.dtype
-    if dt not in ("f16", "bf16") or sb.base.type.dtype != dt:
-        return None
-    pa, pb = _split(sa), _split(sb)
-    if pa is None or pb is None:
-        return None
-    kv = s.var
-    TM, TN = acc.type.shape
-    fa, ra, ca = pa
-    fb, rb, cb = pb
-    if not _is_var(ca.start, kv) or ca.length != s.step or ra.length != TM:
-        return None
-    TK = s.step
-    if d.trans_b:
-        if not _is_var(cb.start, kv) or cb.length != TK or rb.length != TN:
-            return None
-        b = Operand(sb.base, fb, rb.start, cb.start, (TN, TK), True)
-    else:
-        if not _is_var(rb.start, kv) or rb.length != TK or cb.length != TN:
-            return None
-        b = Operand(sb.base, fb, rb.start, cb.start, (TK, TN), False)
-    a = Operand(sa.base, fa, ra.start, ca.start, (TM, TK), True)
-    inv = {id(kv)} | set(lets)
-    for e in list(fa) + list(fb) + [ra.start, rb.start if d.trans_b else cb.start]:
-        if _uses(e, inv):
-            return None
-    # every let or tile of the body is an operand of the dot (nothing else reads or writes them)
-    used = {id(x.sym) for x in (d.a, d.b) if isinstance(x, ir.Ref)}
-    if set(lets) - used:
-        return None
-    return GemmLoop(s, acc, assign, dt, TM, TN, TK, a, b, tuple(lets[k].sym for k in lets))
-
-
-@dataclass
-class Shape:
-    """How one matched loop is laid out: swizzle spans, stages, warpgroup split."""
-    sw_a: int            # bytes of one swizzled row of A's stage (= TK * 2)
-    sw_b: int            # bytes of one swizzled row of B's stage
-    chunk_b: int         # B not transposed: columns per swizzled chunk; else TN
-    a_bytes: int
-    b_bytes: int
-    stage_bytes: int
-    stages: int
-    GM: int
-    GN: int
-
-
-def contiguous_boxes(n: int) -> Optional[Tuple[int, int]]:
-    """(swizzle span in bytes, elements a TMA box holds along the row) for a shared tile whose
-    rows hold n contiguous 2-byte elements: one box as wide as the row when the row is 32, 64 or
-    128 bytes, else boxes of 64 elements (128-byte span) when n is a multiple of 64; None when
-    neither (no swizzle mode fits)."""
-    if n * 2 in (32, 64, 128):
-        return n * 2, n
-    if n % 64 == 0:
-        return 128, 64
-    return None
-
-
-def plan_shape(m: GemmLoop, threads: int, ring_base: int, target) -> Optional[Shape]:
-    if threads % 128:
-        return None
-    G = threads // 128
-    TM, TN, TK = m.TM, m.TN, m.TK
-    if TM % 64 or TN % 8 or TM > 256 or TN > 256 or TK * 2 not in (32, 64, 128):
-        return None
-    sw_a = TK * 2
-    if m.b.k_inner:
-        sw_b, chunk = TK * 2, 8
-    else:
-        boxes = contiguous_boxes(TN)
-        if boxes is None:
-            return None
-        sw_b, chunk = boxes
-    split = split_warpgroups(TM, TN, G, chunk)
-    if split is None:
-        return None
-    # f32 accumulators a thread holds: at most 128, and room for ~56 others within the
-    # registers of an SM (tilenb.target) that one CTA of `threads` may use
-    if TM * TN // threads > min(MAX_ACC_REGS, target.regs_per_sm // threads - 56):
-        return None
-    a_bytes = TM * TK * 2
-    b_bytes = TK * TN * 2
-    a_pad = -(-a_bytes // 1024) * 1024
-    b_pad = -(-b_bytes // 1024) * 1024
-    stage = a_pad + b_pad
-    room = target.dynamic_smem - ring_base - 1024 - 16 * MAX_STAGES
-    stages = min(MAX_STAGES, room // stage)
-    if stages < 2:
-        return None
-    # two CTAs on an SM overlap one's epilogue with the other's main loop: take one stage less
-    # for that when three or more remain (half an SM's shared memory, less what the driver keeps a CTA)
-    two = (target.smem_per_sm // 2 - target.smem_reserved - ring_base - 1024 - 16 * MAX_STAGES) // stage
-    if STAGES_OVERRIDE:
-        stages = max(2, min(stages, STAGES_OVERRIDE))
-    elif two >= 3 and TM * TN // threads <= 64:
-        stages = min(stages, two)
-    return Shape(sw_a, sw_b, chunk, a_bytes, b_bytes, stage, stages, split[0], split[1])
 
 
 def _swz_code(span: int) -> int:
@@ -670,84 +440,17 @@ class Lowering:
 
 
 def prepare(g) -> Optional[Lowering]:
-    """Find the GEMM loops of the generator's kernel that this lowering takes (see the module
-    docstring); None when there is none (or the target is not sm_90)."""
-    if not g.target.hopper:
+    """The code-side record of the GEMM loops the analysis put on TMA + wgmma (`g.low.gemm`,
+    tilenb/analysis/lowering.py: recognition, pipeline shapes, ring offsets): their tensor maps
+    and wgmma functions; None when there is none (or the target is not sm_90)."""
+    low = g.low
+    if not low.gemm:
         return None
-    plan = g.plan
-    T = g.T
-
-    def acc_ok(sym):
-        t = plan.tiles.get(id(sym))
-        return t is not None and t.space == "registers"
-
-    found: List[GemmLoop] = []
-    for s in ir.walk_stmts(g.kir.body):
-        if isinstance(s, ir.For):
-            m = match_loop(s, acc_ok)
-            if m is not None:
-                found.append(m)
-    if not found:
-        return None
-    matched_assigns = {id(m.assign) for m in found}
-    accs = {id(m.acc) for m in found}
-    bad = set()
-    for s in ir.walk_stmts(g.kir.body):
-        vals = []
-        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in accs:
-            if id(s) not in matched_assigns:
-                vals = [s.value]
-        elif isinstance(s, (ir.Let, ir.VarDecl)) and id(s.sym) in accs and s.value is not None:
-            vals = [s.value]
-        for v in vals:
-            if any(isinstance(x, ir.Dot) for x in ir.walk_expr(v)):
-                bad.add(id(s.target.sym if isinstance(s, ir.Assign) else s.sym))
-    # a statement that combines acc with another register tile needs both in one layout: the
-    # other keeps its own (mma.sync or partition), so such an acc keeps mma.sync too
-    regs = {k for k, t in plan.tiles.items() if t.space == "registers"}
-    for s in ir.walk_stmts(g.kir.body):
-        if id(s) in matched_assigns or isinstance(s, (ir.For, ir.While, ir.If)):
-            continue
-        touched = set()
-        for x in (x for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)):
-            if isinstance(x, ir.Ref):
-                touched.add(id(x.sym))
-            elif isinstance(x, (ir.Slice, ir.Element)):
-                touched.add(id(x.base))
-        if isinstance(s, (ir.Let, ir.VarDecl)):
-            touched.add(id(s.sym))
-        mine = touched & accs
-        if mine and (touched & regs) - mine:
-            bad |= mine
     loops: Dict[int, Lowered] = {}
-    layouts: Dict[int, WgmmaLayout] = {}
     tmaps: List[TmaSpec] = []
     fns: Dict[str, str] = {}
-    end = 0
-    for m in found:
-        if id(m.acc) in bad:
-            continue
-        # one thread issues the copies for the CTA: every coordinate must be the same in all threads
-        coords = list(m.a.fixed) + list(m.b.fixed) + [m.a.outer, m.b.outer if m.b.k_inner else m.b.inner,
-                                                      m.loop.lo, m.loop.hi]
-        if any(plan.uni.expr_varying(e) for e in coords):
-            bad.add(id(m.acc))
-            continue
-        views = {id(v) for v in m.views}
-        ring_off = 0
-        for t in plan.tiles.values():
-            if t.space == "shared" and id(t.sym) not in views and t.offset is not None:
-                ring_off = max(ring_off, t.offset + t.bytes)
-        shp = plan_shape(m, T, ring_off, g.target)
-        if shp is None:
-            bad.add(id(m.acc))
-            continue
-        lay = WgmmaLayout(m.TM, m.TN, T // 32, shp.GM, shp.GN)
-        if layouts.get(id(m.acc), lay) != lay:
-            bad.add(id(m.acc))
-            continue
-        layouts[id(m.acc)] = lay
-        k = len(loops)
+    for ch in low.gemm_tried:      # in the order taken (a loop given back later keeps its function)
+        m, shp, k = ch.loop, ch.shape, ch.index
         ta, tb = f"tnb_tm{k}a", f"tnb_tm{k}b"
         nfa, nfb = len(m.a.fixed), len(m.b.fixed)
         tmaps.append(TmaSpec(m.a.tensor.name, m.dtype, (m.TK, m.TM) + (1,) * nfa, shp.sw_a, ta))
@@ -755,21 +458,13 @@ def prepare(g) -> Optional[Lowering]:
             tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (m.TK, m.TN) + (1,) * nfb, shp.sw_b, tb))
         else:
             tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (shp.chunk_b, m.TK) + (1,) * nfb, shp.sw_b, tb))
-        name, text = wgmma_function(m.dtype, lay.WN, 0 if m.b.k_inner else 1)
+        name, text = wgmma_function(m.dtype, m.TN // shp.GN, 0 if m.b.k_inner else 1)
         fns[name] = text
-        loops[id(m.loop)] = Lowered(m, shp, ring_off, ta, tb, name)
-        end = max(end, ring_off + 1024 + shp.stages * shp.stage_bytes + 16 * shp.stages)
-    # an accumulator found unfit late takes every one of its loops back to mma.sync
-    for key in [k for k, lw in loops.items() if id(lw.loop.acc) in bad]:
-        del loops[key]
-    for key in list(layouts):
-        if key in bad:
-            del layouts[key]
-    if not loops:
-        return None
+        if id(m.loop) in low.gemm:
+            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
     tmaps = [t for t in tmaps if t.param in used]
-    return Lowering(loops, layouts, tmaps, fns, end)
+    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end)
 
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:

@@ -37,20 +37,23 @@ The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
 """
 from __future__ import annotations
 
-import copy
 import os
-from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
+from ..analysis import lowering as L
 from ..analysis.layout import PanelSwizzle, wgmma_panel_bytes
-from ..analysis.mma_tiles import identity_dots, mma_dot, register_words, shape2, statement_parts
+from ..analysis.mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, packed,  # noqa: F401
+                                  register_words, rows_layout, shape2, statement_parts)
 from . import ctypes_ as C
 from . import streamed_sm90
-from .plan import is_tile_stmt
 
-SCRATCH_ALIGN = 128
+# The routes of tensor-core statements, the scratch and staging offsets and the streamed loops are
+# the analysis' decisions (tilenb/analysis/lowering.py, placed in its shared-memory map); this
+# module writes the code for them.
+SCRATCH_ALIGN = L.SCRATCH_ALIGN
 FRAG_NOTE = "mma.sync accumulator fragments of the result"   # named by tests: barriers beyond the analysis
+Route, Stage, LoopPipe = L.Route, L.Stage, L.LoopPipe
 
 
 def _columns_adjacent(loc) -> bool:
@@ -60,18 +63,6 @@ def _columns_adjacent(loc) -> bool:
     return bool(rngs) and rngs[-1] == len(loc.entries) - 1
 
 
-def _blocks_early_copy(t, deps) -> bool:
-    """Whether statement `t` keeps a streamed loop's first copies from moving above it: it is not
-    a let, var or assignment, or it defines or writes a symbol (id) in `deps`, or it writes a
-    tensor or a view (a copy must see every earlier write)."""
-    if not isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)):
-        return True
-    if isinstance(t, (ir.Let, ir.VarDecl)):
-        return id(t.sym) in deps or t.sym.kind == "view"
-    sym = ir.named_sym(t.target)
-    return sym is None or id(sym) in deps or sym.kind in ("tensor", "view")
-
-
 def _cg():
     from . import cuda
     return cuda
@@ -79,10 +70,6 @@ def _cg():
 
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
-    return (n + a - 1) // a * a
 
 
 # ---- layouts -----------------------------------------------------------------------------------
@@ -98,125 +85,6 @@ def _wgmma_panel(src) -> Optional[int]:
     return wgmma_panel_bytes(src[3], src[2])
 
 
-@dataclass(frozen=True)
-class MmaLayout:
-    """Registers: the m16n8 f32 accumulator fragments of mma.sync for an [M, N] tile. Warps form a
-    WM x WN grid (warp w at grid row w // WN, column w % WN; warps past WM * WN hold nothing); each
-    holds MT x NT blocks of 16 x 8: block rows (w // WN) * MT + mi, block columns (w % WN) * NT + ni,
-    slot (mi * NT + ni) * 4 + e; lane l holds rows l / 4 (e = 0, 1) and l / 4 + 8 (e = 2, 3) and
-    columns 2 (l % 4) + (e & 1) of its blocks. 16-bit tiles are kept two values a register (slot s
-    in word s / 2, low half for even s)."""
-    M: int
-    N: int
-    W: int
-    WM: int
-    WN: int
-
-    @property
-    def MT(self) -> int:
-        return self.M // (16 * self.WM)
-
-    @property
-    def NT(self) -> int:
-        return self.N // (8 * self.WN)
-
-    @property
-    def per_warp(self) -> int:
-        return self.MT * self.NT
-
-    @property
-    def slots(self) -> int:
-        return self.per_warp * 4
-
-    @property
-    def used(self) -> int:
-        return self.WM * self.WN
-
-    @property
-    def rows_mode(self) -> bool:
-        return self.WN == 1 and self.WM == self.W
-
-
-@dataclass(frozen=True)
-class RowLayout:
-    """Registers: an [M, 1] tile next to rows-mode fragments of M rows: lane l of warp w holds the
-    rows it holds there, slot mi * 2 + h for row (w * MT + mi) * 16 + l / 4 + 8 h (the four lanes of
-    a quad hold the same values)."""
-    M: int
-    W: int
-
-    @property
-    def N(self) -> int:
-        return 1
-
-    @property
-    def MT(self) -> int:
-        return self.M // (16 * self.W)
-
-    @property
-    def slots(self) -> int:
-        return self.MT * 2
-
-
-def rows_layout(domain, W):
-    M, N = domain
-    return RowLayout(M, W) if N == 1 else MmaLayout(M, N, W, W, 1)
-
-
-def grid_layout(M: int, N: int, W: int) -> MmaLayout:
-    """The warp grid for an [M, N] result: as many warps used as the blocks allow, then the fewest
-    fragment loads per mma (A fragments MT, B fragments NT / 2 per 16-deep step)."""
-    best = None
-    bm, bn = M // 16, N // 8
-    for wm in range(1, W + 1):
-        for wn in range(1, W // wm + 1):
-            if bm % wm or bn % wn:
-                continue
-            mt, nt = bm // wm, bn // wn
-            key = (-(wm * wn), (mt + nt / 2) / (mt * nt), -mt)
-            if best is None or key < best[0]:
-                best = (key, wm, wn)
-    return MmaLayout(M, N, W, best[1], best[2])
-
-
-def packed(lay, dtype) -> bool:
-    return isinstance(lay, MmaLayout) and dtype in ("f16", "bf16")
-
-
-@dataclass
-class Route:
-    """How a tile statement meets the tensor cores: `lay` the fragment layout it is swept in (None:
-    the generic path), `frag` the dots at its own coordinates computed into fragments, `scratch` the
-    other tensor-core dots, computed into shared scratch tiles first."""
-    lay: object
-    frag: List[ir.Dot]
-    scratch: List[ir.Dot]
-    domain: Tuple[int, int]
-    value: object
-
-
-@dataclass
-class Stage:
-    """A tensor slice read by a tensor-core dot, copied into shared scratch: `off` its (first)
-    buffer's byte offset from the scratch base, `bytes` one buffer, `pitch` the row pitch in
-    elements; `loop` the For whose turns double-buffer it (None: copied where it is used)."""
-    off: int
-    bytes: int
-    rows: int
-    cols: int
-    pitch: int
-    dtype: str
-    loop: Optional[ir.For] = None
-    local: bool = True
-    ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
-    src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
-
-
-@dataclass
-class LoopPipe:
-    stages: List[int] = field(default_factory=list)     # id(operand) in body order
-
-
 # ---- the mixin ---------------------------------------------------------------------------------
 class MmaGen:
     mma_on = False
@@ -225,134 +93,29 @@ class MmaGen:
 
     # ---- set-up, before the body is written
     def mma_prepare(self) -> int:
-        """Routes, scratch offsets and pipelined loops; returns the scratch bytes after the plan's
-        footprint (0 when none is needed)."""
+        """Read the analysis' routes, scratch offsets, pipelined and streamed loops (`self.low`,
+        tilenb/analysis/lowering.py); raise for a statement none can lower. Returns the scratch
+        bytes after the tiles (0 when none is needed)."""
+        low = self.low
         self.mma_on = True
         self.lay_pre: Dict[int, Tuple[str, object]] = {}
         self.dot_scratch: Dict[int, Tuple[str, int]] = {}
-        self.mma_routes: Dict[int, Route] = {}
-        self.stages: Dict[int, Stage] = {}
-        self.scratch_local: Dict[int, int] = {}      # id(dot) -> byte offset of its f32 scratch tile
-        self.mma_pipes: Dict[int, LoopPipe] = {}
+        self.stages: Dict[int, Stage] = low.stages
+        self.scratch_local: Dict[int, int] = low.scratch_local   # id(dot) -> byte offset of its f32 scratch tile
+        self.mma_pipes: Dict[int, LoopPipe] = low.pipes
+        self.stage_dots = low.stage_dots
+        self.streamed_views = low.streamed_views   # id(view Sym) whose dots stage it: its `let` copies nothing
+        self.pipe_bytes, self.scratch_base, self.scratch_bytes = low.pipe_bytes, low.scratch_base, low.scratch_bytes
         self.mma_live_loops: Dict[int, dict] = {}
         self.mma_early_done: set = set()        # streamed loops whose ring mma_ring_early set up
         self.W = self.T // 32
-        parent: Dict[int, ir.For] = {}
-
-        def walk(body, loop):
-            for s in body:
-                if loop is not None:
-                    parent[id(s)] = loop
-                for b in ir.child_blocks(s):
-                    walk(b, s if isinstance(s, ir.For) else None)
-        walk(self.kir.body, None)
-        skip = set()
-        gemm = getattr(self, "gemm", None)
-        if gemm is not None:
-            for s in ir.walk_stmts(self.kir.body):
-                if isinstance(s, ir.For) and id(s) in gemm.loops:
-                    skip |= {id(t) for t in ir.walk_stmts(s.body)}
-        self.stream = None
-        self._allocate(parent, skip, pipelined=True)
-        stream = streamed_sm90.prepare(self, self.stage_dots)
-        if stream is not None:
-            # loops whose operands stream by TMA into a ring (sm_90): no cp.async buffers for them
-            self.stages, self.mma_pipes = {}, {}
-            self._allocate(parent, skip, pipelined=True, rings=stream.rings)
-            base = self.scratch_base + self.scratch_bytes
-            ring_bytes = streamed_sm90.place(self, stream, base)
-            if ring_bytes < 0 or (self.pipe_bytes and base + ring_bytes > self.target.dynamic_smem):
-                self.stages, self.mma_pipes = {}, {}
-                self._allocate(parent, skip, pipelined=True)
-            else:
-                streamed_sm90.functions_for(self, stream)
-                self.stream = stream
-                if not self.scratch_bytes:
-                    self.scratch_base = self.plan.footprint
-                self.scratch_bytes += ring_bytes
-        if self.pipe_bytes and self.scratch_base + self.scratch_bytes > self.target.dynamic_smem:
-            # double buffers would not fit a CTA: stage where each dot needs its operand instead
-            self.stages, self.mma_pipes, self.stream = {}, {}, None
-            self._allocate(parent, skip, pipelined=False)
-        return self.scratch_bytes
-
-    def _allocate(self, parent, skip, pipelined: bool, rings=None):
-        self.scratch_local = {}
-        self.streamed_views = set()   # id(view Sym) whose dots stage it: its `let` copies nothing
-        self.stage_dots = {}          # id(staged operand) -> (dot, statement layout, loop, its tensor slice)
-        pipe_bytes = 0
-        local_max = 0
+        skip = {id(t) for s in ir.walk_stmts(self.kir.body) if isinstance(s, ir.For) and id(s) in low.gemm
+                for t in ir.walk_stmts(s.body)}
         for s in ir.walk_stmts(self.kir.body):
-            if id(s) in skip or not self._tile_stmt(s):
-                continue
-            r = self.mma_route(s)
-            off = 0
-            for d in r.scratch + r.frag:
-                if any(d is x for x in r.scratch):
-                    M, N = shape2(d.type.shape)
-                    self.scratch_local[id(d)] = off
-                    off += _align(M * N * 4)
-                for op in (d.a, d.b):
-                    sl = op if (isinstance(op, ir.Slice) and op.base.kind == "tensor") else self._view_slice(op)
-                    if sl is None:
-                        continue
-                    R, Cc = shape2(op.type.shape)
-                    units = Cc // 8
-                    pitch = Cc + (8 if units % 2 == 0 else 0)
-                    nbytes = _align(R * pitch * 2)
-                    loop = self._pipe_loop(s, sl, parent, skip) if pipelined else None
-                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, sl)
-                    dt = sl.base.type.dtype
-                    if loop is not None and rings and id(loop) in rings:
-                        st = Stage(0, 0, R, Cc, pitch, dt, loop, False, ring=True)
-                        self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
-                    elif loop is not None:
-                        st = Stage(pipe_bytes, nbytes, R, Cc, pitch, dt, loop, False)
-                        pipe_bytes += 2 * nbytes
-                        self.mma_pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
-                    else:
-                        st = Stage(off, nbytes, R, Cc, pitch, dt)
-                        off += nbytes
-                    st.src = sl
-                    self.stages[id(op)] = st
-            local_max = max(local_max, off)
-        self.pipe_bytes = pipe_bytes
-        self.scratch_bytes = pipe_bytes + local_max
-        self.scratch_base = _align(self.plan.footprint) if self.scratch_bytes else self.plan.footprint
-
-    def _view_slice(self, op) -> Optional[ir.Slice]:
-        """The tensor slice behind a dot operand that is a `let` view of a tensor the analysis did
-        not stage in shared memory (`let k = K[h, kt :+ BC, :]; dot_t(q, k)`): staged like a slice
-        written in the dot. None for anything else."""
-        if not (isinstance(op, ir.Ref) and op.sym.kind == "view"):
-            return None
-        if not hasattr(self, "_view_lets"):
-            self._view_lets = {id(t.sym): t for t in ir.walk_stmts(self.kir.body)
-                               if isinstance(t, ir.Let) and t.sym.kind == "view"}
-            # views read only as tensor-core dot operands: the dots stage them, no copy of their own
-            refs: Dict[int, int] = {}
-            as_operand: Dict[int, int] = {}
-            for t in ir.walk_stmts(self.kir.body):
-                for e in ir.stmt_exprs(t):
-                    for x in ir.walk_expr(e):
-                        if isinstance(x, ir.Ref) and id(x.sym) in self._view_lets:
-                            refs[id(x.sym)] = refs.get(id(x.sym), 0) + 1
-                        if mma_dot(x):
-                            for o in (x.a, x.b):
-                                if isinstance(o, ir.Ref) and id(o.sym) in self._view_lets:
-                                    as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
-            self._dot_only_views = {k for k, n in refs.items() if as_operand.get(k) == n}
-        let = self._view_lets.get(id(op.sym))
-        v = let.value if let is not None else None
-        if not (isinstance(v, ir.Slice) and v.base.kind == "tensor" and not v.flat):
-            return None
-        v = copy.copy(v)              # one object per operand: the generator caches regions by object
-        place = self.plan.tiles.get(id(op.sym))
-        if place is not None and place.space == "shared":
-            if id(op.sym) not in self._dot_only_views:
-                return None
-            self.streamed_views.add(id(op.sym))
-        return v
+            if id(s) not in skip and id(s) in low.routes:
+                self.mma_route(s)               # a statement no path can lower fails here, before any code
+        self.stream = streamed_sm90.streaming(self, low)
+        return self.scratch_bytes
 
     def mma_min_blocks(self) -> str:
         """`, n` for __launch_bounds__: as many CTAs an SM as the register tiles on the mma row
@@ -373,47 +136,12 @@ class MmaGen:
                 return f", {mb}"
         return ""
 
-    def mma_smem_total(self, fp: int) -> int:
-        """The shared memory of the kernel: the plan's footprint, then this module's scratch."""
-        if not getattr(self, "scratch_bytes", 0):
-            return fp
-        return max(fp, self.scratch_base + self.scratch_bytes)
-
-    def _tile_stmt(self, s) -> bool:
-        if isinstance(s, (ir.Let, ir.VarDecl)):
-            return isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view"
-        return isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT)
-
-    def _pipe_loop(self, s, op: ir.Slice, parent, skip) -> Optional[ir.For]:
-        """The loop whose turns double-buffer the staging of `op` in statement `s`, or None."""
-        L = parent.get(id(s))
-        if L is None or L.unroll > 1 or id(L) in skip or not any(t is s for t in L.body):
-            return None
-        body = list(ir.walk_stmts(L.body))
-        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in body):
-            return None
-        declared = {id(t.sym) for t in body if isinstance(t, (ir.Let, ir.VarDecl))}
-        assigned = {id(t.target.sym) for t in body if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref)}
-        for sub in op.subs:
-            e = sub.index if isinstance(sub, ir.SubIndex) else sub.start
-            for x in ir.walk_expr(e):
-                if isinstance(x, (ir.Element, ir.Slice)):
-                    return None
-                if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
-                    return None
-                if isinstance(x, ir.Ref):
-                    if x.sym is L.var or x.sym.kind in ("dim", "scalar_param", "tensor"):
-                        continue
-                    if id(x.sym) in declared or id(x.sym) in assigned:
-                        return None
-        return L
 
     # ---- routes
     def mma_route(self, s) -> Route:
-        r = self.mma_routes.get(id(s))
-        if r is None:
-            r = self._route(s)
-            self.mma_routes[id(s)] = r
+        r = self.low.route(s)
+        if r.error is not None:
+            self.fail(r.error, s)
         return r
 
     def _reg_layout(self, sym):
@@ -421,44 +149,6 @@ class MmaGen:
         if place is None or place.space != "registers":
             return None
         return self.layouts.get(id(sym))
-
-    def _route(self, s) -> Route:
-        target, window, domain, value = statement_parts(s)
-        if isinstance(s, ir.Assign) and s.op is not None:
-            value = self.compound(s.op, s.target, s.value)
-        none = Route(None, [], [], domain, value)
-        if target is None or value is None or not isinstance(value.type, (ir.TileT, ir.ScalarT)):
-            return none
-        dots = [x for x in ir.walk_expr(value) if mma_dot(x)] if isinstance(value.type, ir.TileT) else []
-        tlay = None if window else self._reg_layout(target)
-        mine = (MmaLayout, RowLayout)
-        read_mine, read_other = [], False
-        for x in ir.walk_expr(value):
-            if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
-                lay = self._reg_layout(x.sym)
-                if isinstance(lay, mine):
-                    read_mine.append(lay)
-                elif lay is not None:
-                    read_other = True
-        lay = None
-        if isinstance(tlay, mine):
-            lay = tlay
-        elif read_mine:
-            if any(isinstance(l, RowLayout) or l.rows_mode for l in read_mine):
-                lay = rows_layout(domain, self.W)
-            else:
-                lay = read_mine[0]
-                if any(l != lay for l in read_mine) or (lay.M, lay.N) != tuple(domain):
-                    self.fail("tiles in registers with different tensor-core layouts in one statement", s)
-        elif tlay is None and not read_other and dots:
-            idots = identity_dots(value, domain)
-            p = self.plan.positions.get(id(s))
-            within = any(b.where == "within" for b in self.plan.barriers.get(p, ()))
-            if idots and not within:
-                lay = grid_layout(domain[0], domain[1], self.W)
-        frag = identity_dots(value, domain) if isinstance(lay, MmaLayout) else []
-        scratch = [d for d in dots if not any(d is f for f in frag)]
-        return Route(lay, frag, scratch, domain, value)
 
     # ---- hooks called by the generator
     def mma_stmt(self, s, tv) -> bool:
@@ -527,27 +217,11 @@ class MmaGen:
         return f"warps {lay.WM} x {lay.WN}, each {16 * lay.MT} x {8 * lay.NT}"
 
     def mma_early_rings(self, body) -> Dict[int, List[ir.For]]:
-        """Streamed loops of this block whose ring (mbarriers and first copies) can be set up
-        before earlier statements, so that the first copies are in flight while those run:
-        index in `body` -> the loops to set up before that statement. A ring goes up past
-        statements that are a let, var or assignment (nothing nested), that define or write no
-        symbol its copies or bounds read (scalars, tiles, elements), and that write no tensor or
-        view (a copy must see every earlier write); its bytes lie past every tile."""
-        out: Dict[int, List[ir.For]] = {}
+        """Streamed loops of this block whose ring is set up before earlier statements
+        (`lowering.early_rings`: index in `body` -> the loops to set up before that statement)."""
         if getattr(self, "stream", None) is None:
-            return out
-        for j, s in enumerate(body):
-            if not (isinstance(s, ir.For) and id(s) in self.stream.rings and s.unroll <= 1):
-                continue
-            ring = self.stream.rings[id(s)]
-            exprs = [s.lo, s.hi] + [e for rop in ring.ops for e in (*rop.fixed, rop.row0, rop.col0)]
-            deps = {id(y) for e in exprs for x in ir.walk_expr(e) if (y := ir.named_sym(x)) is not None} - {id(s.var)}
-            i = j
-            while i > 0 and not _blocks_early_copy(body[i - 1], deps):
-                i -= 1
-            if i < j and any(is_tile_stmt(t) for t in body[i:j]):
-                out.setdefault(i, []).append(s)
-        return out
+            return {}
+        return L.early_rings(body, self.stream.rings)
 
     def mma_ring_early(self, s: ir.For):
         """Set up the ring of streamed loop `s` here (mma_early_rings chose the place)."""
@@ -565,7 +239,7 @@ class MmaGen:
         if id(s) in self.mma_early_done:       # its ring was set up ahead (mma_ring_early)
             self.mma_early_done.discard(id(s))
             return
-        if self.stream is not None and id(s) in self.stream.rings:
+        if self.loop_path(s) == "streamed attention on wgmma":
             self.mma_live_loops[id(s)] = streamed_sm90.loop_begin(self, s, self.stream.rings[id(s)], var, lo, hi)
             return
         it = self.new("tnb_it")
@@ -1022,7 +696,7 @@ class MmaGen:
         self.frag_fill(arr, lay)
         self.mma_accumulate(d, arr, lay)
         ptr = self.new("dsc")
-        off = self.scratch_base + self.pipe_bytes + self.scratch_local[id(d)]
+        off = self.low.scratch_off(d)
         self.emit(f"float* const {ptr} = (float*)(tnb_smem + {off});  // [{M}, {N}] f32 scratch")
         self.emit("__syncthreads();  // codegen-internal: the dot scratch's previous readers are done")
 
@@ -1075,7 +749,7 @@ class MmaGen:
 
     def _stage_off(self, st: Stage) -> int:
         """Byte offset in shared memory of a staging buffer (the first, for a double buffer)."""
-        return self.scratch_base + (self.pipe_bytes if st.local else 0) + st.off
+        return self.low.stage_off(st)
 
     def _stage_pipelined(self, op, st: Stage) -> str:
         """The double-buffered staging of `op` in its loop; returns the C pointer of this turn's tile."""
@@ -1083,7 +757,7 @@ class MmaGen:
         pipe = self.mma_pipes[id(st.loop)]
         P = len(pipe.stages)
         it = lp["it"]
-        base = self.scratch_base + st.off
+        base = self.low.stage_off(st)
         cur = self.new("stg")
         self.emit(f"// {(st.src or op).base.name}[...] in a double-buffered staging scratch: this turn's tile was copied during the "
                   "previous turn (cp.async); the next turn's copy starts below")

@@ -144,7 +144,7 @@ class TilePlace:
 @dataclass
 class Plan:
     tiles: Dict[int, TilePlace]              # id(Sym) -> place
-    footprint: int
+    footprint: int                            # bytes of the shared tiles (the lifetimes'; the whole map: analysis.smem)
     positions: Dict[int, int]                # id(Stmt) -> pre-order position
     barriers: Dict[int, List[BarrierSpec]]   # position -> barriers there
     vec: Dict[int, int]                      # id(Stmt) -> vector width (elements) of its partition
@@ -229,7 +229,7 @@ def _plan_from_analysis(kir, an, positions, uni) -> Plan:
             if any(a.mode == "partition" and a.space == "shared" for a in sp.accesses):
                 shared_partition.add(id(sp.stmt))
     notes = list(getattr(an, "notes", ()) or ())
-    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition)
+    return Plan(tiles, int(lt.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition)
 
 
 def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:

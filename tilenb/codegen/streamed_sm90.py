@@ -28,7 +28,8 @@ Guarantees:
 - Results are the language's, as on the mma.sync path: elements of a slice outside its tensor
   read as 0 (TMA fills zeros), A's fragments are masked to the K range valid in both operands,
   and the rest of each statement is evaluated on the same fragments.
-- A slice qualifies when it is B of a dot whose result is on the mma row layout of a CTA of a
+- Which loops stream is the analysis' decision (`tilenb.analysis.lowering`, `Analysis.loops`).
+  A slice qualifies when it is B of a dot whose result is on the mma row layout of a CTA of a
   multiple of 128 threads; its leading indices and row/column starts are the same in every
   thread (thread 0 copies for the CTA); its column start (the contiguous dimension) does not
   change in the loop; its shape fits a wgmma (N <= 256, a multiple of 8; K a multiple of 16;
@@ -38,7 +39,8 @@ Guarantees:
 - A launch whose tensors no tensor map describes (`tnb_tma` = 0), or whose column start is not
   on a 16-byte boundary, takes a second path of the same code: every thread copies the slice
   into the stage with bounds checks before its dot (slower, equally exact).
-- The ring lies after the mma scratch (`KernelSource.smem_bytes` counts it); its mbarriers are
+- The ring lies after the mma scratch, at the offset of the analysis' shared-memory map
+  (`Analysis.smem`, kinds "ring stages" and "mbarriers"); its mbarriers are
   initialised at each entry to the loop, after a CTA barrier.
 
 Hardware facts used are gemm_sm90's (PTX ISA 8.x): the register form of wgmma
@@ -47,221 +49,44 @@ thread in the m16n8k16 A-fragment order per warp), shared-memory matrix descript
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
+from ..analysis import lowering as L
 from . import gemm_sm90 as G
 
-MAX_STAGES = 4
-STAGES_OVERRIDE = int(os.environ.get("TILENB_STREAM_STAGES", "0") or 0)   # for experiments: this many
-AHEAD_OVERRIDE = int(os.environ.get("TILENB_STREAM_AHEAD", "0") or 0)     # for experiments: turns copied ahead
-DEFER = os.environ.get("TILENB_STREAM_DEFER", "1") != "0"                   # for experiments: 0 waits every dot
-
-
-@dataclass
-class RingOp:
-    """A tensor slice of the loop, streamed into each stage of the ring."""
-    slice: ir.Slice
-    k_inner: bool                 # B as [N, K] (dot_t): K is the contiguous dimension
-    rows: int
-    cols: int
-    span: int                     # swizzle span in bytes (32, 64, 128)
-    chunk: int                    # elements of one box along the contiguous dimension
-    fixed: List[ir.Expr]
-    row0: ir.Expr                 # start of the slice's rows
-    col0: ir.Expr                 # start of its columns (contiguous)
-    dtype: str
-    dot: Optional[ir.Dot] = None  # the dot that reads it
-    key: int = 0                  # id of the dot's operand (the slice, or a view of it)
-    off: int = 0                  # byte offset in a stage
-    tmap: str = ""
-
-    @property
-    def boxes(self) -> int:
-        return self.cols // self.chunk
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows * self.cols * 2
-
-    @property
-    def padded(self) -> int:
-        return -(-self.nbytes // 1024) * 1024
-
-
-@dataclass
-class Ring:
-    loop: ir.For
-    ops: List[RingOp]
-    stage_bytes: int = 0
-    stages: int = 0
-    ahead: int = 1                # turns whose copies are in flight ahead of the one computed
-    off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
-    defer: bool = False           # the turn's last dot retires at the next turn's first wait
-    defer_acc: Optional[ir.Sym] = None   # the register tile that dot accumulates into
-
-    @property
-    def nbytes(self) -> int:
-        return 1024 + self.stages * self.stage_bytes + 8 * self.stages * (len(self.ops) + 1)
+# Which loops stream, their rings' stages and offsets are the analysis' decisions
+# (tilenb/analysis/lowering.py); this module writes the code for them.
+MAX_STAGES = L.STREAM_MAX_STAGES
+STAGES_OVERRIDE = L.STREAM_STAGES_OVERRIDE
+AHEAD_OVERRIDE = L.STREAM_AHEAD_OVERRIDE
+DEFER = L.STREAM_DEFER
+RingOp, Ring = L.RingOp, L.Ring
 
 
 @dataclass
 class Streaming:
-    """What the generator needs for one kernel variant."""
+    """What the generator needs for one kernel variant: the analysis' rings, and the tensor maps
+    and wgmma functions written for them."""
     rings: Dict[int, Ring]                        # id(For) -> its ring
     by_op: Dict[int, Tuple[Ring, RingOp]] = field(default_factory=dict)   # id(operand) -> its ring
     tmaps: List[G.TmaSpec] = field(default_factory=list)
     functions: Dict[str, str] = field(default_factory=dict)
 
 
-def _ring_op(g, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
-    parts = G._split(op)
-    if parts is None or op.flat:
+def streaming(g, low) -> Optional[Streaming]:
+    """The code-side record of the loops the analysis streams on wgmma (`low.rings`, placed in
+    its shared-memory map): their tensor maps and device functions; None when there is none."""
+    if not low.rings:
         return None
-    fixed, r, c = parts
-    dt = op.base.type.dtype
-    if dt not in ("f16", "bf16") or d.a.type.dtype != dt:
-        return None
-    R, Cc = r.length, c.length
-    if not (isinstance(R, int) and isinstance(Cc, int)) or R > 256 or R % 8:
-        return None
-    # B [N, K] (dot_t): rows are N, columns K; B [K, N]: rows are K, columns N (contiguous)
-    N, K = (R, Cc) if d.trans_b else (Cc, R)
-    boxes = G.contiguous_boxes(Cc)
-    if boxes is None:
-        return None
-    span, chunk = boxes
-    if N > 256 or N % 8 or K % 16:
-        return None
-    uni = g.plan.uni
-    coords = list(fixed) + [r.start, c.start, loop.lo, loop.hi]
-    if any(uni.expr_varying(e) for e in coords):
-        return None
-    if any(isinstance(x, ir.Ref) and x.sym is loop.var for x in ir.walk_expr(c.start)):
-        return None
-    return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
-
-
-def prepare(g, stage_dots: Dict[int, tuple]) -> Optional[Streaming]:
-    """The loops this lowering takes (module docstring), before shared memory is placed.
-    stage_dots: id(staged operand) -> (dot, layout of its statement or None, For it is pipelined
-    in or None, the tensor slice it stands for)."""
-    if not g.target.hopper or g.T % 128:
-        return None
-    from .mma import MmaLayout  # noqa: PLC0415
-    loops: Dict[int, Ring] = {}
-    bad = set()
-    for key, (d, lay, loop, op) in stage_dots.items():
-        if loop is None:
-            continue
-        lid = id(loop)
-        ok = (key == id(d.b) and isinstance(lay, MmaLayout) and lay.rows_mode and tuple(d.type.shape) == (lay.M, lay.N))
-        rop = _ring_op(g, d, op, loop) if ok else None
-        if rop is None:
-            bad.add(lid)
-            continue
-        rop.key = key
-        loops.setdefault(lid, Ring(loop, [])).ops.append(rop)
-    rings = {k: v for k, v in loops.items() if k not in bad}
-    if not rings:
-        return None
-    st = Streaming(rings)
-    for k, ring in enumerate(rings.values()):
-        off = 0
-        for j, rop in enumerate(ring.ops):
-            rop.off = off
-            off += rop.padded
-            rop.tmap = f"tnb_sm{k}_{j}"
-            st.by_op[rop.key] = (ring, rop)
+    st = Streaming(low.rings, dict(low.by_op))
+    for ring in low.rings.values():
+        for rop in ring.ops:
             st.tmaps.append(G.TmaSpec(rop.slice.base.name, rop.dtype, (rop.chunk, rop.rows) + (1,) * len(rop.fixed),
                                       rop.span, rop.tmap))
-        ring.stage_bytes = off
+    functions_for(g, st)
     return st
-
-
-def place(g, st: Streaming, base: int) -> int:
-    """Lay the rings out from byte `base` (after the mma scratch); returns their bytes, or -1
-    when one does not fit two stages (the caller then keeps cp.async)."""
-    total = 0
-    for ring in st.rings.values():
-        ring.off = base + total
-        room = g.target.dynamic_smem - ring.off - 1024
-        per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
-        stages = min(STAGES_OVERRIDE or MAX_STAGES, room // per)
-        if stages < 2:
-            return -1
-        # one warpgroup a CTA: two stages, so that several CTAs share an SM and one's softmax
-        # overlaps another's products (measured on the H200: 310 against 268 TFLOP/s at D 128)
-        if g.T <= 128:
-            stages = 2
-        ring.stages = stages
-        # turns copied ahead: with three stages or more, one less than the ring holds, so that the
-        # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
-        # other does not hold it up)
-        ring.ahead = stages - 1 if stages < 3 else stages - 2
-        if AHEAD_OVERRIDE:
-            ring.ahead = max(1, min(stages - 1, AHEAD_OVERRIDE))
-        # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
-        # stage one turn late
-        ring.defer = DEFER and ring.ahead <= stages - 2 and _defer_safe(g, ring)
-        total += ring.nbytes
-    return total
-
-
-def _defer_safe(g, ring: Ring) -> bool:
-    """Whether the turn's last dot may retire at the next turn's first wait (wgmma groups retire
-    in order, so that wait covers both): the loop body has no break or continue; the first and
-    last dots are in different statements of its top level; the last is `t = x + dot(a, B)` (or
-    `t += dot(a, B)`) into a register tile t (accumulated in place, nothing read after the dot);
-    and no statement after it, nor any up to and including the first dot's (nested ones
-    included), names t or what A reads (their registers are the in-flight product's). Records t
-    in `ring.defer_acc`."""
-    body = list(ring.loop.body)
-    if len(ring.ops) < 2 or any(isinstance(x, (ir.Break, ir.Continue)) for x in ir.walk_stmts(body)):
-        return False
-    first, last = ring.ops[0].dot, ring.ops[-1].dot
-    if first is None or last is None or first is last:
-        return False
-
-    def where(d):
-        for k, st in enumerate(body):
-            if any(x is d for e in ir.stmt_exprs(st) for x in ir.walk_expr(e)):
-                return k
-        return None
-    i0, i1 = where(first), where(last)
-    if i0 is None or i1 is None or i0 >= i1:
-        return False
-    st = body[i1]
-    if not (isinstance(st, ir.Assign) and isinstance(st.target, ir.Ref)):
-        return False
-    v = st.value
-    if not ((st.op is None and isinstance(v, ir.Binary) and v.op == "+" and (v.a is last or v.b is last))
-            or (st.op == "+" and v is last)):
-        return False
-    if g._reg_layout(st.target.sym) is None:           # not a register tile (mma.py)
-        return False
-    held = {id(st.target.sym)} | {id(x.sym) for x in ir.walk_expr(last.a) if isinstance(x, ir.Ref)}
-    if any(_names(other, held) for other in body[i1 + 1:] + body[:i0 + 1]):
-        return False
-    ring.defer_acc = st.target.sym
-    return True
-
-
-def _names(st, held) -> bool:
-    """Whether a statement (or one nested in it) reads or writes a symbol of `held` (ids)."""
-    for s2 in ir.walk_stmts([st]):
-        for f in s2.__dataclass_fields__:
-            v = getattr(s2, f)
-            if isinstance(v, ir.Sym) and id(v) in held:
-                return True
-        for e in ir.stmt_exprs(s2):
-            for x in ir.walk_expr(e):
-                sym = ir.named_sym(x)
-                if sym is not None and id(sym) in held:
-                    return True
-    return False
 
 
 def functions_for(g, st: Streaming):

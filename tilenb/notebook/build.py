@@ -76,9 +76,12 @@ def listing(kernel, wanted: Iterable[int], labels: Labels) -> List[list]:
 
 
 def analysis_record(kernel, tune: Optional[dict] = None) -> Tuple[Optional[dict], str]:
-    """(the analysis as JSON, '') or (None, why it could not be made)."""
+    """(the analysis as JSON, '') or (None, why it could not be made): for the GPU the kernel's
+    module runs on, when there is one (its loops and shared memory are that target's), else for
+    any GPU."""
     try:
-        a = kernel.analysis(**(tune or {}))
+        arch = _device_arch(kernel)
+        a = kernel.analysis(arch=arch, **(tune or {})) if arch is not None else kernel.analysis(**(tune or {}))
         return (a.to_json() if hasattr(a, "to_json") else dict(a)), ""
     except TileError as e:
         return None, str(e)
@@ -311,7 +314,9 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
                                        budget=int((a or {}).get("budget", STATIC_SMEM)), tiles=(a or {}).get("tiles", []),
-                                       ruler=(a or {}).get("ruler", [])))
+                                       ruler=(a or {}).get("ruler", []),
+                                       loops=[dict(lp, why=relabel(str(lp.get("why", "")), labels))
+                                              for lp in (a or {}).get("loops", [])]))
         elif view == "barriers":
             bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
             out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars))
@@ -363,7 +368,7 @@ def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, footprint=int(record.get("footprint", 0)),
                                        budget=int(record.get("budget", STATIC_SMEM)), tiles=record.get("tiles", []),
-                                       ruler=record.get("ruler", [])))
+                                       ruler=record.get("ruler", []), loops=record.get("loops", [])))
         elif view == "barriers":
             out.append(W.BarrierView(kernel=name, lines=lines, barriers=record.get("barriers", [])))
     return out

@@ -156,12 +156,18 @@ def _text_ruler(s) -> str:
                        f"lines {_label(labels, t['first_line'])}-{_label(labels, t['last_line'])}")
     ruler = s.get("ruler") or []
     if ruler:
-        out.append("live tiles after each line (name@offset+bytes):")
+        out.append("live tiles after each line (name@offset+bytes; [bracketed]: what the compiler adds):")
         for r in ruler:
             live = r.get("tiles") or []
             total = sum(int(x["bytes"]) for x in live)
-            parts = " ".join(f"{x['name']}@{x['offset']}+{x['bytes']}" for x in live) or "-"
+            parts = " ".join(f"{x['name']}@{x['offset']}+{x['bytes']}" if not x.get("kind")
+                             else f"[{x['name']}]@{x['offset']}+{x['bytes']}" for x in live) or "-"
             out.append(f"  line {_label(labels, r['line'])}: {parts}  ({_bytes(total)})")
+    loops = s.get("loops") or []
+    if loops:
+        out.append("loops:")
+        for lp in loops:
+            out.append(f"  line {_label(labels, lp['line'])}: {lp['lowering']}: {lp['why']}")
     return "\n".join(out)
 
 

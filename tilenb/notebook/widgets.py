@@ -69,8 +69,10 @@ class ThreadMap(TileView):
 
 
 class LifetimeRuler(TileView):
-    """For each source line, the bytes each live tile holds at its shared-memory offset, and the
-    footprint against the budget (bytes)."""
+    """For each source line, the bytes each live region of shared memory holds at its offset
+    (tiles, and what the lowering adds: mma scratch, staging, rings, cluster slots, reduction
+    partials: `Analysis.smem`), the footprint (the kernel's shared bytes) against the budget,
+    and how each loop is lowered (`Analysis.loops`)."""
 
     _name = "ruler"
     _esm = assets.esm("ruler")
@@ -79,6 +81,7 @@ class LifetimeRuler(TileView):
     budget = t.Int(STATIC_SMEM).tag(sync=True)
     tiles = t.List().tag(sync=True)
     ruler = t.List().tag(sync=True)
+    loops = t.List().tag(sync=True)            # analysis "loops" records: line, lowering, why
 
 
 class BarrierView(TileView):

@@ -277,9 +277,18 @@ def _copy_back(da: _DeviceArgs):
 
 
 # ---- launching -------------------------------------------------------------------------------
+def dynamic_smem_bytes(ks) -> int:
+    """The dynamic shared memory a launch of `ks` passes: the `tnb_smem` array of the analysis'
+    shared-memory map when it is dynamic (`Analysis.smem`, which the generated code follows), else 0."""
+    m = getattr(ks, "smem", None)
+    if m is not None:
+        return m.array_bytes if m.dynamic else 0
+    return ks.smem_bytes if ks.dynamic_smem else 0
+
+
 def _launch(fn, ks, grid, da: _DeviceArgs):
     cp = _cupy()
-    shared = ks.smem_bytes if ks.dynamic_smem else 0
+    shared = dynamic_smem_bytes(ks)
     if ks.dynamic_smem and shared > STATIC_SMEM:     # beyond the static 48 KB: the launch opts in
         fn.max_dynamic_shared_size_bytes = shared
     args = da.args + extra_args(ks, da.tensors) if getattr(ks, "tmaps", ()) else da.args
@@ -293,9 +302,10 @@ def _fits(fn, ks) -> Optional[str]:
     """None if the variant can run on this device, else why not."""
     cp = _cupy()
     tgt = _target_of(cp.cuda.runtime.getDevice())
-    limit = tgt.smem_limit(ks.dynamic_smem)
-    if ks.smem_bytes > limit:
-        return f"needs {ks.smem_bytes} bytes of shared memory; the device allows {limit} per block"
+    optin = tgt.dynamic_smem
+    need = getattr(ks, "smem_footprint", ks.smem_bytes)     # its static arrays too (Analysis.footprint)
+    if need > optin or ks.smem_bytes > tgt.smem_limit(ks.dynamic_smem):
+        return f"needs {need} bytes of shared memory; the device allows {optin} per block"
     try:
         mt = int(fn.max_threads_per_block)
         regs = int(fn.num_regs)
@@ -629,7 +639,7 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
         fn = fn.kernel
     except AttributeError:   # already a Function (the tests' stand-in)
         pass
-    shared = ks.smem_bytes if ks.dynamic_smem else 0
+    shared = dynamic_smem_bytes(ks)
     cp = _cupy()
     r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed),
                 tuple(_prepack(v) for v in da.args[len(params):]), dict(run.tune),

@@ -75,10 +75,11 @@ class Kernel:
         t.update(tune)
         return self.checked.variant(**t)
 
-    def analysis(self, **tune):
-        """The machine's view of one variant: see `tilenb.analysis.analyze`."""
+    def analysis(self, arch: Optional[str] = None, **tune):
+        """The machine's view of one variant: see `tilenb.analysis.analyze`. arch: the target its
+        loops and shared-memory map are for ("sm_90": Hopper's TMA + wgmma loops; None: any GPU)."""
         from ..analysis import analyze
-        return analyze(self.ir(**tune))
+        return analyze(self.ir(**tune), arch=arch)
 
     def cuda_source(self, arch=None, **tune) -> str:
         """The CUDA C++ generated for one variant (works without a GPU). arch: the target to

@@ -2070,6 +2070,17 @@ class _KernelChecker:
                          f"combines tiles in shared memory (drop it from @registers)", s.target.span)
 
     def check_budget(self, kir):
+        """The shared-memory budget (spec section 12), in two parts that read the analysis'
+        shared-memory map (`tilenb.analysis.smem`): the language's regions (the tiles, as the
+        lifetimes pack them, and the cluster slots) within 48 KB, or the per-block limit with
+        @dynshared; and the whole map of the kernel for any GPU (with the tensor cores' scratch
+        and staging, which the generator adds after the tiles) within the per-block limit."""
+        if self.check_tile_budget(kir):
+            return
+        self.check_device_budget(kir)
+
+    def check_tile_budget(self, kir) -> bool:
+        """Whether the tiles and cluster slots are over the budget (then the error is recorded)."""
         from ..analysis.lifetimes import ALIGN, cluster_slot_bytes, gemm_accumulators, tile_lifetimes
         # the checker knows no device: the limits of code for any GPU (tilenb.target.ANY, the
         # largest GPUs' per-block opt-in with @dynshared); a launch checks its device's own
@@ -2094,16 +2105,16 @@ class _KernelChecker:
             total = memo["total"] = sum(n for _, n in sizes)
             memo["sizes"] = sizes
         if total <= limit:
-            return
+            return False
         outside = memo.get("outside_registers")
         if outside is None:
             in_regs = {id(x) for x in kir.registers} | {id(x) for x in gemm_accumulators(kir)}
             outside = memo["outside_registers"] = sum(n for sym, n in memo["sizes"] if id(sym) not in in_regs)
         if outside <= limit:
-            return
+            return False
         lt = tile_lifetimes(kir, self.budget_memo)
         if lt.footprint <= limit:
-            return
+            return False
         shared = [t for t in lt.tiles if t.space == "shared"]
         over = [t for t in shared if t.offset + t.bytes > limit] or shared
         first = min(over, key=lambda t: t.start)
@@ -2122,6 +2133,44 @@ class _KernelChecker:
                    f"memory ({names}), more than the static budget of {limit} bytes "
                    f"({ANY_TARGET.static_smem // 1024} KB){note}; use smaller tiles, or add @dynshared to size shared memory at launch")
         self.errors.append(self.src.error(TileBudgetError, msg, span.line, span.column))
+        return True
+
+    def check_device_budget(self, kir):
+        """The whole shared-memory map for any GPU (`Analysis.smem`) within the per-block limit:
+        computed only when an upper bound of what the tensor cores add (`smem.lowering_bound`)
+        could take the tiles past it."""
+        from ..analysis.lifetimes import cluster_slot_bytes
+        from ..analysis.smem import lowering_bound
+        if self.errors:
+            return
+        memo = self.budget_memo if self.budget_memo is not None else {}
+        extra = memo.get("lowering_bound")
+        if extra is None:
+            extra = memo["lowering_bound"] = lowering_bound(kir)
+        if not extra:
+            return
+        tiles = memo.get("total")
+        if tiles is None:
+            tiles = sum((t.size * T.DTYPES[t.dtype].itemsize + 15) // 16 * 16 for t in
+                        (s.sym.type for s in ir.walk_stmts(kir.body)
+                         if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT))
+        if tiles + cluster_slot_bytes(kir) + extra <= ANY_TARGET.dynamic_smem:
+            return
+        from ..analysis import analyze
+        # the map of the code for any GPU, and of Hopper's (whose rings are sized to fit): over the
+        # limit on both, no GPU runs the variant
+        m = min((analyze(kir, arch=a).smem for a in (None, "sm_90")), key=lambda x: x.footprint)
+        if m.footprint <= ANY_TARGET.dynamic_smem:
+            return
+        own = max([r.end for r in m.regions if r.kind in ("tile", "tile (unused)", "cluster slot")] + [0])
+        added = sorted((r for r in m.regions if r.kind not in ("tile", "tile (unused)", "cluster slot")),
+                       key=lambda r: -r.bytes)
+        names = ", ".join(f"{r.name} ({r.bytes} B)" for r in added[:4]) + (", ..." if len(added) > 4 else "")
+        line = added[0].lines[0] if added and added[0].lines else kir.span.line
+        msg = (f"kernel '{kir.name}' needs {m.footprint} bytes of shared memory: its tiles and cluster slots "
+               f"({own} B) and, after them, what its tensor-core dots need ({names}), more than the "
+               f"{ANY_TARGET.dynamic_smem}-byte per-block limit of the largest GPUs; use smaller tiles")
+        self.errors.append(self.src.error(TileBudgetError, msg, line, 1))
 
 
 def _written_params(f: A.Function):

@@ -1,0 +1,1178 @@
+"""How each loop and each tensor-core dot of a kernel variant is lowered for a target, and where
+the shared memory of that lowering lies: decided once, here, read by the CUDA generator (which
+obeys it: `tilenb/codegen/gemm_sm90.py`, `streamed_sm90.py`, `mma.py`) and by the views
+(`Analysis.loops`, `Analysis.smem`: `tilenb/analysis/smem.py` assembles the shared-memory map).
+
+The decisions, in the order they depend on each other:
+
+1. The target (`target_key`): the one function that turns the `arch` a caller names into the path
+   decision: "sm_90" (Hopper: GEMM loops and loops over register rows on TMA + wgmma) or None
+   (any GPU: mma.sync m16n8k16 and cp.async). Everything below reads only that key.
+2. GEMM loops (`match_loop`, `plan_shape`): on "sm_90", a plain `for` whose body is two tensor
+   copies and `acc += dot(a, b)` with f16/bf16 operands, coordinates the same in every thread
+   and a tile shape a wgmma pipeline holds, runs as a TMA + wgmma pipeline with its ring of
+   stages after every tile of the lifetime analysis except the loop's own copies (which the
+   pipeline does not use).
+3. Register layouts of tensor-core tiles (`register_layouts`): the wgmma accumulator layout for a
+   GEMM loop's accumulator, the mma row layout for the tiles `mma_tiles.mma_register_tiles`
+   keeps there, the 2-D warp grid for other `acc += dot` accumulators; every other register tile
+   is on the partition's chunks (`CHUNKS`: the generator chooses their vector width).
+4. Routes (`route`): how every tile statement meets the tensor cores: swept over fragments, with
+   its dots at its own coordinates computed into them; its other dots into shared f32 scratch.
+5. Staging (`_Lower.allocate`): the tensor slices tensor-core dots read, copied into padded shared
+   scratch tiles: double-buffered by cp.async across the turns of a loop whose turns all run,
+   else where the dot needs them; after the tiles, 128-byte aligned.
+6. Streamed loops (`_Lower.stream`): on "sm_90", a loop whose dots' staged slices are all B
+   operands of dots on the mma row layout, with uniform coordinates and wgmma shapes, streams
+   them by TMA into a ring of swizzled stages after the scratch (when two stages fit).
+7. The fallbacks: a ring that does not fit takes its loop back to cp.async; double buffers that
+   would push the CTA past the target's opt-in limit are given up for staging where each dot is.
+
+Two target-free rules come before these and are not lowering decisions: which accumulators of
+`acc += dot` loops live in registers (`lifetimes.gemm_accumulators`, the spec's GEMM loop) and
+which tiles take the mma row layout (`mma_tiles.mma_register_tiles`, which leaves a loop that is
+nothing but a GEMM to the rules here); they decide the lifetimes every target shares.
+
+Guarantees: `lower(kir, facts, target)` is a pure function of the IR, the tile places and the
+barriers (`Facts`); it never raises (a statement the generator cannot lower carries its reason in
+`Route.error`, raised by the generator when it writes that statement). Every byte offset the
+generator writes for mma scratch, staging buffers, rings and their mbarriers comes from the
+result (`KernelLowering`); `Analysis.loops` names each loop's lowering and why.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from .. import ir
+from ..target import ANY, Target, target as as_target
+from .lifetimes import gemm_accumulators
+from .mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, mma_register_tiles,
+                        rows_layout, shape2, statement_parts)
+
+# ---- the target --------------------------------------------------------------------------------
+def target_key(arch) -> Target:
+    """The target the path decision is made for (`tilenb.target.Target`, parsed from any spelling
+    `tilenb.target.target` accepts; None: code for any GPU). Hopper targets (`Target.hopper`) put
+    GEMM loops and streamed loops on TMA + wgmma (compiled as sm_90a); every other target keeps
+    code every GPU runs (mma.sync, cp.async). Its limits (`dynamic_smem`, `smem_per_sm`,
+    `smem_reserved`, `regs_per_sm`) bound the staging, the rings and the accumulators. Raises
+    UnsupportedError naming arch when it names no GPU target."""
+    return as_target(arch)
+
+
+# ---- limits and switches -----------------------------------------------------------------------
+SMEM_OPTIN = ANY.dynamic_smem   # the largest opt-in per-block limit (tilenb.target.ANY): a bound for any target
+SCRATCH_ALIGN = 128          # bytes: mma scratch and staging buffers start on this boundary
+RING_ALIGN = 1024            # bytes: a TMA ring's stages start on this boundary (the 128-byte swizzle repeats)
+GEMM_MAX_STAGES = 8
+GEMM_STAGES_OVERRIDE = int(os.environ.get("TILENB_GEMM_STAGES", "0") or 0)     # for experiments: at most this many
+MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
+STREAM_MAX_STAGES = 4
+STREAM_STAGES_OVERRIDE = int(os.environ.get("TILENB_STREAM_STAGES", "0") or 0)  # for experiments: this many
+STREAM_AHEAD_OVERRIDE = int(os.environ.get("TILENB_STREAM_AHEAD", "0") or 0)    # for experiments: turns copied ahead
+STREAM_DEFER = os.environ.get("TILENB_STREAM_DEFER", "1") != "0"                 # for experiments: 0 waits every dot
+
+CHUNKS = "partition chunks"  # a register tile on the partition's chunks (the generator sets their width)
+
+LOWERINGS = ("wgmma TMA pipeline", "streamed attention on wgmma", "mma.sync", "generic")
+
+
+def _align(n: int, a: int = SCRATCH_ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+# ---- what the decisions read -------------------------------------------------------------------
+@dataclass
+class Facts:
+    """What the lowering reads besides the IR: the tiles' places (id(Sym) -> an object with
+    `sym`, `space`, `offset`, `bytes`), statement positions (id(Stmt) -> pre-order index), the
+    barriers at each position (objects with `where`), the uniformity of scalars and control
+    (`expr_varying(e)`, `varying_control`) and the tiles' footprint in bytes."""
+    kir: ir.KernelIR
+    tiles: Dict[int, object]
+    positions: Dict[int, int]
+    barriers: Dict[int, list]
+    uni: object
+    footprint: int
+
+    @property
+    def T(self) -> int:
+        return self.kir.threads
+
+    def within(self, s) -> bool:
+        """Whether the statement's value is computed before its target is written (a "within" barrier)."""
+        p = self.positions.get(id(s))
+        return any(b.where == "within" for b in self.barriers.get(p, ()))
+
+
+def uniformity(kir: ir.KernelIR):
+    """The uniformity the code generator reads (`tilenb.codegen.plan.uniformity`; one home for it
+    is being made in the analysis, issue 16: this is the only place the lowering asks for it)."""
+    from ..codegen.plan import uniformity as _uniformity  # noqa: PLC0415  (codegen imports analysis)
+    return _uniformity(kir)
+
+
+def compound_value(op, target, value):
+    """The value of `target op= value` as one expression (`target op value`), typed as the
+    generator evaluates it."""
+    if op is None:
+        return value
+    from ..types import operand_dtype  # noqa: PLC0415
+    ta, tb = target.type.dtype, value.type.dtype
+    dt = operand_dtype(ta, tb, isinstance(target, ir.Const), isinstance(value, ir.Const))
+    typ = ir.TileT(dt, target.type.shape) if isinstance(target.type, ir.TileT) else ir.ScalarT(dt)
+    if isinstance(value.type, ir.TileT) and not isinstance(typ, ir.TileT):
+        typ = ir.TileT(dt, value.type.shape)
+    return ir.Binary(op, target, value, typ, value.span)
+
+
+# ---- GEMM loops on wgmma (TMA pipeline) ----------------------------------------------------------
+@dataclass(frozen=True)
+class WgmmaLayout:
+    """Registers: the f32 accumulators of wgmma m64nWNk16. The CTA's [M, N] tile is split among
+    warpgroups, GM along rows and GN along columns (warpgroup g -> row part g / GN, column part
+    g % GN); each warpgroup's [WM, WN] part is WM / 64 products of m64. Warp w holds, in each
+    m64 part, the 16 rows 16 (w % 4) ..; lane l holds rows l / 4 and l / 4 + 8 and columns
+    2 (l % 4), 2 (l % 4) + 1 of every 8-column block, slot (m * WN / 8 + block) * 4 + e."""
+    M: int
+    N: int
+    W: int        # warps of the CTA
+    GM: int
+    GN: int
+
+    @property
+    def R(self):
+        return self.M
+
+    @property
+    def C(self):
+        return self.N
+
+    @property
+    def WM(self):
+        return self.M // self.GM
+
+    @property
+    def WN(self):
+        return self.N // self.GN
+
+    @property
+    def mi(self):
+        return self.WM // 64
+
+    @property
+    def slots(self):
+        return self.mi * self.WN // 2
+
+    what = "wgmma accumulator fragments"
+
+
+def split_warpgroups(M: int, N: int, G: int, n_chunk: int) -> Optional[Tuple[int, int]]:
+    """(GM, GN) for G warpgroups over an [M, N] tile: rows first, each part a multiple of 64
+    rows and of `n_chunk` columns, at most 256 columns a wgmma."""
+    for gm in range(G, 0, -1):
+        if G % gm:
+            continue
+        gn = G // gm
+        if M % (64 * gm) or N % gn:
+            continue
+        wn = N // gn
+        if wn % 8 or wn > 256 or (gn > 1 and wn % n_chunk):
+            continue
+        return gm, gn
+    return None
+
+
+@dataclass
+class Operand:
+    tensor: ir.Sym
+    fixed: List[ir.Expr]          # indices of the leading dims
+    outer: ir.Expr                # start of the second-to-last dim's range
+    inner: ir.Expr                # start of the last dim's range
+    box: Tuple[int, int]          # (rows, cols) of the tile: second-to-last, last
+    k_inner: bool                 # K runs along the last (contiguous) dim
+
+
+@dataclass
+class GemmLoop:
+    loop: ir.For
+    acc: ir.Sym
+    assign: ir.Assign
+    dtype: str
+    TM: int
+    TN: int
+    TK: int
+    a: Operand
+    b: Operand
+    views: Tuple[ir.Sym, ...]
+
+
+def _uses(e, syms: set) -> bool:
+    return any(isinstance(x, ir.Ref) and id(x.sym) in syms for x in ir.walk_expr(e))
+
+
+def _operand(e, lets: Dict[int, ir.Let]) -> Optional[ir.Slice]:
+    if isinstance(e, ir.Ref) and id(e.sym) in lets:
+        e = lets[id(e.sym)].value
+    if isinstance(e, ir.Slice) and not e.flat and e.base.kind == "tensor":
+        return e
+    return None
+
+
+def split_slice(sl: ir.Slice) -> Optional[Tuple[List[ir.Expr], ir.SubRange, ir.SubRange]]:
+    """(fixed leading indices, row range, column range) of a slice whose last two subscripts are
+    ranges and whose others (at most three) are indices; None otherwise."""
+    subs = sl.subs
+    if len(subs) < 2 or len(subs) > 5:
+        return None
+    if not all(isinstance(x, ir.SubIndex) for x in subs[:-2]):
+        return None
+    r, c = subs[-2], subs[-1]
+    if not (isinstance(r, ir.SubRange) and isinstance(c, ir.SubRange)):
+        return None
+    return [x.index for x in subs[:-2]], r, c
+
+
+def _is_var(e, sym) -> bool:
+    return isinstance(e, ir.Ref) and e.sym is sym
+
+
+def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
+    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/gemm_sm90.py's
+    docstring): lets (or var tiles) copied from tensors, read by the dot alone, and one
+    `acc += dot(a, b)` (or dot_t) into an f32 rank-2 tile `acc_ok` accepts."""
+    if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
+        return None
+    lets: Dict[int, ir.Let] = {}
+    assign = None
+    for t in s.body:
+        if isinstance(t, ir.Let) and t.sym.kind == "view":
+            lets[id(t.sym)] = t
+        elif (isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.value, ir.Slice)
+              and isinstance(t.sym.type, ir.TileT) and t.value.base.kind == "tensor"
+              and t.sym.type.dtype == t.value.base.type.dtype):
+            lets[id(t.sym)] = t      # a tile copied from a tensor and read by the dot alone
+        elif isinstance(t, ir.Assign) and assign is None:
+            assign = t
+        else:
+            return None
+    if assign is None or assign.op != "+" or not isinstance(assign.target, ir.Ref):
+        return None
+    d = assign.value
+    if not isinstance(d, ir.Dot):
+        return None
+    acc = assign.target.sym
+    if not acc_ok(acc) or acc.type.dtype != "f32" or len(acc.type.shape) != 2:
+        return None
+    sa, sb = _operand(d.a, lets), _operand(d.b, lets)
+    if sa is None or sb is None:
+        return None
+    dt = sa.base.type.dtype
+    if dt not in ("f16", "bf16") or sb.base.type.dtype != dt:
+        return None
+    pa, pb = split_slice(sa), split_slice(sb)
+    if pa is None or pb is None:
+        return None
+    kv = s.var
+    TM, TN = acc.type.shape
+    fa, ra, ca = pa
+    fb, rb, cb = pb
+    if not _is_var(ca.start, kv) or ca.length != s.step or ra.length != TM:
+        return None
+    TK = s.step
+    if d.trans_b:
+        if not _is_var(cb.start, kv) or cb.length != TK or rb.length != TN:
+            return None
+        b = Operand(sb.base, fb, rb.start, cb.start, (TN, TK), True)
+    else:
+        if not _is_var(rb.start, kv) or rb.length != TK or cb.length != TN:
+            return None
+        b = Operand(sb.base, fb, rb.start, cb.start, (TK, TN), False)
+    a = Operand(sa.base, fa, ra.start, ca.start, (TM, TK), True)
+    inv = {id(kv)} | set(lets)
+    for e in list(fa) + list(fb) + [ra.start, rb.start if d.trans_b else cb.start]:
+        if _uses(e, inv):
+            return None
+    # every let or tile of the body is an operand of the dot (nothing else reads or writes them)
+    used = {id(x.sym) for x in (d.a, d.b) if isinstance(x, ir.Ref)}
+    if set(lets) - used:
+        return None
+    return GemmLoop(s, acc, assign, dt, TM, TN, TK, a, b, tuple(lets[k].sym for k in lets))
+
+
+@dataclass
+class Shape:
+    """How one matched loop is laid out: swizzle spans, stages, warpgroup split."""
+    sw_a: int            # bytes of one swizzled row of A's stage (= TK * 2)
+    sw_b: int            # bytes of one swizzled row of B's stage
+    chunk_b: int         # B not transposed: columns per swizzled chunk; else TN
+    a_bytes: int
+    b_bytes: int
+    stage_bytes: int
+    stages: int
+    GM: int
+    GN: int
+
+    @property
+    def ring_bytes(self) -> int:
+        """The ring's shared memory from its offset: alignment slack, the stages, the mbarriers."""
+        return RING_ALIGN + self.stages * self.stage_bytes + 16 * self.stages
+
+
+def contiguous_boxes(n: int) -> Optional[Tuple[int, int]]:
+    """(swizzle span in bytes, elements a TMA box holds along the row) for a shared tile whose
+    rows hold n contiguous 2-byte elements: one box as wide as the row when the row is 32, 64 or
+    128 bytes, else boxes of 64 elements (128-byte span) when n is a multiple of 64; None when
+    neither (no swizzle mode fits)."""
+    if n * 2 in (32, 64, 128):
+        return n * 2, n
+    if n % 64 == 0:
+        return 128, 64
+    return None
+
+
+def plan_shape(m: GemmLoop, threads: int, ring_base: int, target: Target) -> Optional[Shape]:
+    """The pipeline of a matched GEMM loop for a CTA of `threads` whose ring starts at byte
+    `ring_base`, or None when no wgmma pipeline holds it (threads not a multiple of 128, TM not a
+    multiple of 64 up to 256, TN not a multiple of 8 up to 256, TK * 2 not 32, 64 or 128 bytes,
+    no warpgroup split, too many accumulator registers, fewer than two stages fit)."""
+    if threads % 128:
+        return None
+    G = threads // 128
+    TM, TN, TK = m.TM, m.TN, m.TK
+    if TM % 64 or TN % 8 or TM > 256 or TN > 256 or TK * 2 not in (32, 64, 128):
+        return None
+    sw_a = TK * 2
+    if m.b.k_inner:
+        sw_b, chunk = TK * 2, 8
+    else:
+        boxes = contiguous_boxes(TN)
+        if boxes is None:
+            return None
+        sw_b, chunk = boxes
+    split = split_warpgroups(TM, TN, G, chunk)
+    if split is None:
+        return None
+    # f32 accumulators a thread holds: at most 128, and room for ~56 others within the
+    # registers of an SM (tilenb.target) that one CTA of `threads` may use
+    if TM * TN // threads > min(MAX_ACC_REGS, target.regs_per_sm // threads - 56):
+        return None
+    a_bytes = TM * TK * 2
+    b_bytes = TK * TN * 2
+    a_pad = -(-a_bytes // 1024) * 1024
+    b_pad = -(-b_bytes // 1024) * 1024
+    stage = a_pad + b_pad
+    room = target.dynamic_smem - ring_base - 1024 - 16 * GEMM_MAX_STAGES
+    stages = min(GEMM_MAX_STAGES, room // stage)
+    if stages < 2:
+        return None
+    # two CTAs on an SM overlap one's epilogue with the other's main loop: take one stage less
+    # for that when three or more remain (half an SM's shared memory, less what the driver keeps a CTA)
+    two = (target.smem_per_sm // 2 - target.smem_reserved - ring_base - 1024 - 16 * GEMM_MAX_STAGES) // stage
+    if GEMM_STAGES_OVERRIDE:
+        stages = max(2, min(stages, GEMM_STAGES_OVERRIDE))
+    elif two >= 3 and TM * TN // threads <= 64:
+        stages = min(stages, two)
+    return Shape(sw_a, sw_b, chunk, a_bytes, b_bytes, stage, stages, split[0], split[1])
+
+
+@dataclass
+class GemmChoice:
+    """A GEMM loop taken by the TMA + wgmma pipeline: its match, its pipeline shape, the byte
+    offset of its ring (the ring's stages start at the first 1024-byte boundary from there, its
+    mbarriers follow them) and its index among the loops taken (its tensor maps' names)."""
+    loop: GemmLoop
+    shape: Shape
+    ring_off: int
+    index: int
+
+    @property
+    def ring_end(self) -> int:
+        return self.ring_off + self.shape.ring_bytes
+
+
+# ---- streamed loops (attention) on wgmma -----------------------------------------------------------
+@dataclass
+class RingOp:
+    """A tensor slice of the loop, streamed into each stage of the ring."""
+    slice: ir.Slice
+    k_inner: bool                 # B as [N, K] (dot_t): K is the contiguous dimension
+    rows: int
+    cols: int
+    span: int                     # swizzle span in bytes (32, 64, 128)
+    chunk: int                    # elements of one box along the contiguous dimension
+    fixed: List[ir.Expr]
+    row0: ir.Expr                 # start of the slice's rows
+    col0: ir.Expr                 # start of its columns (contiguous)
+    dtype: str
+    dot: Optional[ir.Dot] = None  # the dot that reads it
+    key: int = 0                  # id of the dot's operand (the slice, or a view of it)
+    off: int = 0                  # byte offset in a stage
+    tmap: str = ""
+
+    @property
+    def boxes(self) -> int:
+        return self.cols // self.chunk
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * 2
+
+    @property
+    def padded(self) -> int:
+        return -(-self.nbytes // 1024) * 1024
+
+
+@dataclass
+class Ring:
+    loop: ir.For
+    ops: List[RingOp]
+    stage_bytes: int = 0
+    stages: int = 0
+    ahead: int = 1                # turns whose copies are in flight ahead of the one computed
+    off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
+    defer: bool = False           # the turn's last dot retires at the next turn's first wait
+    defer_acc: Optional[ir.Sym] = None   # the register tile that dot accumulates into
+
+    @property
+    def barrier_bytes(self) -> int:
+        """The ring's mbarrier words: a "full" barrier per slice and stage, an "empty" one per stage."""
+        return 8 * self.stages * (len(self.ops) + 1)
+
+    @property
+    def nbytes(self) -> int:
+        return RING_ALIGN + self.stages * self.stage_bytes + self.barrier_bytes
+
+
+def blocks_early_copy(t, deps) -> bool:
+    """Whether statement `t` keeps a streamed loop's first copies from moving above it: it is not
+    a let, var or assignment, or it defines or writes a symbol (id) in `deps`, or it writes a
+    tensor or a view (a copy must see every earlier write)."""
+    if not isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)):
+        return True
+    if isinstance(t, (ir.Let, ir.VarDecl)):
+        return id(t.sym) in deps or t.sym.kind == "view"
+    sym = ir.named_sym(t.target)
+    return sym is None or id(sym) in deps or sym.kind in ("tensor", "view")
+
+
+def _is_tile_stmt(s) -> bool:
+    if isinstance(s, ir.Barrier):
+        return True
+    if isinstance(s, (ir.Let, ir.VarDecl)):
+        return isinstance(s.sym.type, ir.TileT)
+    if isinstance(s, ir.Assign):
+        return isinstance(s.target.type, ir.TileT)
+    return False
+
+
+def early_rings(body, rings: Dict[int, Ring]) -> Dict[int, List[ir.For]]:
+    """Streamed loops of this block whose ring (mbarriers and first copies) can be set up
+    before earlier statements, so that the first copies are in flight while those run:
+    index in `body` -> the loops to set up before that statement. A ring goes up past
+    statements that are a let, var or assignment (nothing nested), that define or write no
+    symbol its copies or bounds read (scalars, tiles, elements), and that write no tensor or
+    view (a copy must see every earlier write); its bytes lie past every tile."""
+    out: Dict[int, List[ir.For]] = {}
+    if not rings:
+        return out
+    for j, s in enumerate(body):
+        if not (isinstance(s, ir.For) and id(s) in rings and s.unroll <= 1):
+            continue
+        ring = rings[id(s)]
+        exprs = [s.lo, s.hi] + [e for rop in ring.ops for e in (*rop.fixed, rop.row0, rop.col0)]
+        deps = {id(y) for e in exprs for x in ir.walk_expr(e) if (y := ir.named_sym(x)) is not None} - {id(s.var)}
+        i = j
+        while i > 0 and not blocks_early_copy(body[i - 1], deps):
+            i -= 1
+        if i < j and any(_is_tile_stmt(t) for t in body[i:j]):
+            out.setdefault(i, []).append(s)
+    return out
+
+
+# ---- tensor-core statements on mma.sync: routes and staging ------------------------------------
+@dataclass
+class Route:
+    """How a tile statement meets the tensor cores: `lay` the fragment layout it is swept in (None:
+    the generic path), `frag` the dots at its own coordinates computed into fragments, `scratch` the
+    other tensor-core dots, computed into shared scratch tiles first. `error`: why the generator
+    cannot write the statement (it raises that), or None."""
+    lay: object
+    frag: List[ir.Dot]
+    scratch: List[ir.Dot]
+    domain: Tuple[int, int]
+    value: object
+    error: Optional[str] = None
+
+
+@dataclass
+class Stage:
+    """A tensor slice read by a tensor-core dot, copied into shared scratch: `off` its (first)
+    buffer's byte offset from the scratch base, `bytes` one buffer, `pitch` the row pitch in
+    elements; `loop` the For whose turns double-buffer it (None: copied where it is used)."""
+    off: int
+    bytes: int
+    rows: int
+    cols: int
+    pitch: int
+    dtype: str
+    loop: Optional[ir.For] = None
+    local: bool = True
+    ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
+    src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
+
+
+@dataclass
+class LoopPipe:
+    stages: List[int] = field(default_factory=list)     # id(operand) in body order
+
+
+def tile_statement(s) -> bool:
+    """A statement that writes a tile (a tile let or var that is no view, or an assignment to a tile)."""
+    if isinstance(s, (ir.Let, ir.VarDecl)):
+        return isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view"
+    return isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT)
+
+
+def mma_ok(s: ir.Assign) -> bool:
+    """`acc += dot(a, b)` with f16/bf16 operands of mma.sync shapes into an f32 tile."""
+    d = s.value
+    if s.op != "+" or not isinstance(d, ir.Dot):
+        return False
+    if d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
+        return False
+    M, K = d.a.type.shape
+    N = d.b.type.shape[0] if d.trans_b else d.b.type.shape[1]
+    return M % 16 == 0 and N % 8 == 0 and K % 16 == 0 and s.target.type.dtype == "f32"
+
+
+# ---- the result -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoopLowering:
+    """One loop of the kernel: its source line, statement position, how it is lowered (one of
+    `LOWERINGS`) and why."""
+    line: int
+    position: int
+    lowering: str
+    why: str
+
+
+@dataclass
+class KernelLowering:
+    """Every lowering decision of one kernel variant for one target (see the module doc).
+
+    gemm: id(For) -> GemmChoice of the GEMM loops on TMA + wgmma; gemm_tried: every GEMM loop taken
+    before an accumulator was found unfit (their wgmma functions are emitted; `gemm` is what
+    remains); layouts: id(register tile Sym) -> its layout (`CHUNKS` for the partition's);
+    routes: id(tile Stmt) -> Route; stages: id(dot operand) -> Stage; scratch_local: id(dot) ->
+    offset of its f32 scratch tile after the double buffers; pipes: id(For) -> its double-buffered
+    (or ring) operands; rings: id(For) -> Ring of the streamed loops, by_op: id(operand) -> (Ring,
+    RingOp); streamed_views: id(view Sym) the dots stage (the let copies nothing); scratch_base,
+    pipe_bytes, scratch_bytes: the scratch from its base (double buffers first, then the largest
+    statement's local scratch, then the rings); smem_end: bytes of `tnb_smem` before the cluster
+    slots (tiles, scratch, rings, GEMM rings)."""
+    target: Optional[str]
+    gemm: Dict[int, GemmChoice]
+    gemm_tried: List[GemmChoice]
+    gemm_layouts: Dict[int, WgmmaLayout]
+    gemm_end: int
+    layouts: Dict[int, object]
+    routes: Dict[int, Route]
+    stages: Dict[int, Stage]
+    scratch_local: Dict[int, int]
+    stage_dots: Dict[int, tuple]
+    streamed_views: Set[int]
+    pipes: Dict[int, LoopPipe]
+    pipe_bytes: int
+    scratch_base: int
+    scratch_bytes: int
+    rings: Dict[int, Ring]
+    by_op: Dict[int, Tuple[Ring, RingOp]]
+    smem_end: int
+    loops: Tuple[LoopLowering, ...] = ()
+    why_not: Dict[int, str] = field(default_factory=dict)    # id(For) -> why a wgmma path was not taken
+    by_loop: Dict[int, LoopLowering] = field(default_factory=dict)   # id(For / While) -> its entry of `loops`
+
+    def lowering_of(self, loop) -> str:
+        """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
+        lp = self.by_loop.get(id(loop))
+        return lp.lowering if lp is not None else "generic"
+
+    @property
+    def scratch_end(self) -> int:
+        return self.scratch_base + self.scratch_bytes if self.scratch_bytes else 0
+
+    def route(self, s) -> Route:
+        r = self.routes.get(id(s))
+        if r is None:       # not a tile statement of the kernel's body: the generic path
+            target, _, domain, value = statement_parts(s)
+            r = Route(None, [], [], domain, value)
+        return r
+
+    def scratch_off(self, d: ir.Dot) -> int:
+        """Byte offset (from tnb_smem) of the f32 scratch tile of a dot computed into scratch."""
+        return self.scratch_base + self.pipe_bytes + self.scratch_local[id(d)]
+
+    def stage_off(self, st: Stage) -> int:
+        """Byte offset (from tnb_smem) of a staging buffer (the first, for a double buffer)."""
+        return self.scratch_base + (self.pipe_bytes if st.local else 0) + st.off
+
+
+# ---- the decisions ----------------------------------------------------------------------------------
+class _Lower:
+    def __init__(self, f: Facts, target: Optional[str]):
+        self.f, self.kir, self.target = f, f.kir, target
+        self.T = f.T
+        self.W = self.T // 32
+        self.why_not: Dict[int, str] = {}
+
+    # ---- 2. GEMM loops
+    def gemm_loops(self):
+        """(taken: id(For) -> GemmChoice, tried in order, accumulator layouts, bytes the rings end at)."""
+        f = self.f
+        kir = self.kir
+        found: List[GemmLoop] = []
+
+        def acc_ok(sym):
+            t = f.tiles.get(id(sym))
+            return t is not None and t.space == "registers"
+        for s in ir.walk_stmts(kir.body):
+            if isinstance(s, ir.For):
+                m = match_loop(s, acc_ok)
+                if m is not None:
+                    found.append(m)
+        if not self.target.hopper:
+            for m in found:
+                self.why_not[id(m.loop)] = "a GEMM loop: on sm_90 it can run as a TMA + wgmma pipeline"
+            return {}, [], {}, 0
+        if not found:
+            return {}, [], {}, 0
+        matched_assigns = {id(m.assign) for m in found}
+        accs = {id(m.acc) for m in found}
+        bad: Dict[int, str] = {}
+        for s in ir.walk_stmts(kir.body):
+            vals = []
+            if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in accs:
+                if id(s) not in matched_assigns:
+                    vals = [s.value]
+            elif isinstance(s, (ir.Let, ir.VarDecl)) and id(s.sym) in accs and s.value is not None:
+                vals = [s.value]
+            for v in vals:
+                if any(isinstance(x, ir.Dot) for x in ir.walk_expr(v)):
+                    bad.setdefault(id(s.target.sym if isinstance(s, ir.Assign) else s.sym),
+                                   f"its accumulator takes another dot at line {s.span.line}")
+        # a statement that combines acc with another register tile needs both in one layout: the
+        # other keeps its own (mma.sync or partition), so such an acc keeps mma.sync too
+        regs = {k for k, t in f.tiles.items() if t.space == "registers"}
+        for s in ir.walk_stmts(kir.body):
+            if id(s) in matched_assigns or isinstance(s, (ir.For, ir.While, ir.If)):
+                continue
+            touched = set()
+            for x in (x for e in ir.stmt_exprs(s) for x in ir.walk_expr(e)):
+                if isinstance(x, ir.Ref):
+                    touched.add(id(x.sym))
+                elif isinstance(x, (ir.Slice, ir.Element)):
+                    touched.add(id(x.base))
+            if isinstance(s, (ir.Let, ir.VarDecl)):
+                touched.add(id(s.sym))
+            mine = touched & accs
+            if mine and (touched & regs) - mine:
+                for k in mine:
+                    bad.setdefault(k, f"its accumulator meets another register tile at line {s.span.line}")
+        taken: Dict[int, GemmChoice] = {}
+        tried: List[GemmChoice] = []
+        layouts: Dict[int, WgmmaLayout] = {}
+        for m in found:
+            if id(m.acc) in bad:
+                self.why_not[id(m.loop)] = bad[id(m.acc)]
+                continue
+            # one thread issues the copies for the CTA: every coordinate must be the same in all threads
+            coords = list(m.a.fixed) + list(m.b.fixed) + [m.a.outer, m.b.outer if m.b.k_inner else m.b.inner,
+                                                          m.loop.lo, m.loop.hi]
+            if any(f.uni.expr_varying(e) for e in coords):
+                bad[id(m.acc)] = "its copy coordinates differ between threads (thread 0 issues the copies)"
+                self.why_not[id(m.loop)] = bad[id(m.acc)]
+                continue
+            views = {id(v) for v in m.views}
+            ring_off = 0
+            for t in f.tiles.values():
+                if t.space == "shared" and id(t.sym) not in views and t.offset is not None:
+                    ring_off = max(ring_off, t.offset + t.bytes)
+            shp = plan_shape(m, self.T, ring_off, self.target)
+            if shp is None:
+                bad[id(m.acc)] = (f"no wgmma pipeline holds it ([{m.TM}, {m.TN}] by {m.TK}, {self.T} threads: TM a "
+                                  f"multiple of 64 up to 256, TN of 8 up to 256, TK * 2 of 32, 64 or 128 bytes, "
+                                  f"threads a multiple of 128, two stages in shared memory)")
+                self.why_not[id(m.loop)] = bad[id(m.acc)]
+                continue
+            lay = WgmmaLayout(m.TM, m.TN, self.T // 32, shp.GM, shp.GN)
+            if layouts.get(id(m.acc), lay) != lay:
+                bad[id(m.acc)] = "its accumulator would need two wgmma layouts"
+                self.why_not[id(m.loop)] = bad[id(m.acc)]
+                continue
+            layouts[id(m.acc)] = lay
+            ch = GemmChoice(m, shp, ring_off, len(taken))
+            taken[id(m.loop)] = ch
+            tried.append(ch)
+        # an accumulator found unfit late takes every one of its loops back to mma.sync
+        for key in [k for k, ch in taken.items() if id(ch.loop.acc) in bad]:
+            self.why_not[key] = bad[id(taken[key].loop.acc)]
+            del taken[key]
+        for key in list(layouts):
+            if key in bad:
+                del layouts[key]
+        end = max([ch.ring_end for ch in tried] + [0]) if taken else 0
+        return taken, tried, layouts, end
+
+    # ---- 3. register layouts
+    def register_layouts(self, gemm_layouts) -> Dict[int, object]:
+        f, kir = self.f, self.kir
+        regs = {k for k, t in f.tiles.items() if t.space == "registers"}
+        rows = set(mma_register_tiles(kir, gemm_accumulators(kir))) & regs
+        decl: Dict[int, ir.Sym] = {}
+        accs: Dict[int, List[ir.Assign]] = {}
+        for s in ir.walk_stmts(kir.body):
+            if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
+                decl[id(s.sym)] = s.sym
+            if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and id(s.target.sym) in regs:
+                if isinstance(s.value, ir.Dot) or any(isinstance(x, ir.Dot) for x in ir.walk_expr(s.value)):
+                    accs.setdefault(id(s.target.sym), []).append(s)
+        out: Dict[int, object] = {}
+        for k, sym in decl.items():
+            R, Cc = shape2(sym.type.shape)
+            lst = accs.get(k, [])
+            if k in gemm_layouts:
+                out[k] = gemm_layouts[k]                            # the wgmma accumulator layout
+            elif k in rows:
+                out[k] = rows_layout(sym.type.shape, self.W)        # mma_tiles: the row layout
+            elif lst and all(mma_ok(s) for s in lst) and len(sym.type.shape) == 2:
+                out[k] = grid_layout(R, Cc, self.W)                 # GEMM accumulator: warp grid
+            else:
+                out[k] = CHUNKS
+        return out
+
+    def reg_layout(self, sym):
+        place = self.f.tiles.get(id(sym))
+        if place is None or place.space != "registers":
+            return None
+        return self.layouts.get(id(sym))
+
+    # ---- 4. routes
+    def route(self, s) -> Route:
+        r = self.routes.get(id(s))
+        if r is None:
+            r = self.routes[id(s)] = self._route(s)
+        return r
+
+    def _route(self, s) -> Route:
+        target, window, domain, value = statement_parts(s)
+        if isinstance(s, ir.Assign) and s.op is not None:
+            value = compound_value(s.op, s.target, s.value)
+        none = Route(None, [], [], domain, value)
+        if target is None or value is None or not isinstance(value.type, (ir.TileT, ir.ScalarT)):
+            return none
+        dots = [x for x in ir.walk_expr(value) if mma_dot(x)] if isinstance(value.type, ir.TileT) else []
+        tlay = None if window else self.reg_layout(target)
+        mine = (MmaLayout, RowLayout)
+        read_mine, read_other = [], False
+        for x in ir.walk_expr(value):
+            if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
+                lay = self.reg_layout(x.sym)
+                if isinstance(lay, mine):
+                    read_mine.append(lay)
+                elif lay is not None:
+                    read_other = True
+        lay = None
+        error = None
+        if isinstance(tlay, mine):
+            lay = tlay
+        elif read_mine:
+            if any(isinstance(l, RowLayout) or l.rows_mode for l in read_mine):
+                lay = rows_layout(domain, self.W)
+            else:
+                lay = read_mine[0]
+                if any(l != lay for l in read_mine) or (lay.M, lay.N) != tuple(domain):
+                    error = "tiles in registers with different tensor-core layouts in one statement"
+        elif tlay is None and not read_other and dots:
+            idots = identity_dots(value, domain)
+            if idots and not self.f.within(s):
+                lay = grid_layout(domain[0], domain[1], self.W)
+        frag = identity_dots(value, domain) if isinstance(lay, MmaLayout) else []
+        scratch = [d for d in dots if not any(d is f for f in frag)]
+        return Route(lay, frag, scratch, domain, value, error)
+
+    # ---- 5. staging
+    def allocate(self, pipelined: bool, rings=None):
+        self.scratch_local = {}
+        self.streamed_views = set()   # id(view Sym) whose dots stage it: its `let` copies nothing
+        self.stage_dots = {}          # id(staged operand) -> (dot, statement layout, loop, its tensor slice)
+        pipe_bytes = 0
+        local_max = 0
+        for s in ir.walk_stmts(self.kir.body):
+            if id(s) in self.skip or not tile_statement(s):
+                continue
+            r = self.route(s)
+            off = 0
+            for d in r.scratch + r.frag:
+                if any(d is x for x in r.scratch):
+                    M, N = shape2(d.type.shape)
+                    self.scratch_local[id(d)] = off
+                    off += _align(M * N * 4)
+                for op in (d.a, d.b):
+                    sl = op if (isinstance(op, ir.Slice) and op.base.kind == "tensor") else self._view_slice(op)
+                    if sl is None:
+                        continue
+                    R, Cc = shape2(op.type.shape)
+                    units = Cc // 8
+                    pitch = Cc + (8 if units % 2 == 0 else 0)
+                    nbytes = _align(R * pitch * 2)
+                    loop = self._pipe_loop(s, sl) if pipelined else None
+                    self.stage_dots[id(op)] = (d, r.lay if any(d is f for f in r.frag) else None, loop, sl)
+                    dt = sl.base.type.dtype
+                    if loop is not None and rings and id(loop) in rings:
+                        st = Stage(0, 0, R, Cc, pitch, dt, loop, False, ring=True)
+                        self.pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
+                    elif loop is not None:
+                        st = Stage(pipe_bytes, nbytes, R, Cc, pitch, dt, loop, False)
+                        pipe_bytes += 2 * nbytes
+                        self.pipes.setdefault(id(loop), LoopPipe()).stages.append(id(op))
+                    else:
+                        st = Stage(off, nbytes, R, Cc, pitch, dt)
+                        off += nbytes
+                    st.src = sl
+                    self.stages[id(op)] = st
+            local_max = max(local_max, off)
+        self.pipe_bytes = pipe_bytes
+        self.scratch_bytes = pipe_bytes + local_max
+        self.scratch_base = _align(self.f.footprint) if self.scratch_bytes else self.f.footprint
+
+    def _view_slice(self, op) -> Optional[ir.Slice]:
+        """The tensor slice behind a dot operand that is a `let` view of a tensor the lifetimes did
+        not stage in shared memory (`let k = K[h, kt :+ BC, :]; dot_t(q, k)`): staged like a slice
+        written in the dot. None for anything else."""
+        if not (isinstance(op, ir.Ref) and op.sym.kind == "view"):
+            return None
+        if not hasattr(self, "_view_lets"):
+            self._view_lets = {id(t.sym): t for t in ir.walk_stmts(self.kir.body)
+                               if isinstance(t, ir.Let) and t.sym.kind == "view"}
+            # views read only as tensor-core dot operands: the dots stage them, no copy of their own
+            refs: Dict[int, int] = {}
+            as_operand: Dict[int, int] = {}
+            for t in ir.walk_stmts(self.kir.body):
+                for e in ir.stmt_exprs(t):
+                    for x in ir.walk_expr(e):
+                        if isinstance(x, ir.Ref) and id(x.sym) in self._view_lets:
+                            refs[id(x.sym)] = refs.get(id(x.sym), 0) + 1
+                        if mma_dot(x):
+                            for o in (x.a, x.b):
+                                if isinstance(o, ir.Ref) and id(o.sym) in self._view_lets:
+                                    as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
+            self._dot_only_views = {k for k, n in refs.items() if as_operand.get(k) == n}
+        let = self._view_lets.get(id(op.sym))
+        v = let.value if let is not None else None
+        if not (isinstance(v, ir.Slice) and v.base.kind == "tensor" and not v.flat):
+            return None
+        v = copy.copy(v)              # one object per operand: the generator caches regions by object
+        place = self.f.tiles.get(id(op.sym))
+        if place is not None and place.space == "shared":
+            if id(op.sym) not in self._dot_only_views:
+                return None
+            self.streamed_views.add(id(op.sym))
+        return v
+
+    def _pipe_loop(self, s, op: ir.Slice) -> Optional[ir.For]:
+        """The loop whose turns double-buffer the staging of `op` in statement `s`, or None."""
+        L = self.parent.get(id(s))
+        if L is None or L.unroll > 1 or id(L) in self.skip or not any(t is s for t in L.body):
+            return None
+        body = list(ir.walk_stmts(L.body))
+        if any(isinstance(t, (ir.Break, ir.Continue, ir.Return)) for t in body):
+            return None
+        declared = {id(t.sym) for t in body if isinstance(t, (ir.Let, ir.VarDecl))}
+        assigned = {id(t.target.sym) for t in body if isinstance(t, ir.Assign) and isinstance(t.target, ir.Ref)}
+        for sub in op.subs:
+            e = sub.index if isinstance(sub, ir.SubIndex) else sub.start
+            for x in ir.walk_expr(e):
+                if isinstance(x, (ir.Element, ir.Slice)):
+                    return None
+                if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
+                    return None
+                if isinstance(x, ir.Ref):
+                    if x.sym is L.var or x.sym.kind in ("dim", "scalar_param", "tensor"):
+                        continue
+                    if id(x.sym) in declared or id(x.sym) in assigned:
+                        return None
+        return L
+
+    # ---- 6. streamed loops
+    def _ring_op(self, d: ir.Dot, op: ir.Slice, loop: ir.For) -> Optional[RingOp]:
+        parts = split_slice(op)
+        if parts is None or op.flat:
+            return None
+        fixed, r, c = parts
+        dt = op.base.type.dtype
+        if dt not in ("f16", "bf16") or d.a.type.dtype != dt:
+            return None
+        R, Cc = r.length, c.length
+        if not (isinstance(R, int) and isinstance(Cc, int)) or R > 256 or R % 8:
+            return None
+        # B [N, K] (dot_t): rows are N, columns K; B [K, N]: rows are K, columns N (contiguous)
+        N, K = (R, Cc) if d.trans_b else (Cc, R)
+        boxes = contiguous_boxes(Cc)
+        if boxes is None:
+            return None
+        span, chunk = boxes
+        if N > 256 or N % 8 or K % 16:
+            return None
+        uni = self.f.uni
+        coords = list(fixed) + [r.start, c.start, loop.lo, loop.hi]
+        if any(uni.expr_varying(e) for e in coords):
+            return None
+        if any(isinstance(x, ir.Ref) and x.sym is loop.var for x in ir.walk_expr(c.start)):
+            return None
+        return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
+
+    def stream_rings(self) -> Optional[Tuple[Dict[int, Ring], Dict[int, Tuple[Ring, RingOp]]]]:
+        """The loops streamed on wgmma (codegen/streamed_sm90.py's docstring), before their bytes
+        are placed: (id(For) -> Ring, id(operand) -> (Ring, RingOp)), or None."""
+        if not self.target.hopper or self.T % 128:
+            return None
+        loops: Dict[int, Ring] = {}
+        bad = set()
+        for key, (d, lay, loop, op) in self.stage_dots.items():
+            if loop is None:
+                continue
+            lid = id(loop)
+            ok = (key == id(d.b) and isinstance(lay, MmaLayout) and lay.rows_mode and tuple(d.type.shape) == (lay.M, lay.N))
+            rop = self._ring_op(d, op, loop) if ok else None
+            if rop is None:
+                if lid not in bad:
+                    self.why_not[lid] = ("a tensor slice its dots read cannot stream by TMA (it must be B of a dot on "
+                                         "the mma row layout, with coordinates the same in every thread, a column start "
+                                         "fixed in the loop and a wgmma shape)")
+                bad.add(lid)
+                continue
+            rop.key = key
+            loops.setdefault(lid, Ring(loop, [])).ops.append(rop)
+        rings = {k: v for k, v in loops.items() if k not in bad}
+        if not rings:
+            return None
+        by_op: Dict[int, Tuple[Ring, RingOp]] = {}
+        for k, ring in enumerate(rings.values()):
+            off = 0
+            for j, rop in enumerate(ring.ops):
+                rop.off = off
+                off += rop.padded
+                rop.tmap = f"tnb_sm{k}_{j}"
+                by_op[rop.key] = (ring, rop)
+            ring.stage_bytes = off
+        return rings, by_op
+
+    def place_rings(self, rings: Dict[int, Ring], base: int) -> int:
+        """Lay the rings out from byte `base` (after the mma scratch); returns their bytes, or -1
+        when one does not fit two stages (the caller then keeps cp.async)."""
+        total = 0
+        for ring in rings.values():
+            ring.off = base + total
+            room = self.target.dynamic_smem - ring.off - 1024
+            per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
+            stages = min(STREAM_STAGES_OVERRIDE or STREAM_MAX_STAGES, room // per)
+            if stages < 2:
+                self.why_not[id(ring.loop)] = "two stages of its ring do not fit in shared memory"
+                return -1
+            # one warpgroup a CTA: two stages, so that several CTAs share an SM and one's softmax
+            # overlaps another's products (measured on the H200: 310 against 268 TFLOP/s at D 128)
+            if self.T <= 128:
+                stages = 2
+            ring.stages = stages
+            # turns copied ahead: with three stages or more, one less than the ring holds, so that the
+            # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
+            # other does not hold it up)
+            ring.ahead = stages - 1 if stages < 3 else stages - 2
+            if STREAM_AHEAD_OVERRIDE:
+                ring.ahead = max(1, min(stages - 1, STREAM_AHEAD_OVERRIDE))
+            # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
+            # stage one turn late
+            ring.defer = STREAM_DEFER and ring.ahead <= stages - 2 and self._defer_safe(ring)
+            total += ring.nbytes
+        return total
+
+    def _defer_safe(self, ring: Ring) -> bool:
+        """Whether the turn's last dot may retire at the next turn's first wait (wgmma groups retire
+        in order, so that wait covers both): the loop body has no break or continue; the first and
+        last dots are in different statements of its top level; the last is `t = x + dot(a, B)` (or
+        `t += dot(a, B)`) into a register tile t (accumulated in place, nothing read after the dot);
+        and no statement after it, nor any up to and including the first dot's (nested ones
+        included), names t or what A reads (their registers are the in-flight product's). Records t
+        in `ring.defer_acc`."""
+        body = list(ring.loop.body)
+        if len(ring.ops) < 2 or any(isinstance(x, (ir.Break, ir.Continue)) for x in ir.walk_stmts(body)):
+            return False
+        first, last = ring.ops[0].dot, ring.ops[-1].dot
+        if first is None or last is None or first is last:
+            return False
+
+        def where(d):
+            for k, st in enumerate(body):
+                if any(x is d for e in ir.stmt_exprs(st) for x in ir.walk_expr(e)):
+                    return k
+            return None
+        i0, i1 = where(first), where(last)
+        if i0 is None or i1 is None or i0 >= i1:
+            return False
+        st = body[i1]
+        if not (isinstance(st, ir.Assign) and isinstance(st.target, ir.Ref)):
+            return False
+        v = st.value
+        if not ((st.op is None and isinstance(v, ir.Binary) and v.op == "+" and (v.a is last or v.b is last))
+                or (st.op == "+" and v is last)):
+            return False
+        if self.reg_layout(st.target.sym) is None:           # not a register tile
+            return False
+        held = {id(st.target.sym)} | {id(x.sym) for x in ir.walk_expr(last.a) if isinstance(x, ir.Ref)}
+        if any(_names(other, held) for other in body[i1 + 1:] + body[:i0 + 1]):
+            return False
+        ring.defer_acc = st.target.sym
+        return True
+
+    # ---- all of it
+    def run(self) -> KernelLowering:
+        kir = self.kir
+        gemm, tried, gemm_layouts, gemm_end = self.gemm_loops()
+        self.layouts = self.register_layouts(gemm_layouts)
+        self.routes: Dict[int, Route] = {}
+        for s in ir.walk_stmts(kir.body):
+            if tile_statement(s):
+                self.route(s)
+        self.parent: Dict[int, ir.For] = {}
+
+        def walk(body, loop):
+            for s in body:
+                if loop is not None:
+                    self.parent[id(s)] = loop
+                for b in ir.child_blocks(s):
+                    walk(b, s if isinstance(s, ir.For) else None)
+        walk(kir.body, None)
+        self.skip = set()
+        for s in ir.walk_stmts(kir.body):
+            if isinstance(s, ir.For) and id(s) in gemm:
+                self.skip |= {id(t) for t in ir.walk_stmts(s.body)}
+        self.stages: Dict[int, Stage] = {}
+        self.pipes: Dict[int, LoopPipe] = {}
+        rings: Dict[int, Ring] = {}
+        by_op: Dict[int, Tuple[Ring, RingOp]] = {}
+        self.allocate(pipelined=True)
+        streamed = self.stream_rings()
+        if streamed is not None:
+            # loops whose operands stream by TMA into a ring (sm_90): no cp.async buffers for them
+            cand, cand_by_op = streamed
+            self.stages, self.pipes = {}, {}
+            self.allocate(pipelined=True, rings=cand)
+            base = self.scratch_base + self.scratch_bytes
+            ring_bytes = self.place_rings(cand, base)
+            if ring_bytes < 0 or (self.pipe_bytes and base + ring_bytes > self.target.dynamic_smem):
+                if ring_bytes >= 0:
+                    for lid in cand:
+                        self.why_not[lid] = "its ring and the other loops' double buffers do not fit in shared memory"
+                self.stages, self.pipes = {}, {}
+                self.allocate(pipelined=True)
+            else:
+                rings, by_op = cand, cand_by_op
+                if not self.scratch_bytes:
+                    self.scratch_base = self.f.footprint
+                self.scratch_bytes += ring_bytes
+        if self.pipe_bytes and self.scratch_base + self.scratch_bytes > self.target.dynamic_smem:
+            # double buffers would not fit a CTA: stage where each dot needs its operand instead
+            for lid in self.pipes:
+                self.why_not.setdefault(lid, "double buffers would not fit in shared memory: staged where each dot is")
+            self.stages, self.pipes, rings, by_op = {}, {}, {}, {}
+            self.allocate(pipelined=False)
+        end = self.f.footprint
+        if self.scratch_bytes:
+            end = max(end, self.scratch_base + self.scratch_bytes)
+        if gemm:
+            end = max(end, gemm_end)
+        low = KernelLowering(self.target, gemm, tried, gemm_layouts, gemm_end, self.layouts, self.routes,
+                             self.stages, self.scratch_local, self.stage_dots, self.streamed_views, self.pipes,
+                             self.pipe_bytes, self.scratch_base, self.scratch_bytes, rings, by_op, end,
+                             why_not=dict(self.why_not))
+        low.loops = self.loop_summary(low)
+        return low
+
+    # ---- what `Analysis.loops` says
+    def loop_summary(self, low: KernelLowering) -> Tuple[LoopLowering, ...]:
+        out = []
+        for s in ir.walk_stmts(self.kir.body):
+            if not isinstance(s, (ir.For, ir.While)):
+                continue
+            p = self.f.positions.get(id(s), -1)
+            out.append(LoopLowering(s.span.line, p, *self._describe(s, low)))
+            low.by_loop[id(s)] = out[-1]
+        return tuple(out)
+
+    def _describe(self, s, low: KernelLowering) -> Tuple[str, str]:
+        target = str(self.target)
+        if id(s) in low.gemm:
+            ch = low.gemm[id(s)]
+            m, shp = ch.loop, ch.shape
+            b = f"[{m.TN}, {m.TK}]" if m.b.k_inner else f"[{m.TK}, {m.TN}]"
+            return ("wgmma TMA pipeline",
+                    f"{m.acc.name} += dot over {m.a.tensor.name} [{m.TM}, {m.TK}] and {m.b.tensor.name} {b} tiles: "
+                    f"thread 0 copies them by TMA into {shp.stages} swizzled stages of {shp.stage_bytes} bytes, "
+                    f"wgmma m64n{m.TN // shp.GN}k16 by {self.T // 128} warpgroup(s) ({target})")
+        if id(s) in low.rings:
+            ring = low.rings[id(s)]
+            names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)
+            return ("streamed attention on wgmma",
+                    f"its dots' tensor slices ({names}) stream by TMA into {ring.stages} stages, {ring.ahead} turn(s) "
+                    f"ahead; the dots run on wgmma with A from registers ({target})")
+        own = [d for t in _own_stmts(s.body) for e in ir.stmt_exprs(t) for d in ir.walk_expr(e) if mma_dot(d)]
+        if own:
+            lines = sorted({d.span.line for d in own})
+            why = (f"its tensor-core dot{'s' * (len(lines) > 1)} (line{'s' * (len(lines) > 1)} "
+                   f"{', '.join(map(str, lines))}) run on mma.sync m16n8k16")
+            piped = low.pipes.get(id(s))
+            if piped is not None and piped.stages:
+                n = len(piped.stages)
+                why += f"; {n} tensor slice{'s' * (n > 1)} double-buffered by cp.async across its turns"
+            note = low.why_not.get(id(s))
+            if note:
+                why += f" (not on wgmma: {note})" if self.target.hopper else f" ({note})"
+            return "mma.sync", why
+        nested = [t for t in ir.walk_stmts(s.body) if isinstance(t, (ir.For, ir.While))]
+        if nested:
+            return "generic", "its own statements on the generic path (the loops inside it are described on their own)"
+        return "generic", "no tensor-core dot: its statements follow the partition"
+
+
+def _own_stmts(body):
+    """The statements of a loop body outside nested loops (in nested ifs too)."""
+    for s in body:
+        yield s
+        if isinstance(s, ir.If):
+            yield from _own_stmts(s.then)
+            yield from _own_stmts(s.orelse)
+
+
+def _names(st, held) -> bool:
+    """Whether a statement (or one nested in it) reads or writes a symbol of `held` (ids)."""
+    for s2 in ir.walk_stmts([st]):
+        for f in s2.__dataclass_fields__:
+            v = getattr(s2, f)
+            if isinstance(v, ir.Sym) and id(v) in held:
+                return True
+        for e in ir.stmt_exprs(s2):
+            for x in ir.walk_expr(e):
+                sym = ir.named_sym(x)
+                if sym is not None and id(sym) in held:
+                    return True
+    return False
+
+
+def lower(facts: Facts, target: Optional[str]) -> KernelLowering:
+    """Every lowering decision of `facts.kir` for `target` (a `target_key` result). Never raises
+    for a checked kernel."""
+    return _Lower(facts, target).run()
