@@ -152,6 +152,8 @@ class Plan:
     source: str                              # "analysis" or "codegen's conservative rule"
     notes: List[str] = field(default_factory=list)
     shared_partition: set = field(default_factory=set)   # id(Stmt) reading/writing shared tiles by the partition
+    # id(Stmt) -> the analysis' StatementPlan of a tile statement (vector widths of every access)
+    statements: Dict[int, object] = field(default_factory=dict)
 
 
 def vec_width(shape: Tuple[int, ...], dtypes) -> int:
@@ -223,13 +225,15 @@ def _plan_from_analysis(kir, an, positions, uni) -> Plan:
         barriers.setdefault(b.position, []).append(BarrierSpec(b.position, b.where, str(b.tile), str(b.reason)))
     vec = {}
     shared_partition = set()
+    statements = {}
     for sp in an.statements:
         if sp.kind == "tile":
             vec[id(sp.stmt)] = int(sp.vector_width)
+            statements[id(sp.stmt)] = sp
             if any(a.mode == "partition" and a.space == "shared" for a in sp.accesses):
                 shared_partition.add(id(sp.stmt))
     notes = list(getattr(an, "notes", ()) or ())
-    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition)
+    return Plan(tiles, int(an.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition, statements)
 
 
 def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:
