@@ -26,12 +26,25 @@ C such that every "partition" access that is contiguous along the row (column st
 most 16 bytes per chunk (v * element bytes <= 16) and starts every chunk on a multiple of v
 elements: v divides the access's start offset and its row stride as far as they are provable
 (`tilenb.analysis.divisibility`; tiles start 16-byte aligned in shared memory, tensors are assumed
-16-byte aligned at their base). A partition access of a tensor that is not contiguous along the
+16-byte aligned at their base). A window's start is proved from its expression, for tile windows
+as for tensor windows: a start known only at run time may put the window partly outside its tile
+(spec section 6), so the starts enumerated for the elements touched (those inside the tile) prove
+nothing about alignment. A partition access of a tensor that is not contiguous along the
 row (a column of a tensor, a transposed tensor operand) forces v = 1; one of a shared tile that is
 not contiguous (a transposed tile, a column of it: read or written element by element) only keeps
 v * element bytes <= 16, so the contiguous side of the statement (a transpose's store) still moves
 vectors; one that is broadcast along the row (column stride 0) or lives in registers adds no
 condition (registers: v * element bytes <= 16).
+
+Instruction widths (`Access.vector`, decided once here and read by the code generator, the
+views and tests/test_sass_widths.py): the elements one memory instruction moves for a whole
+chunk. A statement whose destination is a contiguous shared or global partition access of 4, 8
+or 16 bytes a chunk, with V > 1 and no register tile, is moved with vectors (`vector_path`); then
+each contiguous shared or global partition access (not read through a transpose) of 4, 8 or 16
+bytes a chunk has vector V, every other access 1. A [R, 1] statement of row reductions that the
+whole CTA computes has `row_reductions` (the chunk width of each) and its operands that can be
+read a chunk at a time have that vector. A statement split by a "within" barrier moves
+everything element by element (`narrow_within`, applied after the barriers).
 
 Guarantees: every tile statement of the IR has exactly one plan, with its destination write
 first; every shared-memory access names its tile's byte offset from the lifetimes; the plans are

@@ -4,7 +4,8 @@ Guarantees:
 - `uniformity(kir)` says which scalar symbols and which statements' control differ between
   threads (ctx.warp counts as varying here: a CTA barrier needs the whole CTA).
 - `plan(kir)` gives the tiles' places (shared-memory offsets or registers), the footprint, the
-  barriers (position -> where/tile/reason) and the vector width of each tile statement. It takes
+  barriers (position -> where/tile/reason), the vector width of each tile statement and (from
+  the analysis) its StatementPlan, whose accesses carry the width of every memory access. It takes
   them from `tilenb.analysis.analyze` when that module exists, and otherwise from the tile
   lifetimes and a conservative rule of its own (`_conservative_barriers`): a barrier before
   every tile statement that touches shared memory, placed only where control is uniform.
