@@ -4,9 +4,12 @@ A tile window whose start is known only at run time may start anywhere, even par
 tile (spec section 6: the elements outside read as 0 and are invalid). Its alignment is what the
 divisibility rules prove of the start, never what the in-tile starts happen to share: `rtwin`
 once read `u[0 :+ 1, s :+ 32]` (only start 0 fits inside u) with 16-byte shared loads, and
-faulted on the GPU for s = 5 (cudaErrorMisalignedAddress). Checked here: the analysis' widths
-(`StatementPlan.vector_width`, `Access.vector`), the CPU executor against numpy for starts in
-and out of the tile, and (marked `gpu`) the GPU against the CPU executor for random starts.
+faulted on the GPU for s = 5 (cudaErrorMisalignedAddress). Nor may it be taken as the partition's: a
+start that puts the window partly outside the tile makes thread k touch another thread's
+element, so such an access is "any" (element by element, and the barrier analysis guards it).
+Checked here: the analysis' widths (`StatementPlan.vector_width`, `Access.vector`) and barriers,
+the CPU executor against numpy for starts in and out of the tile, and (marked `gpu`) the GPU
+against the CPU executor for random starts.
 """
 from __future__ import annotations
 
@@ -52,6 +55,18 @@ kernel win_i8(X: tensor<i8>[2, 64], Y: tensor<i32>[2, 64], s: i32) {
 """
 
 
+# The copy writes u element k from thread k (its source starts one column in: no vector); the
+# store reads u[k + s]: another thread's element for s != 0. The analysis once took the window's
+# only in-tile start, 0, as its only start and placed no barrier between the two (a race).
+RACE = """
+@launch(32)
+kernel race(X: tensor<f32>[1, 36], Y: tensor<f32>[1, 32], s: i32) {
+  var u = X[0 :+ 1, 1 :+ 32]
+  Y[0 :+ 1, :] = u[0 :+ 1, s :+ 32]
+}
+"""
+
+
 def rtwin_ref(x, y0, s):
     t = np.ones(32, np.float32)
     u = x[0]
@@ -73,23 +88,47 @@ def test_a_window_with_a_runtime_start_is_not_assumed_aligned():
     mod = tilenb.compile(RTWIN, backend="cpu")
     read = _plan(mod.rtwin, 7)
     u = next(a for a in read.accesses if a.name == "u")
-    assert u.align == 1                 # s is any integer: nothing is proved
-    assert read.vector_width == 1 and all(a.vector == 1 for a in read.accesses)
+    # s is any integer: the window may lie partly outside u, so it is read element by element by
+    # whichever thread (the fault: 16-byte shared loads from u + 5); t and Y keep their vectors
+    assert u.mode == "any" and u.vector == 1
+    assert read.vector_width == 4 and read.accesses[0].vector == 4
+    assert next(a for a in read.accesses if a.name == "t").vector == 4
+    code = mod.rtwin.cuda_source(arch="sm_90")
+    assert "*(const uint4*)(u_" not in code.split("line 7:")[1]
     # the copy and the fill, with constant windows, keep their 16-byte vectors
     assert _plan(mod.rtwin, 5).vector_width == 4 and _plan(mod.rtwin, 5).accesses[1].vector == 4
 
 
-def test_a_runtime_start_s_multiple_of_four_keeps_16_byte_vectors():
+def test_a_window_that_may_leave_its_tile_is_read_by_any_thread_element_by_element():
+    # 4 s is a multiple of 4, but the window may lie partly outside x: which thread reads which
+    # element of x is not the partition's, so the access is "any" (a barrier guards it, below)
+    # and it moves element by element; the rest of the statement keeps its 16-byte vectors
     mod = tilenb.compile(STARTS, backend="cpu")
     store = _plan(mod.win_f32, 7)
     x = next(a for a in store.accesses if a.name == "x")
-    assert x.align % 4 == 0 and store.vector_width == 4 and x.vector == 4
-    assert _plan(mod.win_f32, 6).vector_width == 1
-    # bf16: a start that is a multiple of 8 allows 16 bytes on the written side only if the read
-    # side allows it too; here s is any value, so the statement is moved element by element
-    assert _plan(mod.win_bf16, 14).vector_width == 1
-    i8 = _plan(mod.win_i8, 21)
-    assert i8.vector_width == 1          # x[.., s :+ 64] with s any value
+    t = next(a for a in store.accesses if a.name == "t")
+    assert x.mode == "any" and x.vector == 1
+    assert store.vector_width == 4 and t.vector == 4 and store.accesses[0].vector == 4
+    assert _plan(mod.win_f32, 6).accesses[0].mode == "any"
+    # bf16: both windows may leave their tiles: everything element by element
+    assert all(a.mode == "any" and a.vector == 1 for a in _plan(mod.win_bf16, 14).accesses)
+    i8 = _plan(mod.win_i8, 21)           # the i8 windows element by element, the i32 store 16 bytes
+    assert i8.accesses[0].vector_bytes == 16 and all(a.vector == 1 for a in i8.accesses[1:])
+
+
+def test_a_window_that_may_leave_its_tile_gets_a_barrier():
+    mod = tilenb.compile(RACE, backend="cpu")
+    a = mod.race.analysis()
+    assert [(b.line, b.where) for b in a.barriers] == [(5, "before")]
+    assert "__syncthreads();  // barrier (before line 5)" in mod.race.cuda_source()
+    for s in (-5, 0, 3, 31):
+        x = np.arange(36, dtype=np.float32).reshape(1, 36)
+        y = np.full((1, 32), -1.0, np.float32)
+        mod.race[1](x, y, s)
+        j = np.arange(32)
+        ok = (s + j >= 0) & (s + j < 32)
+        np.testing.assert_array_equal(y[0, ok], x[0, 1 + s + j[ok]])
+        np.testing.assert_array_equal(y[0, ~ok], -1.0)
 
 
 @pytest.mark.parametrize("s", [-40, -9, -8, -3, -1, 0, 1, 3, 4, 5, 8, 24, 25, 31, 32, 40])
@@ -161,6 +200,13 @@ def test_gpu_rtwin_and_random_runtime_starts_match_the_cpu_executor():
         cpu.rtwin[1](x, yc, s)
         np.testing.assert_array_equal(yg, yc, err_msg=f"rtwin, s = {s}")
         np.testing.assert_array_equal(yc, rtwin_ref(x, np.full((1, 32), 7.5, np.float32), s))
+    gpu, cpu = tilenb.compile(RACE, backend="cuda"), tilenb.compile(RACE, backend="cpu")
+    for s in starts:
+        x = rng.standard_normal((1, 36)).astype(np.float32)
+        yg, yc = np.full((1, 32), -1.0, np.float32), np.full((1, 32), -1.0, np.float32)
+        gpu.race[1](x, yg, s)
+        cpu.race[1](x, yc, s)
+        np.testing.assert_array_equal(yg, yc, err_msg=f"race, s = {s}")
     gpu, cpu = tilenb.compile(STARTS, backend="cuda"), tilenb.compile(STARTS, backend="cpu")
     for name in ("win_f32", "win_bf16", "win_i8"):
         for s in starts:

@@ -235,6 +235,14 @@ class _Planner:
             return (0,)
         return tuple(range(0, hi + 1, d)) or (0,)
 
+    def may_leave(self, e, hi: int) -> bool:
+        """Whether a window start (or index) on a tile may lie outside [0, hi] at run time."""
+        if isinstance(e, ir.Const):
+            return False
+        if isinstance(e, ir.Ref) and id(e.sym) in self.loop_values:
+            return any(not 0 <= v <= hi for v in self.loop_values[id(e.sym)])
+        return self.div.of(e) != 0
+
     def slice_leaf(self, e) -> Optional[_Leaf]:
         """The leaf of a Slice or Element expression (elements it can touch)."""
         base = self.ref_leaf(e.base)
@@ -274,6 +282,10 @@ class _Planner:
             new = []
             for lay in lays:
                 ext = lay.shape[k]
+                if self.may_leave(sub.index if isinstance(sub, ir.SubIndex) else sub.start,
+                                  ext - (1 if isinstance(sub, ir.SubIndex) else min(sub.length, ext))):
+                    overflow = True
+                    break
                 if isinstance(sub, ir.SubIndex):
                     vals = [v for v in self.start_values(sub.index, ext - 1) if 0 <= v < ext] or [0]
                     new.extend(lay.select(k, v) for v in vals)
@@ -283,6 +295,8 @@ class _Planner:
                     for v in vals:
                         new.append(lay.slice(tuple(v if j == k else 0 for j in range(lay.rank)),
                                              tuple(n if j == k else lay.shape[j] for j in range(lay.rank))))
+            if overflow:
+                break
             lays = _dedupe(new)
             if len(lays) > MAX_ALTERNATIVES:
                 overflow = True
