@@ -1,7 +1,7 @@
 """CTA-wide row reductions that read tensor windows directly (`rowsum(X[r :+ 2, c :+ L] * ...)`):
 each chunk is one 16-, 8- or 4-byte vector load when the window provably starts every chunk on a
-multiple of the chunk (`cuda.window_aligned`), element loads otherwise; equal windows in one
-statement share one load (docs/cuda-backend.md).
+multiple of the chunk (the analysis' `row_reductions`, tilenb/analysis/ownership.py), element
+loads otherwise; equal windows in one statement share one load (docs/cuda-backend.md).
 
 Checked here without a GPU: which windows are read as vectors, the shared load, NVRTC for sm_80
 and sm_90, the CPU executor against numpy. On a GPU (marked `gpu`): against numpy with rows past

@@ -52,7 +52,7 @@ from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
 from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key, uniformity
-from .ownership import DEFAULT_EXTENT, Access, StatementPlan, statement_plans, varying_control
+from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, statement_plans, varying_control
 from .partition import chunks, owners, thread_chunks, vector_width
 from .smem import Region, SmemMap, build as build_smem_map
 
@@ -235,6 +235,7 @@ def _analyze_base(kir: ir.KernelIR, ext: Dict[str, int]) -> _Base:
     lt = tile_lifetimes(kir)                                   # live ranges and byte offsets
     plans = statement_plans(kir, lt, ext)                      # who touches what, per statement
     barriers, notes = place_barriers(kir, lt, plans, varying_control(kir))   # hazards -> barriers
+    plans = narrow_within(plans, barriers)                     # split statements: element accesses
     # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)

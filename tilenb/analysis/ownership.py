@@ -26,12 +26,25 @@ C such that every "partition" access that is contiguous along the row (column st
 most 16 bytes per chunk (v * element bytes <= 16) and starts every chunk on a multiple of v
 elements: v divides the access's start offset and its row stride as far as they are provable
 (`tilenb.analysis.divisibility`; tiles start 16-byte aligned in shared memory, tensors are assumed
-16-byte aligned at their base). A partition access of a tensor that is not contiguous along the
+16-byte aligned at their base). A window's start is proved from its expression, for tile windows
+as for tensor windows: a start known only at run time may put the window partly outside its tile
+(spec section 6), so the starts enumerated for the elements touched (those inside the tile) prove
+nothing about alignment. A partition access of a tensor that is not contiguous along the
 row (a column of a tensor, a transposed tensor operand) forces v = 1; one of a shared tile that is
 not contiguous (a transposed tile, a column of it: read or written element by element) only keeps
 v * element bytes <= 16, so the contiguous side of the statement (a transpose's store) still moves
 vectors; one that is broadcast along the row (column stride 0) or lives in registers adds no
 condition (registers: v * element bytes <= 16).
+
+Instruction widths (`Access.vector`, decided once here and read by the code generator, the
+views and tests/test_sass_widths.py): the elements one memory instruction moves for a whole
+chunk. A statement whose destination is a contiguous shared or global partition access of 4, 8
+or 16 bytes a chunk, with V > 1 and no register tile, is moved with vectors (`vector_path`); then
+each contiguous shared or global partition access (not read through a transpose) of 4, 8 or 16
+bytes a chunk has vector V, every other access 1. A [R, 1] statement of row reductions that the
+whole CTA computes has `row_reductions` (the chunk width of each) and its operands that can be
+read a chunk at a time have that vector. A statement split by a "within" barrier moves
+everything element by element (`narrow_within`, applied after the barriers).
 
 Guarantees: every tile statement of the IR has exactly one plan, with its destination write
 first; every shared-memory access names its tile's byte offset from the lifetimes; the plans are
@@ -40,7 +53,7 @@ for global-memory addresses).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import gcd
 from typing import Dict, List, Optional, Tuple
 
@@ -49,7 +62,9 @@ from ..types import DTYPES
 from .divisibility import Divisibility, stride_divisors
 from .layout import Layout, row_major
 from .lifetimes import Lifetimes
-from .partition import as_2d, vector_width
+from .partition import MAX_VECTOR_BYTES, as_2d, vector_width
+
+VECTOR_BYTES = (4, 8, 16)   # the vector accesses a thread issues: 32-, 64- and 128-bit loads and stores
 
 MAX_ALTERNATIVES = 64    # window starts known only as a set: beyond this many, an access is "any"
 DEFAULT_EXTENT = 1024    # the representative value of a runtime dimension (a multiple of 32)
@@ -77,6 +92,16 @@ class Access:
     exact: bool
     origin_div: int         # global: divisibility of the slice origin's element offset
     align: int              # partition: divisibility of every chunk's first element (0: any)
+    # elements one memory instruction of the generated code moves for a whole chunk (or, for a
+    # row reduction's operand, a whole chunk of its row): V with a V * elem_bytes-byte vector
+    # access, 1 element by element (and always 1 for registers, which take no memory access)
+    vector: int = 1
+    node: object = field(default=None, compare=False, repr=False)   # the IR expression accessed
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes one memory instruction of this access moves (a whole chunk's)."""
+        return self.vector * self.elem_bytes
 
     @property
     def contiguous(self) -> bool:
@@ -101,6 +126,30 @@ class StatementPlan:
     vector_width: int               # tile statements; 1 otherwise
     accesses: Tuple[Access, ...]    # tile statements: the destination write first
     stmt: ir.Stmt
+    # row reductions done by the whole CTA (each thread reduces the chunks of every row it owns,
+    # then a warp shuffle and one combine across warps): (the Reduce node, its chunk width)
+    row_reductions: Tuple[Tuple[object, int], ...] = field(default=(), compare=False)
+
+    @property
+    def vector_path(self) -> bool:
+        """The generated code moves this statement's destination with vector stores."""
+        return self.kind == "tile" and bool(self.accesses) and self.accesses[0].rw == "write" \
+            and self.accesses[0].vector > 1
+
+    def access_of(self, node) -> Optional[Access]:
+        """The access of IR expression `node` (a Ref, Slice or Element read by this statement, or
+        its target), or None."""
+        for a in self.accesses:
+            if a.node is node:
+                return a
+        return None
+
+    def reduce_width(self, node) -> Optional[int]:
+        """The chunk width of row reduction `node` done by the whole CTA, or None."""
+        for n, w in self.row_reductions:
+            if n is node:
+                return w
+        return None
 
 
 @dataclass(frozen=True)
@@ -116,6 +165,16 @@ class _Leaf:
     origin_div: int                 # global only
     stride_div: Tuple[int, ...]     # global: divisibility of each stride; shared: the strides
     overflow: bool = False          # too many possible window starts: treat as "any"
+    # a tile window: its first element's offset within the tile is origin_const plus a multiple
+    # of origin_var (0: no variable part), from the divisibility of its starts, whatever values
+    # they take at run time (a start known only at run time may even lie outside the tile)
+    origin_const: int = 0
+    origin_var: int = 0
+
+    @property
+    def origin_align(self) -> int:
+        """What the window's first element offset is always a multiple of (0: always 0)."""
+        return gcd(abs(self.origin_const), self.origin_var)
 
 
 class _Planner:
@@ -126,6 +185,7 @@ class _Planner:
         self.div = Divisibility(kir)
         self.tiles = {id(t.sym): t for t in lt.tiles}
         self.views: Dict[int, _Leaf] = {}
+        self.no_vector: set = set()     # ids of expressions read under a transpose (element by element)
         self.loop_values: Dict[int, Tuple[int, ...]] = {}
         for s in ir.walk_stmts(kir.body):
             if isinstance(s, ir.For) and isinstance(s.lo, ir.Const) and isinstance(s.hi, ir.Const):
@@ -175,6 +235,14 @@ class _Planner:
             return (0,)
         return tuple(range(0, hi + 1, d)) or (0,)
 
+    def may_leave(self, e, hi: int) -> bool:
+        """Whether a window start (or index) on a tile may lie outside [0, hi] at run time."""
+        if isinstance(e, ir.Const):
+            return False
+        if isinstance(e, ir.Ref) and id(e.sym) in self.loop_values:
+            return any(not 0 <= v <= hi for v in self.loop_values[id(e.sym)])
+        return self.div.of(e) != 0
+
     def slice_leaf(self, e) -> Optional[_Leaf]:
         """The leaf of a Slice or Element expression (elements it can touch)."""
         base = self.ref_leaf(e.base)
@@ -182,8 +250,7 @@ class _Planner:
             return None
         if e.flat and base.space != "global":
             lays = tuple(l.flat() if l.rank == 2 else l for l in base.layouts)
-            base = _Leaf(base.space, base.storage, base.name, base.view, lays, base.elem_bytes,
-                         base.base_byte, base.origin_div, lays[0].stride, base.overflow)
+            base = replace(base, layouts=lays, stride_div=lays[0].stride)
         subs = e.subs if isinstance(e, ir.Slice) else tuple(ir.SubIndex(i) for i in e.indices)
         if base.space == "global":
             lay = base.layouts[0]
@@ -199,13 +266,26 @@ class _Planner:
                     sdiv.append(base.stride_div[k])
             return _Leaf("global", base.storage, base.name, base.view,
                          (Layout(tuple(shape), tuple(stride), 0),), base.elem_bytes, 0, od, tuple(sdiv))
-        # a window of a tile: enumerate the possible starts
+        # a window of a tile: enumerate the possible starts (for the elements touched), and
+        # prove the alignment of its origin from the starts' divisibility (for vector widths)
         lays = list(base.layouts)
         overflow = base.overflow
+        oc, ov = base.origin_const, base.origin_var
+        for k, sub in enumerate(subs):
+            start = sub.index if isinstance(sub, ir.SubIndex) else sub.start
+            step = abs(base.layouts[0].stride[k])
+            if isinstance(start, ir.Const) and isinstance(start.value, int) and not isinstance(start.value, bool):
+                oc += int(start.value) * base.layouts[0].stride[k]
+            else:
+                ov = gcd(ov, _mul(self.div.of(start), step))
         for k, sub in reversed(list(enumerate(subs))):
             new = []
             for lay in lays:
                 ext = lay.shape[k]
+                if self.may_leave(sub.index if isinstance(sub, ir.SubIndex) else sub.start,
+                                  ext - (1 if isinstance(sub, ir.SubIndex) else min(sub.length, ext))):
+                    overflow = True
+                    break
                 if isinstance(sub, ir.SubIndex):
                     vals = [v for v in self.start_values(sub.index, ext - 1) if 0 <= v < ext] or [0]
                     new.extend(lay.select(k, v) for v in vals)
@@ -215,6 +295,8 @@ class _Planner:
                     for v in vals:
                         new.append(lay.slice(tuple(v if j == k else 0 for j in range(lay.rank)),
                                              tuple(n if j == k else lay.shape[j] for j in range(lay.rank))))
+            if overflow:
+                break
             lays = _dedupe(new)
             if len(lays) > MAX_ALTERNATIVES:
                 overflow = True
@@ -222,15 +304,14 @@ class _Planner:
         if overflow:
             # every element of the base is possibly touched
             lays = list(base.layouts)
-            return _Leaf(base.space, base.storage, base.name, base.view, tuple(lays), base.elem_bytes,
-                         base.base_byte, 0, lays[0].stride, True)
-        return _Leaf(base.space, base.storage, base.name, base.view, tuple(lays), base.elem_bytes,
-                     base.base_byte, 0, lays[0].stride)
+            return replace(base, layouts=tuple(lays), origin_div=0, stride_div=lays[0].stride, overflow=True)
+        return replace(base, layouts=tuple(lays), origin_div=0, stride_div=lays[0].stride,
+                       origin_const=oc, origin_var=ov)
 
     # ---- accesses
-    def partition_access(self, leaf: _Leaf, rw: str, shape: Tuple[int, int], src) -> Access:
+    def partition_access(self, leaf: _Leaf, rw: str, shape: Tuple[int, int], src, node=None) -> Access:
         if leaf.overflow:
-            return self.any_access(leaf, rw, "any")
+            return self.any_access(leaf, rw, "any", node)
         lays2 = [l.as_2d() for l in leaf.layouts]
         it = tuple(l.compose_map(shape, src) for l in lays2)
         r = shape[0]
@@ -242,17 +323,19 @@ class _Planner:
                     row_div = gcd(row_div, sdiv2[k])
             align = gcd(leaf.origin_div, row_div if r > 1 else 0)
         else:
-            align = 0
+            # the window's origin as proved from its starts (not from the enumerated starts,
+            # which leave out runtime starts that put the window partly outside the tile), and
+            # the stride between the iteration space's rows
+            align = leaf.origin_align
             for l in it:
-                align = gcd(align, l.offset)
                 if r > 1:
                     align = gcd(align, l.stride[0])
         return Access(rw, "partition", leaf.space, leaf.name, leaf.storage, leaf.view, it, leaf.elem_bytes,
-                      leaf.base_byte, len(it) == 1, leaf.origin_div, align)
+                      leaf.base_byte, len(it) == 1, leaf.origin_div, align, node=node)
 
-    def any_access(self, leaf: _Leaf, rw: str, mode: str) -> Access:
+    def any_access(self, leaf: _Leaf, rw: str, mode: str, node=None) -> Access:
         return Access(rw, mode, leaf.space, leaf.name, leaf.storage, leaf.view, leaf.layouts, leaf.elem_bytes,
-                      leaf.base_byte, len(leaf.layouts) == 1 and not leaf.overflow, leaf.origin_div, 0)
+                      leaf.base_byte, len(leaf.layouts) == 1 and not leaf.overflow, leaf.origin_div, 0, node=node)
 
     def reads(self, e, src, shape2, iter_shape, mode, out: List[Access]):
         """Collect the reads of expression `e`. In "partition" mode `src` maps e's 2-D
@@ -263,16 +346,16 @@ class _Planner:
             if isinstance(e.sym.type, ir.TileT):
                 leaf = self.ref_leaf(e.sym)
                 if leaf is not None:
-                    out.append(self.partition_access(leaf, "read", iter_shape, src) if mode == "partition"
-                               else self.any_access(leaf, "read", mode))
+                    out.append(self.partition_access(leaf, "read", iter_shape, src, e) if mode == "partition"
+                               else self.any_access(leaf, "read", mode, e))
             return
         if isinstance(e, ir.Slice):
             for c in ir.sub_exprs(e):
                 self.reads(c, None, None, iter_shape, "any" if mode != "per_thread" else mode, out)
             leaf = self.slice_leaf(e)
             if leaf is not None:
-                out.append(self.partition_access(leaf, "read", iter_shape, src) if mode == "partition"
-                           else self.any_access(leaf, "read", mode))
+                out.append(self.partition_access(leaf, "read", iter_shape, src, e) if mode == "partition"
+                           else self.any_access(leaf, "read", mode, e))
             return
         if isinstance(e, ir.Element):
             for c in e.indices:
@@ -280,7 +363,7 @@ class _Planner:
             if e.base.kind != "tensor":
                 leaf = self.element_leaf(e)
                 if leaf is not None:
-                    out.append(self.any_access(leaf, "read", "per_thread" if mode == "per_thread" else "any"))
+                    out.append(self.any_access(leaf, "read", "per_thread" if mode == "per_thread" else "any", e))
             return
         if isinstance(e, (ir.Reduce, ir.Dot)):
             sub_mode = "per_thread" if mode == "per_thread" else "any"
@@ -289,6 +372,8 @@ class _Planner:
             return
         if isinstance(e, ir.Transpose):
             if mode == "partition":
+                # read element by element, whatever the layout composed through the transpose
+                self.no_vector.update(id(x) for x in ir.walk_expr(e.x))
                 x2 = as_2d(e.x.type.shape)
                 self.reads(e.x, (src[1], src[0]), x2, iter_shape, mode, out)
             else:
@@ -311,8 +396,7 @@ class _Planner:
             return self.slice_leaf(e)
         if e.flat:
             lays = tuple(l.flat() if l.rank == 2 else l for l in base.layouts)
-            return _Leaf(base.space, base.storage, base.name, base.view, lays, base.elem_bytes, base.base_byte,
-                         0, lays[0].stride, base.overflow)
+            return replace(base, layouts=lays, origin_div=0, stride_div=lays[0].stride)
         return base
 
     def target_leaf(self, t) -> Optional[_Leaf]:
@@ -333,22 +417,19 @@ class _Planner:
         if isinstance(s, ir.Let) and s.sym.kind == "view":
             leaf = self.target_leaf(s.value)
             if leaf is not None:
-                self.views[id(s.sym)] = _Leaf(leaf.space, leaf.storage, s.sym.name, s.sym, leaf.layouts,
-                                              leaf.elem_bytes, leaf.base_byte, leaf.origin_div, leaf.stride_div,
-                                              leaf.overflow)
+                self.views[id(s.sym)] = replace(leaf, name=s.sym.name, view=s.sym)
             if id(s.sym) in self.tiles and leaf is not None:     # staged: copied into a tile of its own
                 shape = as_2d(s.sym.type.shape)
-                dest = self.partition_access(self.tile_leaf(s.sym), "write", shape, (0, 1))
-                src_leaf = _Leaf(leaf.space, leaf.storage, leaf.name, None, leaf.layouts, leaf.elem_bytes,
-                                 leaf.base_byte, leaf.origin_div, leaf.stride_div, leaf.overflow)
-                acc = [dest, self.partition_access(src_leaf, "read", shape, (0, 1))]
+                dest = self.partition_access(self.tile_leaf(s.sym), "write", shape, (0, 1), s)
+                src_leaf = replace(leaf, view=None)
+                acc = [dest, self.partition_access(src_leaf, "read", shape, (0, 1), s.value)]
                 return self._tile_plan(p, s, shape, acc, f"the copy of {leaf.name} into {s.sym.name}")
             return StatementPlan(p, line, "view", f"the view {s.sym.name}", (1, 1), 1, (), s)
         if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT):
             if s.value is None:
                 return StatementPlan(p, line, "decl", f"the declaration of {s.sym.name}", as_2d(s.sym.type.shape), 1, (), s)
             shape = as_2d(s.sym.type.shape)
-            acc = [self.partition_access(self.tile_leaf(s.sym), "write", shape, (0, 1))]
+            acc = [self.partition_access(self.tile_leaf(s.sym), "write", shape, (0, 1), s)]
             self._value_reads(s.value, shape, acc)
             return self._tile_plan(p, s, shape, acc, _describe(s.value, s.sym.name, None))
         if isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
@@ -356,9 +437,9 @@ class _Planner:
             leaf = self.target_leaf(s.target)
             acc = []
             if leaf is not None:
-                acc.append(self.partition_access(leaf, "write", shape, (0, 1)))
+                acc.append(self.partition_access(leaf, "write", shape, (0, 1), s.target))
                 if s.op is not None:
-                    acc.append(self.partition_access(leaf, "read", shape, (0, 1)))
+                    acc.append(self.partition_access(leaf, "read", shape, (0, 1), s.target))
             self._value_reads(s.value, shape, acc)
             tname = leaf.name if leaf is not None else "?"
             store_into = tname if leaf is not None and leaf.space == "global" else None
@@ -407,6 +488,161 @@ class _Planner:
             cons.append((a.elem_bytes, a.align if a.contiguous else 1))
         vec = vector_width(shape[1], cons)
         return StatementPlan(p, s.span.line, "tile", what, shape, vec, tuple(acc), s)
+
+
+    # ---- what one memory instruction moves (after the statement's vector width is final)
+    def with_vectors(self, sp: StatementPlan) -> StatementPlan:
+        """`sp` with every access's `vector` and the CTA row reductions decided.
+
+        A statement is moved with vector accesses (its "vector path") when its width V > 1, its
+        destination is a partition access of shared or global memory contiguous along the row
+        whose chunk is 4, 8 or 16 bytes, and it touches no register tile (those follow their
+        register layout, element by element). On the vector path, every partition access of shared
+        or global memory that is contiguous along the row (its alignment is part of V's proof),
+        not read through a transpose, and whose chunk is 4, 8 or 16 bytes moves a chunk with one
+        instruction: vector V. Everything else moves element by element: vector 1. (A chunk
+        that crosses the valid region or a tensor's edge is moved element by element at run
+        time; `vector` is what a whole chunk takes.) Statements the barrier analysis must split
+        around a "within" barrier are narrowed afterwards (`narrow_within`)."""
+        if sp.kind != "tile":
+            return sp
+        V = sp.vector_width
+        acc = list(sp.accesses)
+        dest = acc[0] if acc and acc[0].rw == "write" else None
+        path = (V > 1 and dest is not None and _vector_ok(dest, V, ())
+                and not any(a.space == "registers" for a in acc))
+        out = []
+        for a in acc:
+            w = V if path and _vector_ok(a, V, self.no_vector) else 1
+            out.append(a if a.vector == w else replace(a, vector=w))
+        sp = replace(sp, accesses=tuple(out))
+        return self.row_reduce_widths(sp)
+
+    def row_reduce_widths(self, sp: StatementPlan) -> StatementPlan:
+        """The row reductions of a [R, 1] statement that the whole CTA computes together: the
+        value's reductions at the statement's own coordinates (none under a dot or transpose)
+        are all row reductions (axis 1) of a [R, Cx] operand with R rows, the CTA is whole
+        warps, and no register tile is touched. Each gets the widest chunk width w in 8, 4, 2,
+        1 that cuts a row into Cx / w chunks, a multiple of the CTA's threads (so each thread
+        owns as many chunks of every row), and for w > 1 lets at least one operand be read with
+        w-element vectors (`_reduce_leaf_ok`); those operands' accesses get vector w."""
+        s = sp.stmt
+        R, Cc = sp.shape
+        T = self.kir.threads
+        if Cc != 1 or T % 32 or any(a.space == "registers" for a in sp.accesses):
+            return sp
+        if isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
+            value, ident = s.value, (s.op is None or as_2d(s.value.type.shape) == (R, Cc))
+        elif isinstance(s, (ir.Let, ir.VarDecl)) and s.value is not None and s.sym.kind != "view":
+            value, ident = s.value, True
+        else:
+            return sp
+        if not isinstance(value.type, ir.TileT):
+            return sp
+        reds = _own_reductions(value, ident)
+        if not reds or any(r.axis != 1 or len(r.x.type.shape) != 2 or r.x.type.shape[0] != R for r in reds):
+            return sp
+        widths, vec = [], {}
+        for red in reds:
+            xr, xc = as_2d(red.x.type.shape)
+            leaves = [sp.access_of(e) for e in _own_leaves(red.x)]
+            leaves = [a for a in leaves if a is not None]
+            for w in (8, 4, 2, 1):
+                if xc % w or (xc // w) % T:
+                    continue
+                ok = [a for a in leaves if self._reduce_leaf_ok(a, w)]
+                if w > 1 and not ok:
+                    continue
+                widths.append((red, w))
+                for a in ok:
+                    if w > 1:
+                        vec[id(a.node)] = w
+                break
+            else:
+                return sp
+        acc = tuple(replace(a, vector=vec[id(a.node)]) if a.node is not None and id(a.node) in vec else a
+                    for a in sp.accesses)
+        return replace(sp, accesses=acc, row_reductions=tuple(widths))
+
+    def _reduce_leaf_ok(self, a: Access, w: int) -> bool:
+        """Whether a row reduction's operand access `a` can be read w elements at a time at each
+        chunk's own coordinates: w * elem_bytes is 4, 8 or 16 bytes and either `a` is a whole
+        shared tile (16-byte aligned, rows a multiple of w: the iteration rule already asks it)
+        or a tensor window, contiguous along the row, whose first element offset and the
+        strides of the tensor's other dimensions are multiples of w (the divisibility rules;
+        tensors are 16-byte aligned at their base)."""
+        e = a.node
+        if a.elem_bytes * w not in VECTOR_BYTES:
+            return False
+        if a.space == "shared":
+            return isinstance(e, ir.Ref) and id(e.sym) in self.tiles and e.sym.type.shape[-1] % w == 0
+        if a.space != "global" or not isinstance(e, ir.Slice) or e.base.kind != "tensor" or e.flat:
+            return False
+        if not e.subs or not isinstance(e.subs[-1], ir.SubRange):
+            return False
+        sdiv = stride_divisors(self.kir, e.base.type.dims)
+        if any(d % w for d in sdiv[:-1]):
+            return False
+        origin = 0
+        for sub, sd in zip(e.subs, sdiv):
+            origin = gcd(origin, _mul(self.div.of(sub.index if isinstance(sub, ir.SubIndex) else sub.start), sd))
+        return origin % w == 0
+
+
+def _vector_ok(a: Access, V: int, no_vector) -> bool:
+    return (a.mode == "partition" and a.space in ("shared", "global") and a.contiguous
+            and a.elem_bytes * V in VECTOR_BYTES and (a.node is None or id(a.node) not in no_vector))
+
+
+def _own_reductions(value, ident: bool) -> List[ir.Reduce]:
+    """The reductions of `value` at the statement's own coordinates (through elementwise
+    operators of the same shape; not inside a dot or transpose)."""
+    found = []
+
+    def visit(e, ident):
+        if isinstance(e, ir.Reduce):
+            if ident and len(e.x.type.shape) == 2:
+                found.append(e)
+            return
+        if isinstance(e, (ir.Dot, ir.Transpose)):
+            return
+        for c in ir.sub_exprs(e):
+            if isinstance(c.type, ir.TileT):
+                visit(c, ident and as_2d(c.type.shape) == as_2d(e.type.shape))
+    visit(value, ident)
+    return found
+
+
+def _own_leaves(x) -> List[object]:
+    """The tile names and slices `x` reads at its own coordinates (not broadcast, transposed,
+    or inside a reduction or dot)."""
+    out = []
+
+    def visit(e, ident):
+        if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
+            if ident:
+                out.append(e)
+            return
+        if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+            return
+        for c in ir.sub_exprs(e):
+            if isinstance(c.type, ir.TileT):
+                visit(c, ident and as_2d(c.type.shape) == as_2d(e.type.shape))
+    visit(x, True)
+    return out
+
+
+def narrow_within(plans: Tuple[StatementPlan, ...], barriers) -> Tuple[StatementPlan, ...]:
+    """The plans with every access of a statement that has a "within" barrier moved element by
+    element: such a statement computes its value into registers, waits, then writes (the code
+    generator's two-phase form), with no vector accesses and no CTA row reduction."""
+    within = {b.position for b in barriers if b.where == "within"}
+    out = []
+    for sp in plans:
+        if sp.position in within and sp.kind == "tile" and (sp.row_reductions or any(a.vector != 1 for a in sp.accesses)):
+            sp = replace(sp, accesses=tuple(replace(a, vector=1) for a in sp.accesses), row_reductions=())
+        out.append(sp)
+    return tuple(out)
 
 
 def _mul(a: int, b: int) -> int:
@@ -492,7 +728,7 @@ def statement_plans(kir: ir.KernelIR, lt: Lifetimes, extents: Optional[Dict[str,
             w = width[find(r)]
             if plans[i].vector_width != w:
                 plans[i] = replace(plans[i], vector_width=w)
-    return tuple(plans)
+    return tuple(pl.with_vectors(sp) for sp in plans)
 
 
 # ---- control uniformity (where a compiler barrier may go) ----------------------------------------

@@ -31,7 +31,7 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
   a thread's chunks before computing any, and a copy into a whole shared tile with more chunks a
   thread than one batch starts them all as `cp.async`, waited for before the next statement
   (`async_copy`); a row reduction reads a tensor window as vectors where its alignment is proven
-  (`window_aligned`), equal windows of a statement are loaded once (`leaf_key`), and a [1, 1]
+  (the analysis' `row_reductions`), equal windows of a statement are loaded once (`leaf_key`), and a [1, 1]
   tile broadcast to a vector statement is read once (`hoist_scalar_tiles`); a plain loop that
   writes no tensor loads its top-level tensor copy a turn ahead into registers
   (`prefetch_candidate`); f32 `exp` is `tnb_exp` and a
@@ -56,9 +56,8 @@ from . import ctypes_ as C
 from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
-from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
+from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE, VECTOR_HELPERS
 from ..target import STATIC_SMEM, Target, target as as_target
-from ..analysis.divisibility import Divisibility, stride_divisors
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
 
@@ -446,7 +445,8 @@ class _Gen(MmaGen):
         prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if self.hints.any else "")
                    + (CLUSTER_HELPERS if kir.cluster > 1 else "")
                    + (PANEL_HELPERS if any("tnb_pswz(" in line for line in body) else "")
-                   + (ASYNC_COPY_HELPERS if any("tnb_cpa<" in line for line in body) else ""))
+                   + (ASYNC_COPY_HELPERS if any("tnb_cpa<" in line for line in body) else "")
+                   + (VECTOR_HELPERS if any("tnb_stg(" in line or "tnb_sts(" in line for line in body) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
             return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, smem=self.smem)
@@ -493,34 +493,20 @@ class _Gen(MmaGen):
     def choose_layouts(self):
         """The register layout of every register tile: the analysis' for tensor-core tiles (the
         wgmma accumulator, the mma row layout, the 2-D warp grid: `lowering.register_layouts`);
-        the others take the partition's chunks at the width their users share."""
+        the others take the partition's chunks at their declaration's width."""
         regs = {k for k, t in self.plan.tiles.items() if t.space == "registers"}
         decl_vec = {}
         for s in ir.walk_stmts(self.kir.body):
             if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
                 decl_vec[id(s.sym)] = (s.sym, self.plan.vec.get(id(s), 1))
-        # the statements that use each register tile (beyond its declaration), with their widths
-        users: Dict[int, List[int]] = {}
-        for s in ir.walk_stmts(self.kir.body):
-            if not is_tile_stmt(s) or isinstance(s, ir.Barrier):
-                continue
-            if isinstance(s, (ir.VarDecl, ir.Let)) and id(s.sym) in regs:
-                continue
-            touched = {id(x.sym) for e in ir.stmt_exprs(s) for x in ir.walk_expr(e) if isinstance(x, ir.Ref)}
-            for k in regs & touched:
-                users.setdefault(k, []).append(self.plan.vec.get(id(s), 1))
+        # a register tile's chunk width is its declaration's: the analysis gives every statement
+        # that touches it the same width (`ownership.statement_plans`), so all keep one partition
         for k, (sym, v) in decl_vec.items():
             R, Cc = shape2(sym.type.shape)
-            if users.get(k):
-                # the width its users share, so their shared-memory operands keep the partition
-                widths = users[k]
-                v = max(set(widths), key=widths.count)
             lay = self.low.layouts.get(k, CHUNKS)
             if lay is not CHUNKS:
                 self.layouts[k] = lay
             else:
-                if Cc % v:
-                    v = 1
                 self.layouts[k] = ChunkLayout(R, Cc, v, self.T)
 
     # ---- statements
@@ -1749,10 +1735,24 @@ class _Gen(MmaGen):
         return bool(bad)
 
     def stmt_vec(self, s, domain) -> int:
-        v = self.plan.vec.get(id(s), 1)
-        if domain[1] % v:
-            v = 1
-        return v
+        """The statement's partition width, the analysis' (it divides the row length)."""
+        return self.plan.vec.get(id(s), 1)
+
+    def stmt_plan(self, s):
+        """The analysis' StatementPlan of tile statement `s` (None without the analysis)."""
+        return self.plan.statements.get(id(s))
+
+    def access_vector(self, e) -> int:
+        """Elements one memory instruction moves for expression `e` (a tile name or slice the
+        current statement reads) in a whole chunk: the analysis' `Access.vector`."""
+        sp = self.stmt_plan(self.cur_stmt)
+        if sp is None:
+            return 1
+        a = sp.access_of(e)
+        if a is None and isinstance(self.cur_stmt, ir.Let) and self.cur_stmt.sym.kind == "view" \
+                and len(sp.accesses) > 1:
+            a = sp.accesses[1]          # a staged view's copy reads the viewed window
+        return a.vector if a is not None else 1
 
     def assign_whole(self, s, tv: TileVar, value):
         """tile = value: every element written; the tile takes the value's region."""
@@ -1776,7 +1776,8 @@ class _Gen(MmaGen):
 
         vt = None
         if tv.space == "shared":
-            vt = (tv.cname, lambda i, j: swz_c(tv.swz, f"({i}) * {domain[1]} + ({j})"), tv.dtype, None, False, True)
+            vt = (tv.cname, lambda i, j: swz_c(tv.swz, f"({i}) * {domain[1]} + ({j})"), tv.dtype, None, False, True,
+                  "shared")
         self.run_sweep(s, domain, lay, V, value, write, None, two_phase, vt)
         self.emit(f"{tv.cname}_r0 = {vr[0]}; {tv.cname}_r1 = {vr[1]}; {tv.cname}_c0 = {vr[2]}; {tv.cname}_c1 = {vr[3]};")
 
@@ -1799,8 +1800,8 @@ class _Gen(MmaGen):
             idx = loc.index(at.i, at.j)
             self.emit(f"{loc.ptr}[{idx}] = {C.store_bits(val, vdt, loc.dtype)};")
 
-        vt = (loc.ptr, loc.index, loc.dtype, mask, loc.kind == "global" and id(loc.sym) in self.hints.stores) \
-            if self.row_contiguous(loc) else None
+        vt = (loc.ptr, loc.index, loc.dtype, mask, loc.kind == "global" and id(loc.sym) in self.hints.stores, False,
+              loc.kind) if self.row_contiguous(loc) else None
         self.run_sweep(s, domain, lay, V, value, write, mask, two_phase, vt)
 
     def off_partition(self, s, lay, V) -> bool:
@@ -1818,9 +1819,9 @@ class _Gen(MmaGen):
         if fence:
             self.emit("__syncthreads();  // codegen-internal: this statement follows a register layout, not the partition "
                       "the barrier analysis assumes for its shared-memory operands")
-        if (vt is not None and lay is None and not two_phase and V > 1 and self.plan.source == "analysis"
-                and not self.coop_reduces(value, domain, V, lay)
-                and C.itemsize(vt[2]) * V in (4, 8, 16)):
+        sp = self.stmt_plan(s)
+        if sp is not None and sp.vector_path and vt is not None and lay is None and not two_phase:
+            # the analysis moves this statement with vector accesses (`ownership`, with_vectors)
             self.prepare_regions(value)
             pre = getattr(self, "prefetched", None)
             self.vector_sweep(domain, V, value, vt, pre[1] if pre is not None and pre[0] == id(s) else None)
@@ -1932,11 +1933,10 @@ class _Gen(MmaGen):
     def vector_plan(self, value, domain, V):
         """The vector operands of a vector sweep: [(leaf, Loc, buffer name)] (equal windows share
         a buffer), the first of each buffer, and the bytes a chunk loads."""
-        vtypes = (4, 8, 16)
         leaves, seen = [], {}
         for e, loc in self.vector_leaves(value, domain, bcast=True):
-            if C.itemsize(loc.dtype) * V not in vtypes:
-                continue
+            if self.access_vector(e) != V:
+                continue          # read element by element (the analysis' width for this access)
             key = self.leaf_key(e, loc)
             if key not in seen:
                 seen[key] = self.new("vin")
@@ -2125,6 +2125,9 @@ class _Gen(MmaGen):
         if whole is True:
             self.emit(store)
         else:
+            if not hint_store:   # one instruction in inline PTX: the compiler would split a C++ store here
+                helper = "tnb_stg" if vt[6] == "global" else "tnb_sts"
+                store = f"{helper}(({vtypes[nbytes]}*)({optr} + {oindex(i, j0)}), *(const {vtypes[nbytes]}*){out});"
             v = self.new("v")
             cond = self.in_region(omask, i, f"{j0} + {v}", domain)
             self.emit(f"if ({c_cond(whole)}) {store}")
@@ -2240,8 +2243,10 @@ class _Gen(MmaGen):
                 continue
             domain = shape2(t.sym.type.shape)
             V = self.plan.vec.get(id(t), 1)
-            if V < 2 or domain[1] % V or C.itemsize(t.sym.type.dtype) * V not in (4, 8, 16):
-                continue
+            sp = self.stmt_plan(t)
+            src = sp.access_of(w) if sp is not None else None
+            if sp is None or not sp.vector_path or src is None or src.vector != V:
+                continue          # the analysis moves this copy element by element
             p = self.plan.positions.get(id(t))
             if any(b.where == "within" for b in self.plan.barriers.get(p, ())):
                 continue
@@ -2453,81 +2458,35 @@ class _Gen(MmaGen):
     # one combine across warps through a small shared scratch
     def reduce_vector_leaves(self, x, xshape, V):
         """The leaves of a reduction's operand read as V-element vectors at the chunk's own
-        coordinates: shared tiles whose chunk of V elements is contiguous and V-aligned, and
-        windows of tensors whose every chunk provably starts on a multiple of V elements
-        (`window_aligned`; the vector load of a chunk that crosses the window's valid region
-        falls back to element loads)."""
-        out = []
-        for e, loc in self.vector_leaves(x, xshape):
-            if loc.kind == "global":
-                if (isinstance(e, ir.Slice) and shape2(loc.shape) == xshape and self.window_aligned(e, V)
-                        and C.itemsize(loc.dtype) * V in (4, 8, 16)):
-                    out.append((e, loc))
-                continue
-            if loc.kind != "shared" or not isinstance(e, ir.Ref):
-                continue
-            tv = self.tile_of(e.sym)
-            if tv is None or tv.space != "shared":
-                continue
-            last = loc.entries[-1]
-            ext = loc.extents[-1]
-            if not (_is_int(last[1]) and last[1] % V == 0 and _is_int(ext) and ext % V == 0):
-                continue
-            if C.itemsize(loc.dtype) * V not in (4, 8, 16):
-                continue
-            out.append((e, loc))
-        return out
-
-    def window_aligned(self, e: ir.Slice, V: int) -> bool:
-        """Every chunk of V consecutive row elements of the tensor window `e` starts on a multiple
-        of V elements of the tensor (whose base the launch keeps 16-byte aligned): the window's
-        first element offset and the strides of its other dimensions are multiples of V, by the
-        divisibility rules (`tilenb.analysis.divisibility`), and it is contiguous along the row."""
-        if V == 1:
-            return True
-        if e.base.kind != "tensor" or e.flat or not e.subs or not isinstance(e.subs[-1], ir.SubRange):
-            return False
-        sdiv = stride_divisors(self.kir, e.base.type.dims)
-        if any(d % V for d in sdiv[:-1]):
-            return False
-        origin = 0
-        for sub, sd in zip(e.subs, sdiv):
-            d = self.divisibility.of(sub.index if isinstance(sub, ir.SubIndex) else sub.start)
-            origin = gcd(origin, d * sd)
-        return origin % V == 0
-
-    @cached_property
-    def divisibility(self) -> Divisibility:
-        """What every index expression of the kernel is a multiple of (`window_aligned`)."""
-        return Divisibility(self.kir)
+        coordinates: those the analysis gives vector V (`ownership`, row_reduce_widths: whole
+        shared tiles, and tensor windows whose every chunk provably starts on a multiple of V
+        elements; the vector load of a chunk that crosses the window's valid region falls back
+        to element loads)."""
+        return [(e, loc) for e, loc in self.vector_leaves(x, xshape)
+                if V > 1 and loc.kind in ("global", "shared") and self.access_vector(e) == V]
 
     def block_reduce_widths(self, domain, reds, s) -> Optional[List[int]]:
-        """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply.
-        Whether it applies is the analysis' (its shared-memory map holds the partials' arrays of
-        this copy of the statement, `analysis.smem`: row reductions (axis 1) whose row of Cx
+        """Per reduction, the chunk width V of the CTA-wide path, or None when it does not apply;
+        both are the analysis'. Whether it applies: its shared-memory map holds the partials'
+        arrays of this copy of the statement (`analysis.smem`: row reductions whose row of Cx
         elements is a multiple of the CTA's threads, so that, by the partition rule, chunk
         k -> thread k % T, every thread owns the same number of chunks of every row and each warp
-        works on one row at a time); the width is the widest V of 8, 4, 2, 1 whose Cx / V chunks
-        are still a multiple of the threads and whose operands read as V-element vectors."""
+        works on one row at a time, within the kernel's shared-memory limit). The width: the
+        statement plan's (`ownership`, row_reduce_widths: the widest V whose Cx / V chunks are
+        still a multiple of the threads and whose operands read as V-element vectors)."""
         copies = self.smem.partials.get(id(s), ())
         k = self.partial_copies.get(id(s), 0)
         self.partial_copies[id(s)] = k + 1
         if k >= len(copies) or not copies[k]:
             return None
+        sp = self.stmt_plan(s)
+        if sp is None or not sp.row_reductions:
+            return None
         out = []
         for red in reds:
-            xr, xc = shape2(red.x.type.shape)
-            V = None
-            for cand in (8, 4, 2, 1):
-                if xc % cand or (xc // cand) % self.T:
-                    continue
-                leaves = self.reduce_vector_leaves(red.x, (xr, xc), cand)
-                if cand > 1 and not leaves:
-                    continue
-                if cand > 1 and any(C.itemsize(l.dtype) * cand > 16 for _, l in leaves):
-                    continue
-                V = cand
-                break
+            V = sp.reduce_width(red)
+            if V is None:
+                return None
             out.append(V)
         return out
 

@@ -4,7 +4,8 @@ Guarantees:
 - `uniformity(kir)` says which scalar symbols and which statements' control differ between
   threads (ctx.warp counts as varying here: a CTA barrier needs the whole CTA).
 - `plan(kir)` gives the tiles' places (shared-memory offsets or registers), the footprint, the
-  barriers (position -> where/tile/reason) and the vector width of each tile statement. It takes
+  barriers (position -> where/tile/reason), the vector width of each tile statement and (from
+  the analysis) its StatementPlan, whose accesses carry the width of every memory access. It takes
   them from `tilenb.analysis.analyze` when that module exists, and otherwise from the tile
   lifetimes and a conservative rule of its own (`_conservative_barriers`): a barrier before
   every tile statement that touches shared memory, placed only where control is uniform.
@@ -152,6 +153,8 @@ class Plan:
     source: str                              # "analysis" or "codegen's conservative rule"
     notes: List[str] = field(default_factory=list)
     shared_partition: set = field(default_factory=set)   # id(Stmt) reading/writing shared tiles by the partition
+    # id(Stmt) -> the analysis' StatementPlan of a tile statement (vector widths of every access)
+    statements: Dict[int, object] = field(default_factory=dict)
 
 
 def vec_width(shape: Tuple[int, ...], dtypes) -> int:
@@ -223,13 +226,15 @@ def _plan_from_analysis(kir, an, positions, uni) -> Plan:
         barriers.setdefault(b.position, []).append(BarrierSpec(b.position, b.where, str(b.tile), str(b.reason)))
     vec = {}
     shared_partition = set()
+    statements = {}
     for sp in an.statements:
         if sp.kind == "tile":
             vec[id(sp.stmt)] = int(sp.vector_width)
+            statements[id(sp.stmt)] = sp
             if any(a.mode == "partition" and a.space == "shared" for a in sp.accesses):
                 shared_partition.add(id(sp.stmt))
     notes = list(getattr(an, "notes", ()) or ())
-    return Plan(tiles, int(lt.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition)
+    return Plan(tiles, int(lt.footprint), positions, barriers, vec, uni, "analysis", notes, shared_partition, statements)
 
 
 def _conservative_barriers(kir, lt, tiles, uni) -> Dict[int, List[BarrierSpec]]:

@@ -311,3 +311,31 @@ __device__ __forceinline__ void tnb_cpa_wait_all() {  // this thread's asynchron
 }
 #endif
 """
+
+
+# Emitted only into kernels with a vector store that is guarded (a chunk that may cross the valid
+# region or the tensor's edge, stored element by element there): one st.global / st.shared of 4,
+# 8 or 16 bytes in inline PTX. Written in C++, the guarded vector store and its element-by-element
+# fallback are merged by the compiler into per-element predicated stores (four 4-byte stores for
+# 16 bytes); an asm statement cannot be split, so the access is the one instruction the analysis
+# counts (`tilenb.analysis.ownership`, Access.vector). "memory": later loads and stores are not
+# moved across it.
+VECTOR_HELPERS = r"""
+#ifndef TILENB_VECTOR_HELPERS
+#define TILENB_VECTOR_HELPERS
+__device__ __forceinline__ void tnb_stg(uint4* p, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1,%2,%3,%4};" :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory"); }
+__device__ __forceinline__ void tnb_stg(uint2* p, uint2 v) {
+  asm volatile("st.global.v2.b32 [%0], {%1,%2};" :: "l"(p), "r"(v.x), "r"(v.y) : "memory"); }
+__device__ __forceinline__ void tnb_stg(unsigned* p, unsigned v) {
+  asm volatile("st.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory"); }
+__device__ __forceinline__ void tnb_sts(uint4* p, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1,%2,%3,%4};" :: "r"((unsigned)__cvta_generic_to_shared(p)),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory"); }
+__device__ __forceinline__ void tnb_sts(uint2* p, uint2 v) {
+  asm volatile("st.shared.v2.b32 [%0], {%1,%2};" :: "r"((unsigned)__cvta_generic_to_shared(p)), "r"(v.x), "r"(v.y)
+               : "memory"); }
+__device__ __forceinline__ void tnb_sts(unsigned* p, unsigned v) {
+  asm volatile("st.shared.b32 [%0], %1;" :: "r"((unsigned)__cvta_generic_to_shared(p)), "r"(v) : "memory"); }
+#endif
+"""
