@@ -200,6 +200,13 @@ inline void tnb_cp16(void* dst, const void* src) {
 inline void tnb_cp16u(unsigned dst, const void* src) { tnb_cp16(g_smem + dst, src); }
 inline void tnb_st16u(unsigned dst, uint4 v) { tnb_saddr(g_smem + dst); std::memcpy(g_smem + dst, &v, 16); }
 inline void tnb_st2u(unsigned dst, unsigned short v) { tnb_saddr(g_smem + dst); std::memcpy(g_smem + dst, &v, 2); }
+// the vector stores of the generated code's VECTOR_HELPERS (inline PTX there): one aligned store
+#define TILENB_VECTOR_HELPERS
+template <class V> inline void tnb_vec_check(const V* p, const char* what) {
+  if (((unsigned long long)p) % sizeof(V)) { std::fprintf(stderr, "%s of %d bytes: misaligned address\n", what, (int)sizeof(V)); std::abort(); }
+}
+template <class V> inline void tnb_stg(V* p, V v) { tnb_vec_check(p, "st.global"); std::memcpy((void*)p, &v, sizeof(V)); }
+template <class V> inline void tnb_sts(V* p, V v) { tnb_saddr(p); tnb_vec_check(p, "st.shared"); std::memcpy((void*)p, &v, sizeof(V)); }
 inline void tnb_cp_commit() { t_groups.push_back(t_open); t_open.clear(); }
 template <int N> inline void tnb_cp_wait() {
   while ((int)t_groups.size() > N) {
