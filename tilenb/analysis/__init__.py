@@ -10,6 +10,8 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
                   sectors (coalescing) and wavefronts (bank conflicts) per warp
     a.statements  thread ownership of every statement (`ownership.StatementPlan`), indexed by
                   position: what the code generator implements
+    a.uniformity  which control and scalars differ between threads (`uniformity.Uniformity`, the
+                  checker's record; the barrier placement and the code generator read it here)
     a.to_json()   all of it as one JSON-ready dict, compact enough to embed in a notebook
 
 The pipeline, one stage per module:
@@ -36,7 +38,8 @@ from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
-from .ownership import DEFAULT_EXTENT, Access, StatementPlan, statement_plans, varying_control
+from .ownership import DEFAULT_EXTENT, Access, StatementPlan, statement_plans
+from .uniformity import Uniformity, uniformity
 from .partition import chunks, owners, thread_chunks, vector_width
 
 # Shared-memory budgets (the checker enforces the same numbers): 48 KB of static shared memory per
@@ -47,7 +50,7 @@ DYNAMIC_BUDGET = 227 * 1024
 __all__ = ["analyze", "Analysis", "TileInfo", "RulerLine", "RulerTile", "Barrier", "CopyPlan", "WarpFigures",
            "LayoutFix", "StatementPlan", "Access", "Layout", "Swizzle", "SwizzledLayout", "row_major",
            "Lifetimes", "TileLife", "tile_lifetimes", "gemm_accumulators", "chunks", "owners",
-           "thread_chunks", "vector_width", "DEFAULT_EXTENT"]
+           "thread_chunks", "vector_width", "DEFAULT_EXTENT", "Uniformity", "uniformity"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Analysis:
     lifetimes: Lifetimes
     extents: Tuple[Tuple[str, int], ...]   # the runtime dims' representative extents used
     notes: Tuple[str, ...] = ()            # hazards no barrier could separate (none when checked)
+    uniformity: Optional[Uniformity] = None   # the checker's uniformity record (analysis.uniformity)
 
     @property
     def copies(self) -> Tuple[CopyPlan, ...]:
@@ -167,14 +171,15 @@ def analyze(kir: ir.KernelIR, extents: Optional[Mapping[str, int]] = None) -> An
 def _analyze(kir: ir.KernelIR, ext: Dict[str, int]) -> Analysis:
     lt = tile_lifetimes(kir)                                   # live ranges and byte offsets
     plans = statement_plans(kir, lt, ext)                      # who touches what, per statement
-    barriers, notes = place_barriers(kir, lt, plans, varying_control(kir))   # hazards -> barriers
+    uni = uniformity(kir)                                      # the checker's record, read once
+    barriers, notes = place_barriers(kir, lt, plans, uni.varying_control)   # hazards -> barriers
     # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)
     ruler = _ruler(lt)
     budget = DYNAMIC_BUDGET if kir.dynshared else STATIC_BUDGET
     return Analysis(kir.name, kir.threads, lt.footprint, budget, tiles, ruler, barriers, plans, lt,
-                    tuple(sorted(ext.items())), notes)
+                    tuple(sorted(ext.items())), notes, uni)
 
 
 def _ruler(lt: Lifetimes) -> Tuple[RulerLine, ...]:
