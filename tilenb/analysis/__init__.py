@@ -17,7 +17,9 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
 The pipeline, one stage per module:
     lifetimes.tile_lifetimes     live ranges, registers vs shared, byte offsets
     ownership.statement_plans    per statement: iteration space, vector width, accesses by thread
-    barriers.place_barriers      hazards between threads -> the fewest barriers, with reasons
+    uniformity.uniformity        the checker's record of which control and scalars differ between threads
+    global_memory.global_cells   tensor accesses as cells the barrier walk compares across statements and turns
+    barriers.place_barriers      hazards between threads (shared and global memory) -> the fewest barriers, with reasons
     copies.copy_plans            global <-> shared moves: runs, sectors, wavefronts, layout fixes
 (layout.py is the layout algebra; partition.py the one thread -> element rule; divisibility.py the
 alignment facts vector widths come from.)
