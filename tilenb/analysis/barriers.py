@@ -75,7 +75,8 @@ class Barrier:
     position: the pre-order index of the statement (as in Lifetimes.positions); where: "before" or
     "after" that statement, or "within" it (between evaluating its value and writing it); line: the
     statement's source line ("after": its last line); tile: the tile whose bytes the later access
-    touches; reason: which statement wrote or read those bytes, which later one touches them, and
+    touches, or the tensor, for a hazard through global memory (the reason then says "in global
+    memory"); reason: which statement wrote or read those bytes, which later one touches them, and
     why the two are different threads."""
     line: int
     position: int

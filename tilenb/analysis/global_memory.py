@@ -375,6 +375,12 @@ def _tensor_cells(accs: List[_Acc], aff: _Affine, pos_stmt, threads: int, out: _
                 touch(x, [c], UNKNOWN if x.access.mode == "per_thread" else ANY)
             continue
         loops, proven = _turns(key, members, aff, pos_stmt)
+        if loops is not None and key not in volatile_keys and set(loops) <= proven and all(
+                any(_disjoint(p.consts[d], p.lengths[d], q.consts[d], q.lengths[d]) for d in range(len(key)))
+                for i, p in enumerate(members) for q in members[i + 1:]):
+            # no two accesses of the class share an element within a turn, nor across turns: an
+            # access meets only itself in another turn, at the same elements by the same threads
+            continue
         frame = None
         if key not in volatile_keys and loops is not None:
             rank = len(key)
