@@ -423,7 +423,16 @@ kernel shift(X: tensor<f32>[N], Y: tensor<f32>[N]) {
 """
 
 
-def test_debug_reports_a_race_through_global_memory_that_only_barrier_can_fix():
+@pytest.fixture(params=["dense", "sparse"])
+def records(request, monkeypatch):
+    """Run a debug test with the race records in arrays (small tensors) and sparse (large ones)."""
+    from tilenb.runtime import cpu_debug
+    if request.param == "sparse":
+        monkeypatch.setattr(cpu_debug, "DENSE_LIMIT", 0)
+    return request.param
+
+
+def test_debug_reports_a_race_through_global_memory_that_only_barrier_can_fix(records):
     """Per-thread code against per-thread code: no tile statement touches X or Y, so the
     compiler places nothing (the analysis leaves it to the program, as for shared tiles), and a
     debug launch reports the race the GPU would have; with barrier() it is quiet and right."""
@@ -445,7 +454,29 @@ def test_debug_reports_a_race_through_global_memory_that_only_barrier_can_fix():
     assert info.value.line == 8
 
 
-def test_debug_reports_a_read_of_an_element_other_threads_update_atomically():
+def test_debug_barriers_reached_by_some_ctas_only(records):
+    """A barrier under `if ctx.block.x > 0` ends the interval of those CTAs only: CTA 0 races,
+    the others do not (the records are kept per CTA)."""
+    src = """
+    @launch(32)
+    kernel k(Y: tensor<f32>[N], Z: tensor<f32>[N]) {
+      let i = ctx.block.x * 32 + ctx.thread
+      Y[i] = f32(i)
+      if ctx.block.x > 0 { barrier() }
+      if ctx.block.x > 0 { Z[i] = Y[ctx.block.x * 32 + (ctx.thread + 1) % 32] }
+      if ctx.block.x == 0 { Z[i] = Y[(ctx.thread + 1) % 32] }
+    }
+    """
+    with pytest.raises(RaceError, match=r"tensor 'Y'\[1\] in CTA \(0, 0, 0\): thread 0 reads it at line 7"):
+        _mod(src, debug=True).k[3](np.zeros(96, np.float32), np.zeros(96, np.float32))
+    quiet = src.replace("if ctx.block.x == 0 { Z[i] = Y[(ctx.thread + 1) % 32] }", "")
+    Y, Z = np.zeros(96, np.float32), np.zeros(96, np.float32)
+    _mod(quiet, debug=True).k[3](Y, Z)
+    i = np.arange(32, 96)
+    np.testing.assert_array_equal(Z[32:], (i // 32 * 32 + (i % 32 + 1) % 32).astype(np.float32))
+
+
+def test_debug_reports_a_read_of_an_element_other_threads_update_atomically(records):
     src = """
     @launch(64)
     kernel k(S: tensor<f32>[M, 8], T: tensor<f32>[M, 64]) {
@@ -464,7 +495,7 @@ def test_debug_reports_a_read_of_an_element_other_threads_update_atomically():
         _mod(src.replace("SYNC", "// none"), debug=True).k[3](np.zeros((3, 8), np.float32), np.zeros((3, 64), np.float32))
 
 
-def test_debug_follows_the_barriers_the_compiler_places():
+def test_debug_follows_the_barriers_the_compiler_places(records):
     """The CPU's barrier intervals are the GPU code's: a barrier the analysis places (before the
     tile statement that reads Y) separates the two per-thread accesses around it, so the debug
     launch is quiet; where the tile statement touches neither Y nor anything the per-thread code

@@ -41,19 +41,36 @@ class Shadow:
     the writer (a thread, ALL or NONE), the lowest and highest reading thread, the lowest and
     highest thread that updated it atomically, and the line of each. Records live in flat arrays
     indexed by a slot per (CTA, element): dense (every element of every CTA of the batch) when
-    that is at most DENSE_LIMIT slots, else sparse (slots only for the elements touched since
-    the last barrier, in key order), so a large tensor costs only what per-thread code touches."""
+    that is at most DENSE_LIMIT slots, else sparse: slots only for the elements touched since the
+    last barrier, found through a sorted index of their keys (a large index and a small one that
+    new keys go to, merged into the large one when it has grown by a quarter, so that per-thread
+    loops touching many new elements stay near n log n), so a large tensor costs only what
+    per-thread code touches."""
     _FIELDS = (("writer", NONE), ("wline", 0), ("rmin", BIG), ("rmax", NONE), ("rline_min", 0),
                ("rline_max", 0), ("amin", BIG), ("amax", NONE), ("aline", 0))
 
     def __init__(self, batch: int, size: int, what: str = "tile"):
         self.batch, self.size, self.what = batch, size, what
         self.dense = batch * size <= DENSE_LIMIT
-        n = batch * size if self.dense else 0
+        self._alloc(batch * size if self.dense else 1024)
+        self.used = 0                                   # sparse: slots handed out
+        self.index = [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * 2   # (keys, slots): large, small
+        self.dirty = False
+
+    def _alloc(self, n: int):
         for name, v in self._FIELDS:
             setattr(self, name, np.full(n, v, np.int32))
-        self.keys = np.zeros(0, np.int64)
-        self.dirty = False
+
+    def _find(self, key: np.ndarray) -> np.ndarray:
+        out = np.full(len(key), -1, np.int64)
+        for keys, slot in self.index:
+            if not len(keys):
+                continue
+            i = np.searchsorted(keys, key)
+            ok = i < len(keys)
+            ok[ok] = keys[i[ok]] == key[ok]
+            out[ok] = slot[i[ok]]
+        return out
 
     def slots(self, cta: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """The record slot of each (CTA, element) pair, made where it is missing."""
@@ -62,22 +79,40 @@ class Shadow:
         if self.dense:
             return cta * self.size + pos
         key = pos * self.batch + cta
-        i = np.searchsorted(self.keys, key)
-        hit = i < len(self.keys)
-        hit[hit] = self.keys[i[hit]] == key[hit]
-        if not hit.all():
-            new = np.unique(key[~hit])
-            j = np.searchsorted(self.keys, new)
-            self.keys = np.insert(self.keys, j, new)
-            for name, v in self._FIELDS:
-                setattr(self, name, np.insert(getattr(self, name), j, np.int32(v)))
-            i = np.searchsorted(self.keys, key)
-        return i
+        found = self._find(key)
+        miss = found < 0
+        if miss.any():
+            new = np.unique(key[miss])
+            n0, n1 = self.used, self.used + len(new)
+            cap = len(self.writer)
+            if n1 > cap:                                # grow the record arrays (doubling)
+                cap = max(n1, 2 * cap)
+                for name, v in self._FIELDS:
+                    a = np.full(cap, v, np.int32)
+                    a[:n0] = getattr(self, name)[:n0]
+                    setattr(self, name, a)
+            else:
+                for name, v in self._FIELDS:
+                    getattr(self, name)[n0:n1] = v
+            self.used = n1
+            (bk, bs), (sk, ss) = self.index
+            sk, ss = np.concatenate([sk, new]), np.concatenate([ss, np.arange(n0, n1, dtype=np.int64)])
+            o = np.argsort(sk, kind="stable")
+            sk, ss = sk[o], ss[o]
+            if len(sk) > max(1 << 16, len(bk) // 4):   # fold the small index into the large one
+                bk, bs = np.concatenate([bk, sk]), np.concatenate([bs, ss])
+                o = np.argsort(bk, kind="stable")
+                bk, bs = bk[o], bs[o]
+                sk, ss = sk[:0], ss[:0]
+            self.index = [(bk, bs), (sk, ss)]
+            found = self._find(key)
+        return found
 
     def reset(self, cta: np.ndarray):
         """A barrier in the CTAs where `cta` (bool per CTA of the batch) holds."""
         if not self.dirty:
             return
+        cta = np.asarray(cta, bool)
         if self.dense:
             if cta.all():
                 for name, v in self._FIELDS:
@@ -88,11 +123,13 @@ class Shadow:
             for name, v in self._FIELDS:
                 getattr(self, name).reshape(self.batch, self.size)[rows] = v
             return
-        keep = ~np.asarray(cta, bool)[self.keys % self.batch] if len(self.keys) else np.zeros(0, bool)
-        self.keys = self.keys[keep]
-        for name, _ in self._FIELDS:
-            setattr(self, name, getattr(self, name)[keep])
-        self.dirty = bool(len(self.keys))
+        if cta.all():
+            self.used = 0
+            self.index = [(np.zeros(0, np.int64), np.zeros(0, np.int64))] * 2
+            self.dirty = False
+            return
+        # forget the keys of those CTAs; their slots are not handed out again until a full reset
+        self.index = [(k[~cta[k % self.batch]], s[~cta[k % self.batch]]) for k, s in self.index]
 
 
 def barrier_points(kir):
