@@ -197,6 +197,20 @@ def test_the_emulated_cuda_agrees_with_numpy(case, tmp_path):
         np.testing.assert_allclose(got, w, rtol=0, atol=0)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_gpu_agrees_with_numpy(case):
+    src, name, _, _, _, make = CASES[case]
+    args, want, grid, _ = make(np.random.default_rng(11))
+    k = tilenb.compile(textwrap.dedent(src).lstrip("\n"), backend="cuda").kernels[name]
+    for _ in range(20):       # a race that no barrier fenced would show in some of the runs
+        got = [a.copy() for a in args]
+        k[grid](*got)
+        assert k.last_run.backend == "cuda"
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=0, atol=0)
+
+
 # ---- what gets no new barrier ----------------------------------------------------------------------
 NO_READ_BACK = """
 @launch(128)
@@ -380,6 +394,28 @@ def test_the_emulated_loops_agree_with_numpy(tmp_path):
     EMU.run(generate(_mod(RECURRENCE).rec.ir(), textwrap.dedent(RECURRENCE).lstrip("\n")), [got, 3], {"R": 5}, (1,),
             workdir=tmp_path)
     np.testing.assert_allclose(got, _recurrence_want(Y, 3), rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_the_gpu_runs_the_loops_as_numpy_does():
+    Y = np.random.default_rng(12).standard_normal((300, 16)).astype(np.float32)
+    k = tilenb.compile(textwrap.dedent(SLIDING).lstrip("\n"), backend="cuda").sliding
+    got = Y.copy()
+    k[300](got)
+    np.testing.assert_array_equal(got, _sliding_want(Y))
+    Y = np.random.default_rng(13).standard_normal((9, 40)).astype(np.float32)
+    k = tilenb.compile(textwrap.dedent(RECURRENCE).lstrip("\n"), backend="cuda").rec
+    for s_ in (0, 3):
+        got = Y.copy()
+        k[1](got, s_)
+        np.testing.assert_allclose(got, _recurrence_want(Y, s_), rtol=1e-6)
+    X = np.random.default_rng(14).standard_normal((500, 64)).astype(np.float32)
+    k = tilenb.compile(textwrap.dedent(READ_BACK_LOOP).lstrip("\n"), backend="cuda").prefix
+    got = np.zeros_like(X)
+    k[500](X, got)
+    cpu = np.zeros_like(X)
+    _mod(READ_BACK_LOOP).prefix[500](X, cpu)
+    np.testing.assert_allclose(got, cpu, rtol=1e-5, atol=1e-5)
 
 
 def test_a_barrier_needed_after_a_jump_some_threads_took_goes_where_all_threads_are():
