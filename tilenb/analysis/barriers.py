@@ -48,7 +48,8 @@ Guarantees: afterwards, along every path through the kernel, every pair of share
 accesses to one byte, or of accesses of one CTA to one tensor element, by different threads, at
 least one a write and at least one from a tile statement, has a barrier between them; taking
 away any one barrier leaves such a pair on some path, as far as the model can tell (it counts a per-thread access as made by unknown threads,
-and a window whose start is known only as a set of values as touched at every such start).
+a window whose start is known only as a set of values as touched at every such start, and
+tensor windows whose starts differ by run-time amounts as meeting).
 """
 from __future__ import annotations
 
