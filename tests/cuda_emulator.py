@@ -9,6 +9,8 @@ What is emulated, and how (the PTX ISA's definitions, "Warp-level matrix instruc
   each CTA, so a read of bytes nothing wrote shows; CTAs run one after another;
 - `cp.async` copies are deferred: they land when a `cp.async.wait_group` lets their group
   complete (the latest a GPU may deliver them), so a missing wait or barrier shows as wrong data;
+- atomics (`tnb_atomic_add`, `tnb_atomic_max` of 32- and 64-bit types) are compare-and-swap
+  loops on std::atomic_ref;
 - f16 uses the compiler's _Float16, bf16 rounds to nearest even in software; mma sums its
   products in f32 in k order (hardware order differs: compare with tolerances).
 
@@ -61,6 +63,19 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+// atomics of the prelude (tilenb/codegen/prelude.py), indivisible across the emulated threads
+template <class T> inline void tnb_atomic_add(T* p, T v) {
+  std::atomic_ref<T> a(*p); T old = a.load();
+  while (!a.compare_exchange_weak(old, (T)(old + v))) {}
+}
+template <class T> inline void tnb_atomic_max(T* p, T v) {   // a NaN operand yields the other
+  std::atomic_ref<T> a(*p); T old = a.load();
+  for (;;) {
+    T n = (old != old) ? v : (v != v) ? old : (v > old ? v : old);
+    if (n == old || (n != n && old != old)) return;
+    if (a.compare_exchange_weak(old, n)) return;
+  }
+}
 
 typedef unsigned short tnb_f16;
 typedef unsigned short tnb_bf16;

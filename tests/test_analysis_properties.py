@@ -259,10 +259,13 @@ class Gen:
         btxt, bop = self.operand_for(shape)
         dt = self.dt()
         col = self.draw(st.sampled_from(["0", "1", "4"]))
+        row = self.rowexpr()
         p = self.take()
-        self.emit(f"Y_{dt}[{self.rowexpr()} :+ {shape[0]}, {col} :+ {shape[1]}] = {dt}({a} * {btxt})", indent)
+        self.emit(f"Y_{dt}[{row} :+ {shape[0]}, {col} :+ {shape[1]}] = {dt}({a} * {btxt})", indent)
         ops = [Op("elem", a, 0, 0, *shape)] + ([bop] if bop else [])
-        return [Node("tile", p, ("tensor",) + shape, ops)]
+        # the window, relative to r0 (a CTA's rows): a store of another thread may meet it
+        terms = row.split(" + ")[1:]
+        return [Node("tile", p, ("tensor",) + shape + (dt, tuple(terms), int(col)), ops)]
 
     def s_dot(self, indent, depth):
         dt = "i8" if self.family == "int" else self.draw(st.sampled_from(["f32", "f16"]))
@@ -438,6 +441,12 @@ def element_accesses(nd, env, a, T, tiles):
         for i in range(h):
             for j in range(w):
                 add(writes, dname, ro + i, co + j, owner[i][j])
+    else:   # a store into a tensor: its elements, relative to the CTA's first row r0
+        dt, terms, col = nd.dest[3:]
+        row = sum(val(t) if not t.isdigit() else int(t) for t in terms)
+        for i in range(h):
+            for j in range(w):
+                writes[("Y", dt, row + i, col + j)] = owner[i][j]
     return reads, writes
 
 

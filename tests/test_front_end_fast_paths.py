@@ -32,7 +32,8 @@ from test_parse_grammar import EVERYTHING  # noqa: E402
 
 def _canon(x, pos=None):
     """A KernelIR (or part) as nested tuples: Syms by (name, kind, type, line, uid), the
-    uniformity map by statement position, so that two separately built IRs can be compared."""
+    uniformity map by statement position (the scalar uniformity map is keyed by Syms, canonical
+    too), so that two separately built IRs can be compared."""
     if isinstance(x, ir.Sym):
         return ("Sym", x.name, x.kind, _canon(x.type), x.line, x.uid)
     if isinstance(x, ir.KernelIR):
@@ -47,7 +48,7 @@ def _canon(x, pos=None):
     if isinstance(x, (list, tuple)):
         return tuple(_canon(c) for c in x)
     if isinstance(x, dict):
-        return tuple((k, _canon(v)) for k, v in x.items())
+        return tuple((_canon(k) if isinstance(k, ir.Sym) else k, _canon(v)) for k, v in x.items())
     return (type(x).__name__, repr(x))
 
 

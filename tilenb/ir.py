@@ -297,6 +297,9 @@ class KernelIR:
     span: Span
     uniformity: Dict[int, int] = field(default_factory=dict)  # id(stmt) -> control uniformity
     cluster: int = 1                   # @cluster: CTAs per thread block cluster, along x
+    # scalar Sym -> its uniformity (params, dims, lets, vars, loop variables): with `uniformity`,
+    # the checker's record of section 11, read through tilenb.analysis.uniformity
+    scalar_uniformity: Dict["Sym", int] = field(default_factory=dict)
 
     def tiles(self):
         """Every tile-valued Sym declared in the body (var and let tiles, not views), in order."""

@@ -17,12 +17,16 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
                   sectors (coalescing) and wavefronts (bank conflicts) per warp
     a.statements  thread ownership of every statement (`ownership.StatementPlan`), indexed by
                   position: what the code generator implements
+    a.uniformity  which control and scalars differ between threads (`uniformity.Uniformity`, the
+                  checker's record; the barrier placement and the code generator read it here)
     a.to_json()   all of it as one JSON-ready dict, compact enough to embed in a notebook
 
 The pipeline, one stage per module:
     lifetimes.tile_lifetimes     live ranges, registers vs shared, byte offsets
     ownership.statement_plans    per statement: iteration space, vector width, accesses by thread
-    barriers.place_barriers      hazards between threads -> the fewest barriers, with reasons
+    uniformity.uniformity        the checker's record of which control and scalars differ between threads
+    global_memory.global_cells   tensor accesses as cells the barrier walk compares across statements and turns
+    barriers.place_barriers      hazards between threads (shared and global memory) -> the fewest barriers, with reasons
     lowering.lower               per target: GEMM / streamed / mma.sync loops, tensor-core register
                                  layouts, routes of tensor-core statements, scratch, stages, rings
     smem.build                   the shared-memory map: every region the generated kernel declares
@@ -51,8 +55,9 @@ from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
-from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key, uniformity
-from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, statement_plans, varying_control
+from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key
+from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, statement_plans
+from .uniformity import Uniformity, uniformity
 from .partition import chunks, owners, thread_chunks, vector_width
 from .smem import Region, SmemMap, build as build_smem_map
 
@@ -65,7 +70,7 @@ __all__ = ["analyze", "Analysis", "TileInfo", "RulerLine", "RulerTile", "Barrier
            "LayoutFix", "StatementPlan", "Access", "Layout", "Swizzle", "SwizzledLayout", "row_major",
            "Lifetimes", "TileLife", "tile_lifetimes", "gemm_accumulators", "chunks", "owners",
            "thread_chunks", "vector_width", "DEFAULT_EXTENT", "Region", "SmemMap", "LoopLowering",
-           "target_key"]
+           "target_key", "Uniformity", "uniformity"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class Analysis:
     loops: Tuple[LoopLowering, ...] = ()   # each loop's lowering and why, in source order
     lowering: Optional[KernelLowering] = field(default=None, repr=False, compare=False)   # what the generator reads
     _shared: dict = field(default_factory=dict, repr=False, compare=False)   # the target-free part's lazy results
+    uniformity: Optional[Uniformity] = None   # the checker's uniformity record (analysis.uniformity)
 
     @property
     def copies(self) -> Tuple[CopyPlan, ...]:
@@ -229,17 +235,19 @@ class _Base:
     extents: Tuple[Tuple[str, int], ...]
     tiles: Tuple[TileInfo, ...]
     shared: dict
+    uniformity: Uniformity
 
 
 def _analyze_base(kir: ir.KernelIR, ext: Dict[str, int]) -> _Base:
     lt = tile_lifetimes(kir)                                   # live ranges and byte offsets
     plans = statement_plans(kir, lt, ext)                      # who touches what, per statement
-    barriers, notes = place_barriers(kir, lt, plans, varying_control(kir))   # hazards -> barriers
+    uni = uniformity(kir)                                      # the checker's record, read once
+    barriers, notes = place_barriers(kir, lt, plans, uni.varying_control)   # hazards -> barriers
     plans = narrow_within(plans, barriers)                     # split statements: element accesses
     # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)
-    return _Base(lt, tuple(plans), tuple(barriers), tuple(notes), tuple(sorted(ext.items())), tiles, {})
+    return _Base(lt, tuple(plans), tuple(barriers), tuple(notes), tuple(sorted(ext.items())), tiles, {}, uni)
 
 
 def facts_of(kir: ir.KernelIR, lt: Lifetimes, barriers) -> Facts:
@@ -259,7 +267,8 @@ def _for_target(kir: ir.KernelIR, base: _Base, target) -> Analysis:
     m = build_smem_map(kir, base.lt, low, facts)
     budget = DYNAMIC_BUDGET if kir.dynshared or m.dynamic else STATIC_BUDGET
     return Analysis(kir.name, kir.threads, m.footprint, budget, base.tiles, _ruler(base.lt, m), base.barriers,
-                    base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared)
+                    base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared,
+                    base.uniformity)
 
 
 def _ruler(lt: Lifetimes, m: SmemMap) -> Tuple[RulerLine, ...]:

@@ -1,11 +1,16 @@
 """Barrier placement: where the CTA must wait so that no thread touches bytes another thread is
-still writing or reading.
+still writing or reading, in shared memory or in global memory.
 
 The rule. Every statement's accesses to shared memory are known byte by byte, with the thread
 that makes each one (`tilenb.analysis.ownership`): a "partition" access by the chunk's owner, an
-"any" access by possibly every thread, a "per_thread" access by unknown threads. Between two
-barriers, a byte may be touched by several statements without a barrier only if every write to it
-and every other access to it come from one and the same thread. So a barrier goes before a tile
+"any" access by possibly every thread, a "per_thread" access by unknown threads. Accesses to
+tensors are known as "cells" of global memory in the same terms (`tilenb.analysis.global_memory`:
+one cell per element where windows can be compared, one cell for elements the model cannot tell
+apart), and the walk below treats those cells like shared bytes: hazards between two threads of
+one CTA through a tensor are placed and pruned by the same rule, with a reason that names the
+tensor (and the element and threads where known). Between two barriers, a byte (a cell) may be
+touched by several statements without a barrier only if every write to it and every other access
+to it come from one and the same thread. So a barrier goes before a tile
 statement that reads bytes another thread wrote (read after write), or writes bytes another thread
 wrote or read (write after write, write after read) since the last barrier, whichever tile those
 bytes belonged to then (a tile placed in the bytes of a dead one is a hazard like any other).
@@ -28,18 +33,23 @@ Where:
   (`t = transpose(t)`, `p = p / rowsum(p)`): the code generator evaluates the whole value into
   registers, then places the barrier, then writes;
 - a barrier needed at a statement under varying control (per-thread code inside an `if` on
-  ctx.thread) goes before the nearest enclosing statement that every thread reaches.
+  ctx.thread, or after a `return` or `continue` some threads took) goes before the latest earlier
+  statement of its block that every thread reaches and that follows the hazard's earlier access
+  (the `if` holding that jump), else before the nearest enclosing statement every thread reaches.
 
 Loops are followed to a fixpoint: the state at the top of the body joins the state before the loop
 with the state at the end of every turn (and at each `continue`); the state after the loop joins
 the top-of-body state with every `break`. So a loop that runs zero times, once, or many times is
-covered.
+covered. On the way back to the top, tensor cells whose windows move with the loop are handled as
+`global_memory` says: cleared where the loop's turns provably touch different elements, or handed
+on as touched by any thread where a later turn's window may cover an earlier turn's.
 
 Guarantees: afterwards, along every path through the kernel, every pair of shared-memory
-accesses to one byte by different threads, at least one a write and at least one from a tile
-statement, has a barrier between them; taking away any one barrier leaves such a pair on some
-path, as far as the model can tell (it counts a per-thread access as made by unknown threads,
-and a window whose start is known only as a set of values as touched at every such start).
+accesses to one byte, or of accesses of one CTA to one tensor element, by different threads, at
+least one a write and at least one from a tile statement, has a barrier between them; taking
+away any one barrier leaves such a pair on some path, as far as the model can tell (it counts a per-thread access as made by unknown threads,
+a window whose start is known only as a set of values as touched at every such start, and
+tensor windows whose starts differ by run-time amounts as meeting).
 """
 from __future__ import annotations
 
@@ -50,6 +60,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from .. import ir
+from .global_memory import CLASS_BASE, OFF_PARTITION_BASE, GlobalCells, global_cells
 from .lifetimes import Lifetimes
 from .ownership import Access, StatementPlan
 from .partition import owners
@@ -65,7 +76,8 @@ class Barrier:
     position: the pre-order index of the statement (as in Lifetimes.positions); where: "before" or
     "after" that statement, or "within" it (between evaluating its value and writing it); line: the
     statement's source line ("after": its last line); tile: the tile whose bytes the later access
-    touches; reason: which statement wrote or read those bytes, which later one touches them, and
+    touches, or the tensor, for a hazard through global memory (the reason then says "in global
+    memory"); reason: which statement wrote or read those bytes, which later one touches them, and
     why the two are different threads."""
     line: int
     position: int
@@ -95,8 +107,9 @@ class _Effect:
 
 
 class _Hazard(Exception):
-    def __init__(self, later: _Effect, earlier: Optional[_Effect], kind: str, within: bool):
+    def __init__(self, later: _Effect, earlier: Optional[_Effect], kind: str, within: bool, cell: int = -1):
         self.later, self.earlier, self.kind, self.within = later, earlier, kind, within
+        self.cell = cell        # the first cell where the two clash
 
 
 class _State:
@@ -266,8 +279,16 @@ class _Placer:
         self.stmt = {p: s for p, s in lt.positions}
         self.parent: Dict[int, Optional[int]] = {}
         self.loops: Dict[int, Tuple[int, int]] = {}
+        self.before_me: Dict[int, List[int]] = {}     # the positions of the earlier statements of its block
         self.varying = varying
-        self.effects, self.ncells = _effects(plans, kir.threads, self.size) if self.size > 0 else ([], 0)
+        self.effects, self.nshared = _effects(plans, kir.threads, self.size) if self.size > 0 else ([], 0)
+        # global memory: the tensors' cells follow the shared bytes' (global_memory)
+        self.globals: GlobalCells = global_cells(kir, plans, lt.positions, kir.threads)
+        for plan, a, cells, thread in self.globals.effects:
+            self.effects.append(_Effect(plan, a, a.rw, cells + self.nshared, thread))
+        self.ncells = self.nshared + self.globals.ncells
+        self.clear_at = {lp: c + self.nshared for lp, c in self.globals.clear_at.items()}
+        self.relabel_at = {lp: c + self.nshared for lp, c in (self.globals.relabel_at or {}).items()}
         self.by_pos: Dict[int, List[int]] = {}
         for i, e in enumerate(self.effects):
             self.by_pos.setdefault(e.plan.position, []).append(i)
@@ -281,9 +302,11 @@ class _Placer:
         self.unplaced: List[str] = []
 
     def _index(self, body, parent):
-        for s in body:
+        block = [self.pos[id(s)] for s in body]
+        for k, s in enumerate(body):
             p = self.pos[id(s)]
             self.parent[p] = parent
+            self.before_me[p] = block[:k]
             if isinstance(s, (ir.For, ir.While)):
                 self.loops[p] = (p, p + sum(1 for _ in ir.walk_stmts(s.body)))
             for b in ir.child_blocks(s):
@@ -389,11 +412,21 @@ class _Placer:
     def _loop(self, s, p, entry: _State, loops) -> Optional[_State]:
         head = entry
         is_while = isinstance(s, ir.While)
+        clear, relabel = self.clear_at.get(p), self.relabel_at.get(p)
         for _ in range(16):
             frame = {"breaks": [], "continues": []}
             top = self._apply(p, head.copy()) if is_while else head.copy()
             end = self._block(s.body, top, loops + [frame])
-            new_head = _join([head, end] + frame["continues"])
+            back = [end] + frame["continues"]
+            if relabel is not None:
+                # tensor cells that stand, from the next turn on, for elements any thread may
+                # have touched (global_memory)
+                back = [_relabeled(b, relabel) for b in back]
+            if clear is not None:
+                # tensor elements this loop's turns were proved to touch disjointly: one turn's
+                # accesses meet none of the next turn's (global_memory)
+                back = [_cleared(b, clear) for b in back]
+            new_head = _join([head] + back)
             if new_head.same(head):
                 break
             head = new_head
@@ -401,6 +434,8 @@ class _Placer:
             # constant bounds with lo < hi: the loop is left after a turn, never straight from entry
             exit_state = _join([end] + frame["continues"])
         else:
+            if clear is not None or relabel is not None:   # the last turn's accesses go on past the loop
+                head = _join([head, end] + frame["continues"])
             exit_state = self._apply(p, head.copy()) if is_while else head
         return _join([exit_state] + frame["breaks"])
 
@@ -411,9 +446,11 @@ class _Placer:
         for _, w in writes:
             for _, r in reads:
                 common, iw, ir_ = np.intersect1d(w.cells, r.cells, assume_unique=True, return_indices=True)
-                if len(common) and _conflicts(r.thread[ir_], w.thread[iw]).any():
-                    within = _Hazard(w, r, "write after read", True)
-                    break
+                if len(common):
+                    bad = _conflicts(r.thread[ir_], w.thread[iw])
+                    if bad.any():
+                        within = _Hazard(w, r, "write after read", True, int(common[np.flatnonzero(bad)[0]]))
+                        break
             if within is not None:
                 break
         return reads, writes, within
@@ -426,14 +463,14 @@ class _Placer:
         for _, e in reads:
             c = _clashes(state.w[e.idx], e)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False)
+                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False, _first(e, c))
         for _, e in writes:
             c = _clashes(state.w[e.idx], e)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False)
+                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False, _first(e, c))
             c = _clashes(state.r[e.idx], e)
             if c.any():
-                raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False)
+                raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False, _first(e, c))
         for i, e in reads:
             k = e.idx
             x = state.r[k]                  # a view when k is a slice: read all of it before writing
@@ -487,14 +524,10 @@ class _Placer:
                 if loop is not None:
                     body = self.stmt[loop].body
                     last = self.pos[id(body[-1])]
-                    if not self._has(last, "after"):
+                    if not self._has(last, "after") and id(body[-1]) not in self.varying:
                         key, carried = (last, "after"), True
             if key is None:
-                target = p
-                while id(self.stmt[target]) in self.varying and h.later.access.mode == "per_thread":
-                    target = self.parent.get(target)
-                    if target is None:
-                        break
+                target = self._uniform_point(p, q)
                 if target is None or self._has(target, "before"):
                     self.unplaced.append(f"line {h.later.plan.line}: {self._reason(h, False, None)}")
                     return False
@@ -503,6 +536,22 @@ class _Placer:
         self.placed[key] = self._barrier(key, h, carried)
         self._changed(key)
         return True
+
+    def _uniform_point(self, p: int, q: int) -> Optional[int]:
+        """The statement before which a barrier separating an access at `q` from a later one at
+        `p` goes: `p` itself when every thread reaches it together; otherwise the latest earlier
+        statement of its block that every thread reaches and that starts after `q` (the one
+        holding the jump some threads took, say), else the same search from the enclosing
+        statement. None when there is no such place."""
+        t = p
+        while t is not None and id(self.stmt[t]) in self.varying:
+            for sib in reversed(self.before_me.get(t, ())):
+                if sib <= q:
+                    break
+                if id(self.stmt[sib]) not in self.varying:
+                    return sib
+            t = self.parent.get(t)
+        return t
 
     def _hoisted(self, target: int, q: int) -> int:
         """Where a barrier for a hazard at `target` whose earlier access is at `q` goes: before
@@ -543,6 +592,8 @@ class _Placer:
         return best
 
     def _reason(self, h: _Hazard, carried: bool, loop_line: Optional[int]) -> str:
+        if h.later.access.space == "global":
+            return self._global_reason(h, carried, loop_line)
         later, earlier = h.later, h.earlier
         la = later.access
         now_verb = "reads" if later.rw == "read" else "writes"
@@ -564,9 +615,101 @@ class _Placer:
             head = f"around the loop at line {loop_line}, from one turn to the next: " + head
         return f"{head}: {why}"
 
+    def _global_reason(self, h: _Hazard, carried: bool, loop_line: Optional[int]) -> str:
+        """A hazard through a tensor: which element and threads (where the model knows them),
+        which statements, and what may happen without a barrier."""
+        later, earlier = h.later, h.earlier
+        name = later.access.storage.name
+        info = self.globals.info(h.cell - self.nshared) if h.cell >= self.nshared else None
+        kind = info.kind if info is not None else "whole"
+
+        def who(e: Optional[_Effect]) -> str:
+            t = _thread_at(e, h.cell) if e is not None else None
+            if t is None or t == ANY or t >= CLASS_BASE:
+                return "several threads"
+            if t == UNKNOWN:
+                return "per-thread code (any thread)"
+            if t >= OFF_PARTITION_BASE:
+                return "the thread that holds it in registers"
+            return f"thread {t}"
+
+        def side(e: Optional[_Effect], verb: str) -> str:
+            if e is None:
+                return f"{verb} by other threads"
+            if kind == "element":
+                return f"{verb} by {who(e)} at line {e.plan.line} ({e.plan.what})"
+            if kind == "per_thread":
+                return f"{verb} at line {e.plan.line} ({e.plan.what}, by {who(e)})"
+            return f"{verb} at line {e.plan.line} ({e.plan.what}: {self.globals.window(e.plan, e.access)})"
+
+        def verb(e: Optional[_Effect]) -> str:
+            return "touched" if e is None else "written" if e.rw == "write" else "read"
+        subject = info.element if kind == "element" else name
+        if h.within:
+            head = (f"{subject} in global memory is {side(earlier, 'read')} and {side(later, 'written')}, "
+                    f"by another thread in the same statement: evaluate the value first, then wait, then write")
+        else:
+            head = f"{subject} in global memory is {side(earlier, verb(earlier))} and {side(later, verb(later))}"
+            if kind == "pair" and any(e is not None and e.access.window is None for e in (earlier, later)):
+                head += "; per-thread code may touch any element"
+            elif kind == "pair":
+                head += "; the two windows may share elements (their starts differ by amounts known only at run time)"
+            elif kind == "pair_turns":
+                head += "; the two windows are apart within a turn, but a later turn's may cover an earlier turn's"
+            elif kind == "turns":
+                head += "; the window moves from turn to turn onto elements other threads touched in an earlier turn"
+            elif kind == "whole":
+                head += "; the window moves in ways the analysis does not follow, so its elements may be other threads'"
+            elif kind == "per_thread":
+                head += "; per-thread code may touch any element"
+            why = {"read after write": "without a barrier the read may come before the write",
+                   "write after read": "without a barrier the write may land before the read",
+                   "write after write": "without a barrier the two writes may land in either order"}[h.kind]
+            head = f"{head}: {why}"
+        if carried:
+            head = f"around the loop at line {loop_line}, from one turn to the next: " + head
+        return head
+
     def result(self) -> Tuple[Barrier, ...]:
         order = {"before": 0, "within": 1, "after": 2}
         return tuple(sorted(self.placed.values(), key=lambda b: (b.position, order[b.where])))
+
+
+def _first(e: _Effect, c: np.ndarray) -> int:
+    """The first cell of `e` where the clash mask `c` holds."""
+    return int(e.cells[int(np.flatnonzero(c)[0])])
+
+
+def _thread_at(e: _Effect, cell: int) -> Optional[int]:
+    j = int(np.searchsorted(e.cells, cell))
+    if j < len(e.cells) and e.cells[j] == cell:
+        return int(e.thread[j])
+    return None
+
+
+def _relabeled(state: Optional[_State], cells: np.ndarray) -> Optional[_State]:
+    """A copy of `state` in which what is recorded on `cells` counts as touched by any thread."""
+    if state is None:
+        return None
+    out = state.copy()
+    for k in ("w", "r"):
+        a = getattr(out, k)
+        a[cells] = np.where(a[cells] != NONE, ANY, NONE)
+    return out
+
+
+def _cleared(state: Optional[_State], cells: np.ndarray) -> Optional[_State]:
+    """A copy of `state` with nothing recorded on `cells`."""
+    if state is None:
+        return None
+    out = state.copy()
+    out.w[cells] = NONE
+    out.r[cells] = NONE
+    out.wsrc[cells] = -1
+    out.rsrc[cells] = -1
+    out.wsrc2[cells] = -1
+    out.rsrc2[cells] = -1
+    return out
 
 
 def _who(e: _Effect) -> str:
@@ -618,6 +761,6 @@ def place_barriers(kir: ir.KernelIR, lt: Lifetimes, plans: Tuple[StatementPlan, 
     """The barriers of a kernel variant, ordered by position, and notes on hazards that could not
     be separated (none for checked programs)."""
     pl = _Placer(kir, lt, plans, varying)
-    if pl.size > 0:
+    if pl.ncells > 0:
         pl.run()
     return pl.result(), tuple(pl.unplaced)

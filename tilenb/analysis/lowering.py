@@ -108,13 +108,6 @@ class Facts:
         return any(b.where == "within" for b in self.barriers.get(p, ()))
 
 
-def uniformity(kir: ir.KernelIR):
-    """The uniformity the code generator reads (`tilenb.codegen.plan.uniformity`; one home for it
-    is being made in the analysis, issue 16: this is the only place the lowering asks for it)."""
-    from ..codegen.plan import uniformity as _uniformity  # noqa: PLC0415  (codegen imports analysis)
-    return _uniformity(kir)
-
-
 def compound_value(op, target, value):
     """The value of `target op= value` as one expression (`target op value`), typed as the
     generator evaluates it."""

@@ -18,8 +18,15 @@ a tile statement, and each memory access it makes (`Access`) with its mode:
   reduction (rowsum ... colmin), of dot / dot_t, and single elements read inside a tile statement
   (`x * t[0, 0]`) are read: the code generator is free to split that work among threads as it
   likes.
-- "per_thread": a per-thread element access (`t[i, j]` in scalar code): the analyses cannot tell
-  which thread touches which element, so the element set is every element the index could reach.
+- "per_thread": a per-thread element access (`t[i, j]` in scalar code, an atomic): the analyses
+  cannot tell which thread touches which element, so the element set is every element the index
+  could reach (for a tensor: any element, `Access.window` None).
+
+Global accesses also carry their window in tensor coordinates (`Access.window`: per tensor
+dimension the start's terms and the length) and, for "partition" ones, the coordinate within
+the window each owner touches (`Access.coords`), which `global_memory` turns into comparable
+elements for the barrier analysis. An element read of a tensor inside a tile statement
+(`x * Y[0, 0]`) is an "any" access of the whole tensor.
 
 Vector width of a tile statement: the largest power of two v that divides the iteration row length
 C such that every "partition" access that is contiguous along the row (column stride 1) moves at
@@ -102,6 +109,15 @@ class Access:
     def vector_bytes(self) -> int:
         """Bytes one memory instruction of this access moves (a whole chunk's)."""
         return self.vector * self.elem_bytes
+    # global only: the window in tensor coordinates, one entry per tensor dimension: (terms, n),
+    # the start being the sum of the expressions `terms` (none: 0) and n the window's length
+    # there, or None where a scalar subscript fixes the dimension. None (the field): the access
+    # may touch any element of the tensor (a per-thread element access).
+    window: Optional[tuple] = field(default=None, compare=False)
+    # global "partition" only: per window dimension of length n (in order), the layout over the
+    # iteration space giving the coordinate within the window that the owner of each
+    # iteration coordinate touches
+    coords: Tuple[Layout, ...] = field(default=(), compare=False)
 
     @property
     def contiguous(self) -> bool:
@@ -171,6 +187,8 @@ class _Leaf:
     origin_const: int = 0
     origin_var: int = 0
 
+    window: tuple = ()              # global: per tensor dimension (terms, length or None); see Access
+
     @property
     def origin_align(self) -> int:
         """What the window's first element offset is always a multiple of (0: always 0)."""
@@ -211,7 +229,7 @@ class _Planner:
             acc *= rep[k]
         lay = Layout(tuple(rep), tuple(reversed(stride)), 0)
         return _Leaf("global", sym, sym.name, None, (lay,), DTYPES[sym.type.dtype].itemsize, 0, 0,
-                     stride_divisors(self.kir, dims))
+                     stride_divisors(self.kir, dims), window=tuple(((), -1) for _ in dims))
 
     def ref_leaf(self, sym: ir.Sym) -> Optional[_Leaf]:
         if sym.kind == "tensor":
@@ -256,16 +274,24 @@ class _Planner:
             lay = base.layouts[0]
             shape, stride, sdiv = [], [], []
             od = base.origin_div
+            win = list(base.window)
+            open_dims = [k for k, (_, n) in enumerate(win) if n is not None]
             for k, sub in enumerate(subs):
+                d = open_dims[k] if k < len(open_dims) else None
                 if isinstance(sub, ir.SubIndex):
                     od = gcd(od, _mul(self.div.of(sub.index), base.stride_div[k]))
+                    if d is not None:
+                        win[d] = (win[d][0] + (sub.index,), None)
                 else:
                     od = gcd(od, _mul(self.div.of(sub.start), base.stride_div[k]))
                     shape.append(sub.length)
                     stride.append(lay.stride[k])
                     sdiv.append(base.stride_div[k])
+                    if d is not None:
+                        win[d] = (win[d][0] + (sub.start,), sub.length)
             return _Leaf("global", base.storage, base.name, base.view,
-                         (Layout(tuple(shape), tuple(stride), 0),), base.elem_bytes, 0, od, tuple(sdiv))
+                         (Layout(tuple(shape), tuple(stride), 0),), base.elem_bytes, 0, od, tuple(sdiv),
+                         window=tuple(win))
         # a window of a tile: enumerate the possible starts (for the elements touched), and
         # prove the alignment of its origin from the starts' divisibility (for vector widths)
         lays = list(base.layouts)
@@ -330,12 +356,26 @@ class _Planner:
             for l in it:
                 if r > 1:
                     align = gcd(align, l.stride[0])
+        window, coords = None, ()
+        if leaf.space == "global":
+            window = leaf.window
+            sl = leaf.layouts[0]
+            coords = tuple(Layout(sl.shape, tuple(int(i == j) for i in range(sl.rank)), 0).as_2d()
+                           .compose_map(shape, src) for j in range(sl.rank))
         return Access(rw, "partition", leaf.space, leaf.name, leaf.storage, leaf.view, it, leaf.elem_bytes,
-                      leaf.base_byte, len(it) == 1, leaf.origin_div, align, node=node)
+                      leaf.base_byte, len(it) == 1, leaf.origin_div, align, node=node, window=window, coords=coords)
 
     def any_access(self, leaf: _Leaf, rw: str, mode: str, node=None) -> Access:
         return Access(rw, mode, leaf.space, leaf.name, leaf.storage, leaf.view, leaf.layouts, leaf.elem_bytes,
-                      leaf.base_byte, len(leaf.layouts) == 1 and not leaf.overflow, leaf.origin_div, 0, node=node)
+                      leaf.base_byte, len(leaf.layouts) == 1 and not leaf.overflow, leaf.origin_div, 0, node=node,
+                      window=leaf.window if leaf.space == "global" else None)
+
+    def tensor_element_access(self, leaf: _Leaf, rw: str, mode: str, node=None) -> Access:
+        """One element of a tensor (or of a view of one) per thread, at indices the analyses do
+        not follow: any element of the tensor, by unknown threads ("per_thread") or by possibly
+        every thread ("any", an element read inside a tile statement)."""
+        return Access(rw, mode, "global", leaf.storage.name, leaf.storage, leaf.view, leaf.layouts,
+                      leaf.elem_bytes, 0, False, 0, 0, node=node, window=None)
 
     def reads(self, e, src, shape2, iter_shape, mode, out: List[Access]):
         """Collect the reads of expression `e`. In "partition" mode `src` maps e's 2-D
@@ -360,10 +400,14 @@ class _Planner:
         if isinstance(e, ir.Element):
             for c in e.indices:
                 self.reads(c, None, None, iter_shape, "any" if mode != "per_thread" else mode, out)
-            if e.base.kind != "tensor":
+            m = "per_thread" if mode == "per_thread" else "any"
+            g = self.global_leaf(e.base)
+            if g is not None:
+                out.append(self.tensor_element_access(g, "read", m))
+            else:
                 leaf = self.element_leaf(e)
                 if leaf is not None:
-                    out.append(self.any_access(leaf, "read", "per_thread" if mode == "per_thread" else "any", e))
+                    out.append(self.any_access(leaf, "read", m, e))
             return
         if isinstance(e, (ir.Reduce, ir.Dot)):
             sub_mode = "per_thread" if mode == "per_thread" else "any"
@@ -387,6 +431,13 @@ class _Planner:
                 self.reads(c, None, None, iter_shape, "any", out)
             else:
                 self.reads(c, None, None, iter_shape, mode, out)
+
+    def global_leaf(self, sym: ir.Sym) -> Optional[_Leaf]:
+        """The leaf of a tensor, or of a let view of one; None for tiles and views of tiles."""
+        if sym.kind == "tensor":
+            return self.tensor_leaf(sym)
+        leaf = self.views.get(id(sym)) if sym.kind == "view" and id(sym) not in self.tiles else None
+        return leaf if leaf is not None and leaf.space == "global" else None
 
     def element_leaf(self, e: ir.Element) -> Optional[_Leaf]:
         base = self.ref_leaf(e.base)
@@ -446,10 +497,15 @@ class _Planner:
             return self._tile_plan(p, s, shape, acc, _describe(s.value, tname, store_into))
         # scalar code: per-thread element accesses of tiles
         acc: List[Access] = []
-        if isinstance(s, ir.Assign) and isinstance(s.target, ir.Element):
+        if isinstance(s, (ir.Assign, ir.Atomic)) and isinstance(s.target, ir.Element):
             for c in s.target.indices:
                 self.reads(c, None, None, (1, 1), "per_thread", acc)
-            if s.target.base.kind != "tensor":
+            g = self.global_leaf(s.target.base)
+            if g is not None:          # a tensor element: written (an atomic reads and writes it)
+                acc.append(self.tensor_element_access(g, "write", "per_thread"))
+                if s.op is not None and isinstance(s, ir.Assign):
+                    acc.append(self.tensor_element_access(g, "read", "per_thread"))
+            else:
                 leaf = self.element_leaf(s.target)
                 if leaf is not None:
                     acc.append(self.any_access(leaf, "write", "per_thread"))
@@ -459,7 +515,6 @@ class _Planner:
         else:
             for e in ir.stmt_exprs(s):
                 self.reads(e, None, None, (1, 1), "per_thread", acc)
-        acc = [a for a in acc if a.space != "global"]
         kind = "per_thread" if acc else "scalar"
         return StatementPlan(p, line, kind, "the per-thread element access", (1, 1), 1, tuple(acc), s)
 
@@ -729,65 +784,3 @@ def statement_plans(kir: ir.KernelIR, lt: Lifetimes, extents: Optional[Dict[str,
             if plans[i].vector_width != w:
                 plans[i] = replace(plans[i], vector_width=w)
     return tuple(pl.with_vectors(sp) for sp in plans)
-
-
-# ---- control uniformity (where a compiler barrier may go) ----------------------------------------
-def varying_control(kir: ir.KernelIR) -> set:
-    """ids of the statements that not every thread of the CTA reaches together: inside an if,
-    while or for whose condition or bounds differ between threads (ctx.thread, ctx.lane,
-    ctx.warp or values computed from them), or after a break, continue or return taken under such
-    control. A barrier may not go there (it would hang); this mirrors the checker's rules."""
-    varying_syms: set = set()
-
-    def varies(e) -> bool:
-        for x in ir.walk_expr(e):
-            if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
-                return True
-            if isinstance(x, ir.Ref) and id(x.sym) in varying_syms:
-                return True
-        return False
-
-    out: set = set()
-
-    def visit(body, control_varies: bool) -> bool:
-        """Returns whether a jump under varying control happened in this block."""
-        diverged = False
-        for s in body:
-            cv = control_varies or diverged
-            if cv:
-                out.add(id(s))
-            if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.ScalarT):
-                if cv or (s.value is not None and varies(s.value)):
-                    varying_syms.add(id(s.sym))
-            elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref):
-                if cv or varies(s.value):
-                    varying_syms.add(id(s.target.sym))
-            elif isinstance(s, ir.For):
-                v = cv or varies(s.lo) or varies(s.hi)
-                if v:
-                    varying_syms.add(id(s.var))
-                if visit(s.body, v):
-                    for t in ir.walk_stmts(s.body):
-                        out.add(id(t))
-            elif isinstance(s, ir.While):
-                v = cv or varies(s.cond)
-                if visit(s.body, v):
-                    for t in ir.walk_stmts(s.body):
-                        out.add(id(t))
-            elif isinstance(s, ir.If):
-                v = cv or varies(s.cond)
-                a = visit(s.then, v)
-                b = visit(s.orelse, v)
-                if a or b:
-                    diverged = True
-            elif isinstance(s, (ir.Break, ir.Continue, ir.Return)) and cv:
-                diverged = True
-        return diverged
-
-    for _ in range(4):   # scalar vars assigned later in a loop can make earlier uses vary
-        before = (len(varying_syms), len(out))
-        out.clear()
-        visit(kir.body, False)
-        if (len(varying_syms), len(out)) == before:
-            break
-    return out

@@ -1,8 +1,10 @@
 """What the CUDA generator needs to know about a kernel variant before it writes code.
 
 Guarantees:
-- `uniformity(kir)` says which scalar symbols and which statements' control differ between
-  threads (ctx.warp counts as varying here: a CTA barrier needs the whole CTA).
+- `Plan.uni` is the kernel's uniformity as the checker recorded it (`tilenb.analysis.uniformity`,
+  the one home of that decision; read through `Analysis.uniformity`): which scalar symbols and
+  which statements' control differ between threads (ctx.warp counts as varying there: a CTA
+  barrier needs the whole CTA).
 - `plan(kir)` gives the tiles' places (shared-memory offsets or registers), the footprint, the
   barriers (position -> where/tile/reason), the vector width of each tile statement and (from
   the analysis) its StatementPlan, whose accesses carry the width of every memory access. It takes
@@ -19,81 +21,8 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..analysis.lifetimes import tile_lifetimes
+from ..analysis.uniformity import Uniformity, uniformity
 from ..types import DTYPES
-
-
-# ---- uniformity ------------------------------------------------------------------------------
-@dataclass
-class Uniformity:
-    varying_syms: set            # id(Sym) of scalars that differ between threads
-    varying_control: set         # id(Stmt) run under control that differs between threads
-
-    def expr_varying(self, e) -> bool:
-        for x in ir.walk_expr(e):
-            if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
-                return True
-            if isinstance(x, ir.Ref) and id(x.sym) in self.varying_syms:
-                return True
-        return False
-
-
-def uniformity(kir: ir.KernelIR) -> Uniformity:
-    vsyms: set = set()
-    vctl: set = set()
-
-    def varying(e):
-        for x in ir.walk_expr(e):
-            if isinstance(x, ir.Ctx) and x.field in ("thread", "lane", "warp"):
-                return True
-            if isinstance(x, ir.Ref) and id(x.sym) in vsyms:
-                return True
-        return False
-
-    def walk(body, ctl: bool):
-        """Returns (a varying break/continue happened, a varying return happened)."""
-        jumped = returned = False
-        for s in body:
-            c = ctl or jumped or returned
-            if c:
-                vctl.add(id(s))
-            if isinstance(s, ir.Let) and isinstance(s.sym.type, ir.ScalarT):
-                if c or varying(s.value):
-                    vsyms.add(id(s.sym))
-            elif isinstance(s, ir.VarDecl) and isinstance(s.sym.type, ir.ScalarT):
-                if c or (s.value is not None and varying(s.value)):
-                    vsyms.add(id(s.sym))
-            elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and isinstance(s.target.type, ir.ScalarT):
-                if c or varying(s.value):
-                    vsyms.add(id(s.target.sym))
-            elif isinstance(s, ir.For):
-                v = c or varying(s.lo) or varying(s.hi)
-                if v:
-                    vsyms.add(id(s.var))
-                _, r = walk(s.body, v)
-                returned = returned or r
-            elif isinstance(s, ir.While):
-                _, r = walk(s.body, c or varying(s.cond))
-                returned = returned or r
-            elif isinstance(s, ir.If):
-                v = c or varying(s.cond)
-                j1, r1 = walk(s.then, v)
-                j2, r2 = walk(s.orelse, v)
-                jumped = jumped or j1 or j2
-                returned = returned or r1 or r2
-            elif isinstance(s, (ir.Break, ir.Continue)):
-                if c:
-                    jumped = True
-            elif isinstance(s, ir.Return):
-                if c:
-                    returned = True
-        return jumped, returned
-
-    for _ in range(8):
-        before = (len(vsyms), len(vctl))
-        walk(kir.body, False)
-        if (len(vsyms), len(vctl)) == before:
-            break
-    return Uniformity(vsyms, vctl)
 
 
 # ---- statements that need the whole CTA ------------------------------------------------------
@@ -191,12 +120,12 @@ def _domain_shape(s) -> Optional[Tuple[int, ...]]:
 
 
 def plan(kir: ir.KernelIR) -> Plan:
-    uni = uniformity(kir)
     analysis = _try_analysis(kir)
     lt = analysis.lifetimes if analysis is not None else tile_lifetimes(kir)   # one computation
     positions = {id(s): p for p, s in lt.positions}
     if analysis is not None:
-        return _plan_from_analysis(kir, analysis, positions, uni)
+        return _plan_from_analysis(kir, analysis, positions, analysis.uniformity)
+    uni = uniformity(kir)
     tiles = {id(t.sym): TilePlace(t.sym, t.space, t.offset, t.bytes, t.staged_view) for t in lt.tiles}
     vec = {}
     for _, s in lt.positions:

@@ -17,7 +17,8 @@ each other's order), and the threads of a CTA in lockstep, as vectorized lanes:
   the rest of the turn; `return` for the rest of the kernel. A `for`'s bounds are evaluated once,
   on entry. `for<unroll n>` runs exactly the iterations of the plain loop.
 * barrier() synchronizes the CTA: a no-op in lockstep, but debug mode checks races per barrier
-  interval (tilenb.runtime.cpu_debug).
+  interval, the intervals the GPU code has: ended by barrier() and by the barriers the compiler
+  places (tilenb.runtime.cpu_debug).
 * Several threads storing to one element in one statement: the highest thread of the last CTA
   wins. Atomics (add, max on one tensor element) are applied one lane at a time, in CTA then
   thread order, each rounded to the tensor's type.
@@ -152,12 +153,8 @@ class _Executor:
         for name, s in kir.dims.items():
             self.base_env[s] = np.int64(dims[name])
         self.consts = {}
-        self.tile_stmts = set()
-        for s in ir.walk_stmts(kir.body):
-            if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view":
-                self.tile_stmts.add(id(s))
-            elif isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
-                self.tile_stmts.add(id(s))
+        # debug: the statements the compiler places barriers before, and within or after
+        self.bar_before, self.bar_after = D.barrier_points(kir) if debug else (set(), set())
         lines, offset, filename = source if source is not None else (None, 0, "<cell>")
         self.dbg = D.DebugContext(kir.name, lines, offset, filename, self._cta_coords)
         self.span = None
@@ -200,6 +197,7 @@ class _Executor:
         self.epoch = 0
         self.all_act = np.ones((nb, 1), bool)
         self.stores = {}          # debug: the live store of each tile Sym
+        self.tensor_shadows = {}  # debug: tensor name -> its access records (cpu_debug.Shadow)
 
     def run_batch(self, c0, nb):
         self.setup_batch(c0, nb)
@@ -231,10 +229,12 @@ class _Executor:
                 if not cta.any():
                     return
             self.span = s.span
-            if self.debug and id(s) in self.tile_stmts:
-                self._sync(s, "a tile statement", cta)    # the compiler synchronizes around it
+            if self.debug:
+                if id(s) in self.bar_before:
+                    self._sync(s, "a compiler barrier", cta)    # the GPU code's barriers
                 self.EX[type(s)](s, act, cta)
-                self._sync(s, "a tile statement", cta)
+                if id(s) in self.bar_after:
+                    self._sync(s, "a compiler barrier", cta)
             else:
                 self.EX[type(s)](s, act, cta)
 
@@ -453,6 +453,8 @@ class _Executor:
         for st in self.stores.values():
             if st.shadow is not None:
                 st.shadow.reset(cta)
+        for sh in self.tensor_shadows.values():
+            sh.reset(cta)
 
     def _track(self, store):
         if self.debug:
@@ -487,11 +489,16 @@ class _Executor:
                 tid = np.broadcast_to(threads_full, full)[out]
                 self._report_oob(node, addr, coords, ctas, tid, write)
             m = m & ins
-        if not isinstance(addr.base, TileStore) or atomic:
-            return
         store = addr.base
-        if store.shadow is None:
-            store.shadow = D.Shadow(nb, int(np.prod(store.shape)))
+        if isinstance(store, TileStore):
+            if store.shadow is None:
+                store.shadow = D.Shadow(nb, int(np.prod(store.shape)))
+            shadow, shape = store.shadow, store.shape
+        else:           # a tensor: races within a CTA through global memory
+            shape = tuple(store.array.shape)
+            shadow = self.tensor_shadows.get(store.name)
+            if shadow is None:
+                shadow = self.tensor_shadows[store.name] = D.Shadow(nb, int(np.prod(shape)), "tensor")
         ext = base_extents(store, addr.flat)
         pos = np.zeros(full, np.int64)
         for ix, e in zip(index, ext):
@@ -499,11 +506,13 @@ class _Executor:
         ctas, _ = np.nonzero(m)
         p = pos[m]
         if write and uniform:
-            D.check_uniform_write(self.dbg, node.span, store.shadow, store.name, store.shape, ctas, p)
+            D.check_uniform_write(self.dbg, node.span, shadow, store.name, shape, ctas, p)
             return
         tids = np.broadcast_to(threads_full, full)[m]
-        fn = D.check_writes if write else D.check_reads
-        fn(self.dbg, node.span, store.shadow, store.name, store.shape, ctas, tids, p)
+        if write:
+            D.check_writes(self.dbg, node.span, shadow, store.name, shape, ctas, tids, p, atomic=atomic)
+        else:
+            D.check_reads(self.dbg, node.span, shadow, store.name, shape, ctas, tids, p)
 
     def _report_oob(self, node, addr, coords, ctas, threads, write):
         base = addr.base

@@ -9,7 +9,10 @@ the shared-memory budget (from tile lifetimes).
 
 In the IR it returns: every `Const` holds a value representable in its type (a literal has
 taken the type its context gives it: in `x * 2` with x an f64, the 2 is an f64 `Const`), and
-`KernelIR.uniformity` maps `id(stmt)` to the uniformity of the control the statement runs under.
+`KernelIR.uniformity` maps `id(stmt)` to the uniformity of the control the statement runs under
+and `KernelIR.scalar_uniformity` every scalar Sym to its uniformity: the one record of section 11's
+rules, which later stages read through `tilenb.analysis.uniformity` (whose `expr_level` is the
+value rule applied here too).
 Variants whose walk is shared (below) share their parameter Syms and statement objects (the
 IR is immutable); anything kept per variant is keyed by the KernelIR, not by a statement or Sym.
 
@@ -38,6 +41,7 @@ from ..lang import ast as A
 from ..lang.diagnostics import (Source, TileBudgetError, TileError, TileNameError, TileRuleError,
                                 TileShapeError, TileSyntaxError, TileTypeError, combine)
 from ..target import ANY as ANY_TARGET
+from ..analysis.uniformity import expr_level
 from . import builtins as B
 
 MAX_VARIANTS = 256
@@ -567,6 +571,7 @@ class _Shared:
     uniformity: Dict[int, int]
     sym_uni: Dict[int, int]
     inlined: int        # function bodies inlined by @launch and @grid
+    scalar_uniformity: Dict[ir.Sym, int]   # the record KernelIR.scalar_uniformity
     # @grid of the variants sharing this walk, by the values of the @autotune names it can reach
     # (`_grid_names`): (grid, function bodies it inlined); and the budget check's tile sizes
     grids: Dict[tuple, tuple] = field(default_factory=dict)
@@ -765,13 +770,14 @@ class _KernelChecker:
                 self.err(TileNameError, f"@registers names '{name}', but the kernel declares no tile of that name", span)
             else:
                 regs.extend(syms)
+        scalar_uni = self.scalar_levels(params, dims, body)
         kir = ir.KernelIR(k.name, tuple(params), dims, dict(self.tune), threads, grid, self.dynshared,
-                          tuple(regs), body, k.span, dict(self.stmt_uni), self.cluster)
+                          tuple(regs), body, k.span, dict(self.stmt_uni), self.cluster, scalar_uni)
         if not self.errors:
             self.check_registers(kir)
         if not self.errors:
             self.shared = _Shared(tuple(params), dims, body, tuple(regs), dict(self.stmt_uni), dict(self.sym_uni),
-                                  inlined)
+                                  inlined, scalar_uni)
             if self.grid_key is not None:
                 self.shared.grids[self.grid_key] = (grid, grid_inlined)
             self.budget_memo = self.shared.memo
@@ -804,7 +810,7 @@ class _KernelChecker:
         self.dynshared = "dynshared" in self.attrs
         kir = ir.KernelIR(self.k.name, shared.params, dict(shared.dims), dict(self.tune), threads, grid,
                           self.dynshared, shared.registers, shared.body, self.k.span, dict(shared.uniformity),
-                          self.cluster)
+                          self.cluster, dict(shared.scalar_uniformity))
         self.budget_memo = shared.memo
         self.check_budget(kir)
         if self.errors:
@@ -904,6 +910,7 @@ class _KernelChecker:
         out = []
         scope_names: Dict[str, int] = {}
         for s in stmts:
+            level = self.control_level()      # the control this statement runs under
             try:
                 r = self.stmt(s, env, scope_names)
             except _Abort:
@@ -916,7 +923,7 @@ class _KernelChecker:
             if isinstance(r, list):
                 out.extend(r)
             else:
-                self.stmt_uni[id(r)] = self.control_level()
+                self.stmt_uni[id(r)] = level
                 out.append(r)
         return tuple(out)
 
@@ -1365,21 +1372,25 @@ class _KernelChecker:
             return self.src.lines[sp.line - 1][sp.column - 1:sp.end_column - 1]
         return "expression"
 
+    def sym_level(self, s: ir.Sym) -> int:
+        """The uniformity of a symbol as far as the walks have found it (section 11)."""
+        if s.kind == "var" and isinstance(s.type, ir.ScalarT):
+            return self.var_uni.get(self.sym_key.get(id(s)), ir.UNIFORM)
+        return self.sym_uni.get(id(s), ir.UNIFORM)
+
     def uni(self, e) -> int:
-        if e is None or isinstance(e, ir.Const):
-            return ir.UNIFORM
-        if isinstance(e, ir.Ctx):
-            if e.field == "warp":
-                return ir.WARP
-            if e.field in ("thread", "lane"):
-                return ir.VARYING
-            return ir.UNIFORM
-        if isinstance(e, ir.Ref):
-            s = e.sym
-            if s.kind == "var" and isinstance(s.type, ir.ScalarT):
-                return self.var_uni.get(self.sym_key.get(id(s)), ir.UNIFORM)
-            return self.sym_uni.get(id(s), ir.UNIFORM)
-        return max([self.uni(c) for c in ir.sub_exprs(e)] + [ir.UNIFORM])
+        return expr_level(e, self.sym_level)
+
+    def scalar_levels(self, params, dims, body) -> Dict[ir.Sym, int]:
+        """The level of every scalar symbol of the variant (the record `KernelIR.scalar_uniformity`
+        that later stages read through `tilenb.analysis.uniformity`)."""
+        syms = [p.sym for p in params] + list(dims.values())
+        for st in ir.walk_stmts(body):
+            if isinstance(st, (ir.Let, ir.VarDecl)):
+                syms.append(st.sym)
+            elif isinstance(st, ir.For):
+                syms.append(st.var)
+        return {s: self.sym_level(s) for s in syms if isinstance(s.type, ir.ScalarT)}
 
     def cond(self, e, env, what):
         c = self.expr(e, env)
