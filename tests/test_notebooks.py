@@ -71,8 +71,12 @@ def test_every_code_cell_ran_in_order_and_errors_only_where_tagged(name):
         assert bool(errors) == ("raises-exception" in tags), "".join(c["source"])[:80]
         assert bool(stderr) == ("diagnostic" in tags), "".join(c["source"])[:80]
         for e in errors:                                  # what a user sees: tilenb's own errors
-            assert e["ename"] in ("LaunchError", "RaceError", "OutOfBoundsError")
-            assert e["traceback"] == [f"{e['ename']}: {e['evalue']}"]
+            assert e["ename"] in ("LaunchError", "RaceError", "OutOfBoundsError", "CellError")
+            if e["ename"] == "CellError":                 # a failed %%tilekernel cell: its diagnostics
+                assert e["traceback"] == e["evalue"].split("\n")
+                assert re.match(rf"In\[{c['execution_count']}\]:\d+:\d+: error: ", e["evalue"]), e["evalue"]
+            else:
+                assert e["traceback"] == [f"{e['ename']}: {e['evalue']}"]
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -13,12 +13,16 @@ Guarantees:
 - Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
   earlier successful cell defined (the latest definition wins; a cell's own definitions shadow
   earlier ones). Functions are not bound as Python names: they are not callable from Python.
-- A static error prints the diagnostics to stderr, each with the line as counted in the cell
-  (the `%%tilekernel` line is line 1), the source line and a caret; no exception is raised, so
-  no Python traceback appears, and nothing is bound: kernels and functions from earlier cells
-  keep working. An error inside a function brought in from an earlier cell names that cell
-  ("In[3]:7"). nbval sees the failure as unexpected stderr output.
-- Bad options (an unknown backend or view, a malformed --tune) are reported the same way.
+- A static error fails the cell: the magic raises `CellError`, which IPython shows as the
+  diagnostics alone (each with the cell's own prompt number and the line as counted in the cell,
+  the `%%tilekernel` line being line 1, then the source line and a caret), with no Python
+  traceback, as it shows a `SyntaxError`; "Run All" stops there, as it does at a Python error.
+  Nothing is bound: kernels and functions from earlier cells keep working. An error inside a
+  function brought in from an earlier cell names that cell ("In[3]:7"). A notebook cell that
+  fails on purpose carries the `raises-exception` tag (nbval, nbclient's allow_errors per cell).
+- Bad options (an unknown backend or view, a malformed --tune) fail the cell the same way.
+- "In[N]" is the cell's own execution count (the number in its prompt), whichever IPython
+  runs it (IPython 9 advances `shell.execution_count` before the cell runs, IPython 8 after).
 - After every cell, timing views shown by this magic refresh from their kernel's `last_run`.
 """
 from __future__ import annotations
@@ -209,6 +213,40 @@ class CellCompiler:
                                                f.span.line)
 
 
+class CellError(TileError):
+    """A `%%tilekernel` cell failed (a static error in its source, or bad options): nothing of
+    the cell was bound. `str()` is the diagnostics as the cell shows them; `.diagnostics` holds
+    the errors (TileError), the first one's `line`, `column` and `filename` ("In[4]") are this
+    error's. IPython displays it through `_render_traceback_`: the diagnostics, no frames."""
+
+    def __init__(self, text: str, cause: Optional[TileError] = None):
+        super().__init__(text)
+        if cause is not None:
+            self.diagnostics = list(cause.diagnostics)
+            self.line, self.column, self.filename = cause.line, cause.column, cause.filename
+            self.source_line = cause.source_line
+
+    def __str__(self) -> str:
+        return self.message
+
+    def _render_traceback_(self) -> List[str]:
+        return self.message.split("\n")
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
+
+
+def cell_number(shell) -> int:
+    """The execution count of the cell running now: the number in its prompt, In[N].
+
+    IPython keeps the running cell's ExecutionResult on its display hook; its execution_count is
+    the cell's own number in every IPython version. Outside a cell (a magic called from code),
+    `shell.execution_count` is the best there is."""
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    n = getattr(result, "execution_count", None)
+    return int(n) if n is not None else int(shell.execution_count)
+
+
 def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
@@ -256,7 +294,8 @@ class TileMagics:
         --module    also bind the compiled module under this name
 
         Functions (fn) defined in earlier %%tilekernel cells can be called here. A static
-        error prints the diagnostics with lines counted in this cell, and binds nothing.
+        error fails the cell (CellError: the diagnostics, with lines counted in this cell, and no
+        traceback) and binds nothing.
         """
         from IPython.display import display
         from . import build
@@ -264,21 +303,16 @@ class TileMagics:
             opts = parse_options(line)
             build.parse_views(opts.show)          # refuse a bad --show before compiling
         except TileError as e:
-            _error(f"%%tilekernel: {e.message}")
-            return None
-        origin = f"In[{self.shell.execution_count}]"
+            raise CellError(f"%%tilekernel: {e.message}") from None
+        origin = f"In[{cell_number(self.shell)}]"
         try:
             module, labels = self.cells.compile(cell, origin, opts.backend, opts.debug, remember=False)
         except TileError as e:
-            _error(str(e))
-            return None
+            raise CellError(str(e), e) from None
         if opts.module and opts.module in module.kernels:
-            _error(f"%%tilekernel: --module {opts.module} would hide the kernel of that name; "
-                   f"choose another name for the module")
-            return None
+            raise CellError(f"%%tilekernel: --module {opts.module} would hide the kernel of that name; "
+                            f"choose another name for the module")
         tunes = self._tunes(module, opts.tune)   # a bad --tune fails the cell: nothing is bound
-        if tunes is None:
-            return None
         self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
@@ -308,8 +342,8 @@ class TileMagics:
                 display(w)
         return None
 
-    def _tunes(self, module, tune) -> Optional[Dict[str, dict]]:
-        """The @autotune values each kernel is analysed at; None after reporting a bad --tune."""
+    def _tunes(self, module, tune) -> Dict[str, dict]:
+        """The @autotune values each kernel is analysed at. Raises CellError for a bad --tune."""
         tune = tune or {}
         known = set()
         out = {}
@@ -320,14 +354,12 @@ class TileMagics:
             try:
                 k.ir(**mine)
             except TileError as e:
-                _error(f"%%tilekernel --tune: {e.message}")
-                return None
+                raise CellError(f"%%tilekernel --tune: {e.message}") from None
             out[name] = mine
         unknown = [n for n in tune if n not in known]
         if unknown:
-            _error(f"%%tilekernel --tune: no kernel of this cell has an @autotune name {unknown[0]!r}"
-                   f" (they have: {', '.join(sorted(known)) or 'none'})")
-            return None
+            raise CellError(f"%%tilekernel --tune: no kernel of this cell has an @autotune name {unknown[0]!r}"
+                            f" (they have: {', '.join(sorted(known)) or 'none'})")
         return out
 
     # -- after each cell: timing views follow their kernel's latest launch
