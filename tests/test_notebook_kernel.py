@@ -81,3 +81,24 @@ def test_a_cell_tagged_raises_exception_lets_run_all_go_on():
     nb.cells[4].metadata["tags"] = ["raises-exception"]
     _execute(nb, allow_errors=False)
     assert nb.cells[5].outputs[0].text == "True False\n"
+
+
+def test_a_timing_view_in_the_saved_notebook_shows_the_last_launch():
+    """The view displayed at definition is re-displayed in place (update_display) after a later
+    cell launched the kernel: what the executed notebook saves is the last launch."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in (
+        "%load_ext tilenb",
+        GOOD.replace("--show none", "--show timing").replace("--backend cpu", "--backend cuda"),
+        # what a CUDA launch leaves (this machine may have no GPU): a 10 us kernel on an H200
+        "from tilenb.runtime.launch import RunReport\n"
+        "twice.last_run = RunReport('cuda', 'twice', {}, '', (2, 1, 1), 64, 2, 1e-5, False,\n"
+        "    {'kernel_ms': 0.01, 'wall_s': 0.002, 'timings': [], 'device': 'NVIDIA H200'})")]
+    _execute(nb, allow_errors=False)
+    shown = [o for o in nb.cells[1].outputs if "tilenb" in o.get("metadata", {})]
+    assert len(shown) == 1
+    text = shown[0]["data"]["text/plain"]
+    assert "kernel time (CUDA events): 10.0 us" in text and "not launched" not in text
+    assert "10.0 us" in shown[0]["data"]["text/html"]
+    assert nb.cells[2].outputs == []            # updated in place, not shown again below

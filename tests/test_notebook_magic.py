@@ -208,7 +208,7 @@ def test_timing_views_follow_later_launches(ip, capsys):
     assert err == ""
     assert "timing of scale_rows: not launched on the GPU yet." in out
     k = ip.user_ns["scale_rows"]
-    view = next(ref() for ref, kern in ip._tilenb_magics._timing if kern is k)
+    view = next(w for w, kern, _ in ip._tilenb_magics._timing if kern is k)
     k.last_run = RunReport("cuda", "scale_rows", {}, "No @autotune: one variant.", (4, 1, 1), 256, 4, 1e-5, False,
                            {"kernel_ms": 0.01, "wall_s": 0.002, "timings": [], "device": "NVIDIA H200"})
     run(ip, capsys, "x_after_launch = 1")           # any later cell refreshes the view

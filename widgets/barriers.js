@@ -7,7 +7,7 @@
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-barriers" });
+  const root = viewRoot("tn-barriers");
   el.append(root);
   const bars = model.get("barriers") || [];
   const lines = model.get("lines") || [];
@@ -76,7 +76,7 @@ function draw(model, el) {
   }
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
   const keys = ["barriers", "lines", "note", "kernel"];

@@ -36,7 +36,7 @@ function scrollInto(pane, node) {
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-cuda" });
+  const root = viewRoot("tn-cuda");
   el.append(root);
   const cuda = model.get("cuda") || [];
   const origin = model.get("origin") || [];
@@ -106,7 +106,7 @@ function draw(model, el) {
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover a line to see where it comes from; click or press Enter to jump to the other side; ↑/↓ move within a pane." }));
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
   const keys = ["cuda", "origin", "lines", "note", "kernel"];

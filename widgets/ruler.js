@@ -16,7 +16,7 @@ const kb = (n) => (n >= 1024 ? `${Number((n / 1024).toFixed(1))} KB` : `${n} B`)
 
 function draw(model, el, zoom, onZoom) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-ruler" });
+  const root = viewRoot("tn-ruler");
   el.append(root);
   const lines = model.get("lines") || [];
   const label = (l) => { for (const [n, lab] of lines) if (n === l) return String(lab); return String(l); };
@@ -159,7 +159,7 @@ function draw(model, el, zoom, onZoom) {
   });
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   let zoom = false;
   const redraw = () => draw(model, el, zoom, (z) => { zoom = z; redraw(); });
   redraw();

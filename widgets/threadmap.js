@@ -14,7 +14,7 @@ const ITEMSIZE = { f64: 8, i64: 8, u64: 8, f32: 4, i32: 4, u32: 4, tf32: 4, f16:
   i16: 2, u16: 2, i8: 1, u8: 1, bool: 1, fp8: 1, e4m3: 1, e5m2: 1 };
 
 /** The colour of a thread: warps get well-separated hues, lanes shade from dark to light. */
-export function threadColor(thread) {
+function threadColor(thread) {
   const warp = Math.floor(thread / 32), lane = thread % 32;
   const hue = (warp * 137.508 + 200) % 360;
   const light = 34 + (lane / 31) * 34;
@@ -177,7 +177,7 @@ function warpTable(copy, onWarp) {
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-threadmap" });
+  const root = viewRoot("tn-threadmap");
   el.append(root);
   const copies = model.get("copies") || [];
   const threads = model.get("threads") || 0;
@@ -345,7 +345,7 @@ function draw(model, el) {
   return () => onWarp(null);
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
   const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel"];

@@ -75,8 +75,8 @@ def page(executed, tmp_path_factory):
             return route.continue_()
         pg.route("**/*", refuse)
         pg.goto(out.as_uri())
-        pg.wait_for_function("document.querySelectorAll('.tilenb-static').length > 0 && "
-                             "[...document.querySelectorAll('.tilenb-static')].every("
+        pg.wait_for_function("document.querySelectorAll('.tilenb-view').length > 0 && "
+                             "[...document.querySelectorAll('.tilenb-view')].every("
                              "b => b.getAttribute('data-tilenb-ready') || b.getAttribute('data-tilenb-error'))",
                              timeout=20000)
         pg.errors, pg.refused, pg.html_path = errors, refused, out
@@ -85,7 +85,7 @@ def page(executed, tmp_path_factory):
 
 
 def test_every_view_draws_without_network_or_script_errors(page):
-    boxes = page.eval_on_selector_all(".tilenb-static", "bs => bs.map(b => [b.dataset.tilenbView, b.dataset.tilenbReady, b.dataset.tilenbError])")
+    boxes = page.eval_on_selector_all(".tilenb-view", "bs => bs.map(b => [b.dataset.tilenbView, b.dataset.tilenbReady, b.dataset.tilenbError])")
     assert [b[0] for b in boxes] == ["threadmap", "ruler", "barriers"] * 2
     assert all(b[1] == "1" and b[2] is None for b in boxes), boxes
     assert page.errors == []
@@ -95,7 +95,7 @@ def test_every_view_draws_without_network_or_script_errors(page):
 
 
 def _thread_map(page, index):
-    return page.locator(".tilenb-static[data-tilenb-view=threadmap]").nth(index)
+    return page.locator(".tilenb-view[data-tilenb-view=threadmap]").nth(index)
 
 
 def test_hovering_a_run_shows_the_thread_the_analysis_gives_it(page):
@@ -134,7 +134,7 @@ def test_arrow_keys_and_tab_move_between_runs(page):
     tensor = tm.locator("svg.tn-grid").nth(0)
     tensor.locator('g.tn-run[data-run="0"]').click()
     active = "() => [document.activeElement.dataset.run, document.activeElement.closest('svg') === " \
-             "document.querySelectorAll('.tilenb-static[data-tilenb-view=threadmap]')[1].querySelectorAll('svg.tn-grid')[%d]]"
+             "document.querySelectorAll('.tilenb-view[data-tilenb-view=threadmap]')[1].querySelectorAll('svg.tn-grid')[%d]]"
     assert page.evaluate(active % 0) == ["0", True]
     page.keyboard.press("ArrowRight")                 # row 0, columns 4-7
     i = next(k for k, r in enumerate(runs) if r[1] == 0 and r[2] == 4)
@@ -152,11 +152,11 @@ def test_arrow_keys_and_tab_move_between_runs(page):
 
 
 def test_ruler_and_barrier_marks_explain_themselves(page):
-    ruler = page.locator(".tilenb-static[data-tilenb-view=ruler]").nth(1)
+    ruler = page.locator(".tilenb-view[data-tilenb-view=ruler]").nth(1)
     ruler.locator('rect.tn-seg[data-tile="g"]').first.hover()
     tip = ruler.locator(".tn-tip")
     assert tip.is_visible() and tip.inner_text().startswith("g: f32 [1, 256], 1,024 B at offset 8192")
-    bars = page.locator(".tilenb-static[data-tilenb-view=barriers]").nth(1)
+    bars = page.locator(".tilenb-view[data-tilenb-view=barriers]").nth(1)
     bars.locator(".tn-bmark").first.focus()
     assert "rowsum reads rows of x" in bars.locator(".tn-tip").inner_text()
     page.keyboard.press("ArrowDown")

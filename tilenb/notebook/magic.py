@@ -23,14 +23,15 @@ Guarantees:
 - Bad options (an unknown backend or view, a malformed --tune) fail the cell the same way.
 - "In[N]" is the cell's own execution count (the number in its prompt), whichever IPython
   runs it (IPython 9 advances `shell.execution_count` before the cell runs, IPython 8 after).
-- After every cell, timing views shown by this magic refresh from their kernel's `last_run`.
+- After every cell, timing views shown by this magic refresh from their kernel's `last_run`:
+  each is re-displayed in place (its display handle), so a saved or exported notebook shows the
+  last launch, not the state at definition.
 """
 from __future__ import annotations
 
 import re
 import shlex
 import sys
-import weakref
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -272,10 +273,12 @@ def _note_replaced(ns: dict, name: str, what: str) -> None:
 class TileMagics:
     """Holds the shell's state: the cell compiler and the timing views to refresh."""
 
+    TRACKED = 64      # the latest timing views followed (older ones keep what they last showed)
+
     def __init__(self, shell):
         self.shell = shell
         self.cells = CellCompiler()
-        self._timing: List[Tuple[weakref.ref, object]] = []
+        self._timing: List[Tuple[object, object, object]] = []   # (view, kernel, DisplayHandle)
 
     # -- the cell magic
     def tilekernel(self, line: str, cell: str):
@@ -329,18 +332,20 @@ class TileMagics:
             return None
         if not show:
             return None
-        try:
-            import anywidget  # noqa: F401
-        except ImportError:
-            _error("%%tilekernel: kernels are bound; the views need anywidget: pip install 'tilenb[notebook]'")
-            return None
         for name, k in module.kernels.items():
             display(_header(k, tunes[name], show), raw=True)
             for w in build.make_views(k, show, tunes[name], labels):
+                handle = display(w, display_id=True)
                 if w._name == "timing":
-                    self._timing.append((weakref.ref(w), k))
-                display(w)
+                    self.track(w, k, handle)
         return None
+
+    def track(self, view, kernel, handle) -> None:
+        """Keep the timing view `view` of `kernel` (displayed under the DisplayHandle `handle`)
+        up to date: after every cell it is re-displayed in place when the kernel's latest launch
+        changed, so the saved notebook shows the last launch too."""
+        self._timing.append((view, kernel, handle))
+        del self._timing[:-self.TRACKED]
 
     def _tunes(self, module, tune) -> Dict[str, dict]:
         """The @autotune values each kernel is analysed at. Raises CellError for a bad --tune."""
@@ -365,16 +370,12 @@ class TileMagics:
     # -- after each cell: timing views follow their kernel's latest launch
     def refresh_timing(self, *args, **kw) -> None:
         from .build import timing_record
-        alive = []
-        for ref, k in self._timing:
-            w = ref()
-            if w is None:
-                continue
-            alive.append((ref, k))
+        for w, k, handle in self._timing:
             rec = timing_record(k)
             if rec != w.timing:
                 w.timing = rec
-        self._timing = alive
+                if handle is not None:
+                    handle.update(w)
 
 
 def _header(kernel, tune: dict, show) -> dict:
