@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("IPython")
-pytest.importorskip("anywidget")
 
 import tilenb  # noqa: E402
 from tilenb.notebook.magic import CellCompiler, CellError, parse_options, parse_tune  # noqa: E402

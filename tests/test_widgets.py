@@ -67,8 +67,10 @@ def test_thread_map_text_flags_uncoalesced_warps_and_views():
     fix = {"kind": "pad", "pad": 1, "row_length": 257, "bytes": 8224, "wavefronts": 8, "ideal_wavefronts": 8,
            "keeps_vectors": False}
     w.copies = [dict(c, fix=fix)]
-    assert ("fix: pad each tile row by 1 elements (rows of 257): 8 wavefronts (ideal 8), tile 8,224 B; "
+    assert ("fix: pad each tile row by 1 element (rows of 257): 8 wavefronts (ideal 8), tile 8,224 B; "
             "vector accesses are lost") in repr(w)
+    w.copies = [dict(c, fix=dict(fix, pad=2, wavefronts=1))]
+    assert "pad each tile row by 2 elements (rows of 257): 1 wavefront (ideal 8)" in repr(w)
 
 
 def test_ruler_text_gives_footprint_budget_and_live_tiles_per_line():

@@ -65,7 +65,8 @@ function draw(model, el, zoom, onZoom) {
   const segs = [];          // [row index][k] -> svg rect
   ruler.forEach((entry, ri) => {
     const bar = s("svg", { width: BAR_PX + 60, height: ROW_PX, class: "tn-bar" });
-    bar.append(s("rect", { x: 0, y: 3, width: px(budget), height: ROW_PX - 6, class: "tn-track" }));
+    // scaled to the footprint, the budget lies past the drawn width: the track stops at the edge
+    bar.append(s("rect", { x: 0, y: 3, width: Math.min(px(budget), BAR_PX), height: ROW_PX - 6, class: "tn-track" }));
     const row = [];
     let total = 0;
     for (const t of entry.tiles || []) {
@@ -88,7 +89,7 @@ function draw(model, el, zoom, onZoom) {
       row.push(r);
     }
     bar.append(s("line", { x1: px(footprint), x2: px(footprint), y1: 0, y2: ROW_PX, class: "tn-fp" }));
-    const tot = s("text", { x: Math.max(px(budget), px(footprint)) + 4, y: ROW_PX - 5, class: "tn-total" });
+    const tot = s("text", { x: Math.min(Math.max(px(budget), px(footprint)), BAR_PX) + 4, y: ROW_PX - 5, class: "tn-total" });
     tot.textContent = kb(total);
     bar.append(tot);
     segs.push(row);

@@ -50,9 +50,9 @@ function tileDtypeOf(model, c) {
 
 /** The layout the analysis proposes against bank conflicts, in words. */
 function fixText(fix) {
-  const how = fix.kind === "pad" ? `pad each tile row by ${fix.pad} elements (rows of ${fix.row_length})`
+  const how = fix.kind === "pad" ? `pad each tile row by ${plural(fix.pad, "element")} (rows of ${fix.row_length})`
     : `swizzle the tile (XOR, bits=${fix.bits}, base=${fix.base}, shift=${fix.shift})`;
-  return `Fix: ${how}: ${fix.wavefronts} wavefronts (ideal ${fix.ideal_wavefronts}), tile ${Number(fix.bytes).toLocaleString("en-US")} B` +
+  return `Fix: ${how}: ${plural(fix.wavefronts, "wavefront")} (ideal ${fix.ideal_wavefronts}), tile ${Number(fix.bytes).toLocaleString("en-US")} B` +
     (fix.keeps_vectors === false ? "; vector accesses are lost" : "");
 }
 
@@ -218,10 +218,10 @@ function draw(model, el) {
   root.append(h("div", { class: "tn-facts", text: facts }));
   const coal = h("div", { class: "tn-figures" },
     h("span", { class: copy.sectors > copy.ideal_sectors ? "tn-bad" : "tn-good",
-      text: `coalescing: ${copy.sectors} sectors (ideal ${copy.ideal_sectors})` }),
+      text: `coalescing: ${plural(copy.sectors, "sector")} (ideal ${copy.ideal_sectors})` }),
     h("span", { text: " · " }),
     h("span", { class: copy.wavefronts > copy.ideal_wavefronts ? "tn-bad" : "tn-good",
-      text: `bank conflicts: ${copy.wavefronts} wavefronts (ideal ${copy.ideal_wavefronts})` }));
+      text: `bank conflicts: ${plural(copy.wavefronts, "wavefront")} (ideal ${copy.ideal_wavefronts})` }));
   if (!(copy.is_view && !g.runs.length)) root.append(coal);
   if (copy.fix) root.append(h("div", { class: "tn-fix", text: fixText(copy.fix) }));
 

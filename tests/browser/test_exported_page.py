@@ -90,8 +90,9 @@ def test_every_view_draws_without_network_or_script_errors(page):
     assert all(b[1] == "1" and b[2] is None for b in boxes), boxes
     assert page.errors == []
     assert "unpkg.com" not in page.html_path.read_text() and "jsdelivr" not in page.html_path.read_text()
-    # whatever the exporter's template asks of the network (fonts, MathJax) is not ours
-    assert not any("tilenb" in u or "anywidget" in u or "jupyter-widgets" in u for u in page.refused)
+    # the page asks the network for nothing at all: not the views, nor the template (its MathJax,
+    # require.js and mermaid loaders are left out)
+    assert page.refused == []
 
 
 def _thread_map(page, index):
@@ -161,6 +162,32 @@ def test_ruler_and_barrier_marks_explain_themselves(page):
     assert "rowsum reads rows of x" in bars.locator(".tn-tip").inner_text()
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.getAttribute('aria-label')").startswith("barrier before line 7")
+
+
+def test_ruler_scaled_to_the_footprint_stays_inside_its_width(page):
+    ruler = page.locator(".tilenb-view[data-tilenb-view=ruler]").nth(1)
+    ruler.locator("button.tn-chip", has_text="scale: footprint").click()
+    widths = ruler.locator("rect.tn-track").evaluate_all("rs => rs.map(r => r.getBBox().width)")
+    totals = ruler.locator("text.tn-total").evaluate_all("ts => ts.map(t => t.getBBox().x + t.getBBox().width)")
+    bars = ruler.locator("svg.tn-bar").evaluate_all("ss => ss.map(s => s.getBoundingClientRect().width)")
+    assert widths and max(widths) <= 380 and max(totals) <= max(bars)      # the totals stay in view
+    segs = ruler.locator("rect.tn-seg").evaluate_all("rs => rs.map(r => r.getBBox().x + r.getBBox().width)")
+    assert max(segs) == pytest.approx(380, abs=1)     # the footprint spans the drawn width
+    ruler.locator("button.tn-chip", has_text="scale: whole budget").click()
+
+
+def test_a_barrier_tip_leaves_its_line_visible_and_stays_in_the_view(page):
+    bars = page.locator(".tilenb-view[data-tilenb-view=barriers]").nth(1)
+    for i in range(bars.locator(".tn-bmark").count()):
+        mark = bars.locator(".tn-bmark").nth(i)
+        mark.focus()
+        line = mark.get_attribute("data-line")
+        tip = bars.locator(".tn-tip").bounding_box()
+        text = bars.locator(f'.tn-sline[data-line="{line}"]').bounding_box()
+        root = bars.locator(".tn-root").bounding_box()
+        overlap = min(tip["y"] + tip["height"], text["y"] + text["height"]) - max(tip["y"], text["y"])
+        assert overlap <= 0, (i, tip, text)              # the line the barrier explains stays visible
+        assert tip["x"] >= root["x"] - 1 and tip["x"] + tip["width"] <= root["x"] + root["width"] + 1
 
 
 def test_screenshot_is_not_blank(page, tmp_path):

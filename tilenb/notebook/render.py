@@ -37,6 +37,11 @@ def _label(labels, line) -> str:
     return labels.get(int(line), str(line))
 
 
+def _n(n, word: str) -> str:
+    """'1 element', '4 elements'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _bytes(n) -> str:
     return f"{int(n):,} B"
 
@@ -81,11 +86,11 @@ def copy_title(c: dict, tile_dtype: str = "") -> str:
 def fix_text(fix: dict) -> str:
     """The layout the analysis proposes against bank conflicts, in words."""
     if fix.get("kind") == "pad":
-        how = f"pad each tile row by {fix.get('pad')} elements (rows of {fix.get('row_length')})"
+        how = f"pad each tile row by {_n(fix.get('pad'), 'element')} (rows of {fix.get('row_length')})"
     else:
         how = f"swizzle the tile (XOR, bits={fix.get('bits')}, base={fix.get('base')}, shift={fix.get('shift')})"
     vec = "" if fix.get("keeps_vectors", True) else "; vector accesses are lost"
-    return (f"fix: {how}: {fix.get('wavefronts')} wavefronts (ideal {fix.get('ideal_wavefronts')}), "
+    return (f"fix: {how}: {_n(fix.get('wavefronts'), 'wavefront')} (ideal {fix.get('ideal_wavefronts')}), "
             f"tile {int(fix.get('bytes', 0)):,} B{vec}")
 
 
@@ -109,11 +114,11 @@ def _text_threadmap(s) -> str:
                    f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
                    f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
         if c.get("is_view"):
-            out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+            out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                        "no shared-memory side")
             continue
-        out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
-                   f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')})")
+        out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
+                   f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
         groups: List[list] = []
         for w in c.get("warps") or []:
             key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
@@ -131,8 +136,8 @@ def _text_threadmap(s) -> str:
                 flag += "  <- uncoalesced"
             if key[2] > key[3]:
                 flag += "  <- bank conflicts"
-            out.append(f"  {name} {_ranges(ws)}: {key[0]} sectors (ideal {key[1]}), "
-                       f"{key[2]} wavefronts (ideal {key[3]}){flag}")
+            out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
+                       f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
     return "\n".join(out)
 
 
@@ -345,7 +350,9 @@ def picture(name: str, state: dict, png_bytes: Optional[bytes] = None) -> str:
     summary = text(name, state)
     first, _, rest = summary.partition("\n")
     esc = _html.escape
-    pre = '<pre style="font-size:12px;line-height:1.3;margin:4px 0;white-space:pre-wrap">'
+    # wrapped at spaces, never inside a word (JupyterLab's output text breaks anywhere)
+    pre = ('<pre style="font-size:12px;line-height:1.3;margin:4px 0;white-space:pre-wrap;'
+           'word-break:normal;overflow-wrap:break-word">')
     if png_bytes:
         img = (f'<img src="data:image/png;base64,{base64.b64encode(png_bytes).decode()}" '
                f'alt="{esc(first)}" style="max-width:100%;height:auto" />')
