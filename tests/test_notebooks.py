@@ -90,6 +90,10 @@ def test_every_tutorial_verifies_against_numpy_and_shows_views(name):
     for o in views:
         assert "application/vnd.jupyter.widget-view+json" not in o["data"]   # saved self-contained
         assert {"text/plain", "text/html"} <= set(o["data"])
+        html = "".join(o["data"]["text/html"])
+        if "image/png" in o["data"]:      # a picture: shown inline even where no script may run
+            png = "".join(o["data"]["image/png"]).replace("\n", "")
+            assert f'<img src="data:image/png;base64,{png}"' in html
         plain = o["data"]["text/plain"]
         plain = "".join(plain) if isinstance(plain, list) else plain
         assert not re.search(r"0x[0-9a-f]{6,}|\bIPY_MODEL|\d\.\d+ ?ms\b", plain), plain[:200]

@@ -1,11 +1,10 @@
 """Exporting a notebook with tilenb views to HTML that works with no network.
 
-nbconvert draws an output's live widget only when the notebook saved that widget's state (as
-headless execution with nbclient does by default; JupyterLab does not, by default), and then
-it loads the widget manager from a CDN. The views carry their own self-contained `text/html`
-(the ES module from this package, inlined), which nbconvert uses whenever there is no saved
-state for them. `OfflineViews` makes that so: it drops the live-widget part of every tilenb
-view's output and the saved state of those widgets, and leaves every other output alone.
+The views are self-contained `text/html` outputs (their ES module inlined), which nbconvert
+copies into the page as they are. Notebooks saved by earlier tilenb versions also carried a
+live anywidget part in each view's output, which nbconvert draws only from saved widget state,
+loading the widget manager from a CDN; `OfflineViews` drops that part (and the saved state of
+those widgets) from tilenb views and leaves every other output alone.
 
     python -m tilenb.notebook.export NOTEBOOK.ipynb [OUT.html]
 
