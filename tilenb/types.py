@@ -7,7 +7,7 @@ a second that a program without bf16 never spends).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -23,7 +23,7 @@ class DType:
     name: str
     kind: str          # "float", "int", "uint" (storage only), "bool", "index"
     bits: int
-    storage: object    # numpy dtype used for storage on the CPU, or a function that makes it
+    storage: object = field(compare=False)  # numpy dtype of CPU storage, or a function making it
     ctype: str         # the CUDA C++ type
 
     @property
