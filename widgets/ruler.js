@@ -38,8 +38,12 @@ function draw(model, el, zoom, onZoom) {
   const px = (b) => (b / scaleTo) * BAR_PX;
   const chips = h("div", { class: "tn-chips", role: "group", "aria-label": "scale" });
   for (const [z, t] of [[false, `scale: whole budget (${kb(budget)})`], [true, `scale: footprint (${kb(footprint)})`]]) {
-    const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": zoom === z ? "true" : "false", text: t });
-    b.addEventListener("click", () => onZoom(z));
+    const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": zoom === z ? "true" : "false", text: t, "data-zoom": String(z) });
+    b.addEventListener("click", () => {
+      onZoom(z);
+      const again = el.querySelector(`button.tn-chip[data-zoom="${z}"]`);   // drawn anew: keep the focus
+      if (again) again.focus();
+    });
     chips.append(b);
   }
   root.append(chips);

@@ -195,7 +195,13 @@ function draw(model, el) {
   copies.forEach((c, i) => {
     const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": i === sel ? "true" : "false",
       text: `line ${labelOf(model, c.line)}: ${copyTitle(c, tileDtypeOf(model, c))}` });
-    b.addEventListener("click", () => { model.set("selected", i); model.save_changes(); });
+    b.addEventListener("click", () => {
+      model.set("selected", i);
+      model.save_changes();
+      // the view was drawn anew: keep the focus (and so the keys) on the same chip
+      const again = el.querySelectorAll("button.tn-chip")[i];
+      if (again) again.focus();
+    });
     chips.append(b);
   });
   root.append(chips);

@@ -173,7 +173,18 @@ def test_ruler_scaled_to_the_footprint_stays_inside_its_width(page):
     assert widths and max(widths) <= 380 and max(totals) <= max(bars)      # the totals stay in view
     segs = ruler.locator("rect.tn-seg").evaluate_all("rs => rs.map(r => r.getBBox().x + r.getBBox().width)")
     assert max(segs) == pytest.approx(380, abs=1)     # the footprint spans the drawn width
+    # the ruler was drawn anew at the new scale: the focus (and the keys) stayed on its button
+    assert page.evaluate("document.activeElement.textContent").startswith("scale: footprint")
     ruler.locator("button.tn-chip", has_text="scale: whole budget").click()
+
+
+def test_picking_another_copy_keeps_the_focus_in_the_view(page):
+    tm = _thread_map(page, 1)
+    tm.locator("button.tn-chip").nth(1).click()
+    assert page.evaluate("[document.activeElement.tagName, document.activeElement.getAttribute('aria-pressed'), "
+                         "!!document.activeElement.closest('.tn-threadmap')]") == ["BUTTON", "true", True]
+    assert tm.locator("button.tn-chip").nth(1).get_attribute("aria-pressed") == "true"
+    tm.locator("button.tn-chip").nth(0).click()
 
 
 def test_a_barrier_tip_leaves_its_line_visible_and_stays_in_the_view(page):

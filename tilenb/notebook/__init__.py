@@ -36,9 +36,10 @@ def show(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[di
     from IPython.display import display
     magics = getattr(get_ipython(), "_tilenb_magics", None)
     for w in views(kernel, show, tune):
-        handle = display(w, display_id=True)
         if w._name == "timing" and magics is not None:
-            magics.track(w, kernel, handle)
+            magics.track(w, kernel, display(w, display_id=True))
+        else:
+            display(w)
 
 
 def demo(show: Sequence[str] = DEFAULT_VIEWS) -> list:

@@ -335,9 +335,10 @@ class TileMagics:
         for name, k in module.kernels.items():
             display(_header(k, tunes[name], show), raw=True)
             for w in build.make_views(k, show, tunes[name], labels):
-                handle = display(w, display_id=True)
-                if w._name == "timing":
-                    self.track(w, k, handle)
+                if w._name == "timing":      # shown under a display id, to be updated in place
+                    self.track(w, k, display(w, display_id=True))
+                else:
+                    display(w)
         return None
 
     def track(self, view, kernel, handle) -> None:
