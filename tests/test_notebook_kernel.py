@@ -102,3 +102,23 @@ def test_a_timing_view_in_the_saved_notebook_shows_the_last_launch():
     assert "kernel time (CUDA events): 10.0 us" in text and "not launched" not in text
     assert "10.0 us" in shown[0]["data"]["text/html"]
     assert nb.cells[2].outputs == []            # updated in place, not shown again below
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_saved_timing_view_shows_the_real_last_launch():
+    """A real CUDA launch in a later cell: the timing view saved at definition ends up showing
+    that launch (kernel time by CUDA events, the device), and the kernel verified on the GPU."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in (
+        "%load_ext tilenb",
+        GOOD.replace("--show none", "--show timing").replace("--backend cpu", "--backend cuda"),
+        "import numpy as np, tilenb\n"
+        "x = np.arange(1000, dtype=np.float32); y = np.zeros_like(x)\n"
+        "twice[(1000 + 63) // 64](x, y)\n"
+        "print(bool((y == 2 * x).all()))")]
+    _execute(nb, allow_errors=False)
+    assert nb.cells[2].outputs[-1]["text"] == "True\n"
+    (shown,) = [o for o in nb.cells[1].outputs if "tilenb" in o.get("metadata", {})]
+    text = shown["data"]["text/plain"]
+    assert "kernel time (CUDA events): " in text and "not launched" not in text, text
