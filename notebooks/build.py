@@ -57,7 +57,6 @@ def parse(text: str):
 
 def build(src: Path, execute: bool = True) -> Path:
     import nbformat
-    from nbclient import NotebookClient
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
@@ -69,12 +68,10 @@ def build(src: Path, execute: bool = True) -> Path:
         nb.cells.append(cell)
     out = HERE / (src.stem + ".ipynb")
     if execute:
-        os.environ["TILENB_BACKEND"] = "cpu"
-        os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
-                                store_widget_state=False, resources={"metadata": {"path": str(HERE)}})
+        sys.path.insert(0, str(ROOT))
+        from tilenb.notebook.execute import execute as run
         try:
-            client.execute()
+            run(nb, HERE, timeout=600, pythonpath=[ROOT], env={"TILENB_BACKEND": "cpu"})
         finally:
             nbformat.write(nb, str(out))
         for cell in nb.cells:
@@ -83,7 +80,6 @@ def build(src: Path, execute: bool = True) -> Path:
             for o in cell.get("outputs", []):
                 if o.get("output_type") == "stream" and o.get("name") == "stderr":
                     raise SystemExit(f"{out.name}: unexpected stderr in cell {cell['id']}:\n{o['text']}")
-        sys.path.insert(0, str(ROOT))
         from tilenb.notebook.export import strip_live_views
         strip_live_views(nb)
     nbformat.write(nb, str(out))

@@ -1083,3 +1083,16 @@ def test_errors_every_variant_shares_are_not_labelled():
     }
     """, TileNameError, 3, 10, "'nope' is not defined")
     assert "variant" not in e.message and len(e.diagnostics) == 1
+
+
+def test_a_tile_too_large_by_itself_is_named_alone():
+    """The budget error named a kernel-wide total when one tile alone was over the budget."""
+    e = fails("""
+    kernel k(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
+      var small = X[0 :+ 8, :]
+      var big = X[0 :+ 256, :]
+      Y[0 :+ 256, :] = big + small[0 :+ 1, :]
+    }
+    """, TileBudgetError, 3, 3, "tile 'big' does not fit: it alone needs 65536 bytes of shared memory, more than "
+                               "the static budget of 49152 bytes")
+    assert "'small'" not in e.message and "small (" not in e.message

@@ -73,3 +73,45 @@ def test_module_entry_point(tmp_path):
     assert r.returncode == 1
     assert f"{bad}:2:10: error: 'y' is not defined" in r.stderr and "^" in r.stderr
     assert f"{good}: ok" in r.stdout
+
+
+MANY = """fn sq(x) = x * x
+
+@launch(64)
+kernel a(X: tensor<f32>[N]) {
+  X[0] = = 1.0
+}
+
+kernel b(X: tensor<f32>[N]) {
+  X[0] = sq(y)
+}
+
+@autotune(T in [64])
+@launch(64)
+kernel c(X: tensor<f32>[N]) {
+  X[0 = 2.0
+}
+kernel d(X: tensor<f32>[N]) {
+  X[0] = sq(2.0)
+}
+"""
+
+
+def test_a_syntax_error_does_not_hide_the_other_errors(tmp_path, capsys):
+    """The parser stops at the first syntax error; check still reports each declaration's own
+    syntax error and every other error of the declarations that parse (which see each other's
+    functions: d's call of sq is fine)."""
+    f = write(tmp_path, "many.tile", MANY)
+    assert main(["check", f]) == 1
+    err = capsys.readouterr().err
+    heads = [l for l in err.splitlines() if ": error: " in l]
+    assert [h.split(": error: ")[0] for h in heads] == [f"{f}:5:10", f"{f}:9:13", f"{f}:15:4"]
+    assert "unexpected '='" in heads[0] and "'y' is not defined" in heads[1] and "'[' is not closed" in heads[2]
+
+
+def test_list_into_a_pipe_that_closes_early_ends_quietly(tmp_path):
+    files = [str(EXAMPLE)] * 200                     # far more than a pipe holds
+    r = subprocess.run(f"{sys.executable} -m tilenb list {' '.join(files)} | head -n 1", shell=True,
+                       capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[1]))
+    assert r.stdout.startswith(f"{EXAMPLE}: ") and r.stdout.count("\n") == 1
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr

@@ -36,8 +36,11 @@ def ip():
 
 
 def run(ip, capsys, cell):
-    ip.run_cell(cell)
+    """-> (stdout, stderr); a failed cell's error (shown by the shell on stdout) counts as stderr."""
+    result = ip.run_cell(cell)
     out = capsys.readouterr()
+    if result.error_in_exec is not None:
+        return "", out.out + out.err
     return out.out, out.err
 
 

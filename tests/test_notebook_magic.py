@@ -1,15 +1,16 @@
 """%%tilekernel through IPython's own shell: names bound, errors counted in cell lines with a
-caret and no traceback, earlier kernels and functions surviving a failed cell, options."""
+caret and no traceback, a failed cell failing (CellError) while earlier kernels and functions
+survive it, options; and through a real Jupyter kernel (nbclient): the error names the cell by
+its own prompt number and stops the run."""
 import re
 
 import numpy as np
 import pytest
 
 pytest.importorskip("IPython")
-pytest.importorskip("anywidget")
 
 import tilenb  # noqa: E402
-from tilenb.notebook.magic import CellCompiler, parse_options, parse_tune  # noqa: E402
+from tilenb.notebook.magic import CellCompiler, CellError, parse_options, parse_tune  # noqa: E402
 
 
 @pytest.fixture
@@ -30,6 +31,17 @@ def run(ip, capsys, cell):
     result = ip.run_cell(cell)
     out = capsys.readouterr()
     return result, out.out, out.err
+
+
+def fail(ip, capsys, cell):
+    """Run a cell that must fail: -> (the CellError, what the shell showed for it)."""
+    result = ip.run_cell(cell)
+    out = capsys.readouterr()
+    assert isinstance(result.error_in_exec, CellError), (result.error_in_exec, out.err)
+    assert result.success is False
+    shown = out.out + out.err
+    assert "Traceback" not in shown and 'File "' not in shown   # the diagnostics, no frames
+    return result.error_in_exec, shown
 
 
 SCALE = """%%tilekernel --backend cpu --show none
@@ -67,9 +79,9 @@ def test_module_option_binds_the_module(ip, capsys):
 
 def test_compile_error_is_counted_in_cell_lines_with_a_caret_and_no_traceback(ip, capsys):
     cell = "%%tilekernel --backend cpu\nkernel k(X: tensor<f32>[N]) {\n  X[0] = y\n}\n"
-    result, out, err = run(ip, capsys, cell)
-    assert result.error_in_exec is None and result.error_before_exec is None
-    assert "Traceback" not in out + err and "File \"" not in err
+    error, err = fail(ip, capsys, cell)
+    assert error._render_traceback_() == str(error).split("\n")
+    assert (error.line, error.column) == (3, 10) and error.diagnostics[0].message == "'y' is not defined"
     lines = err.splitlines()
     head = next(i for i, l in enumerate(lines) if "error:" in l)
     # `X[0] = y` is line 3 of the cell (the %%tilekernel line is line 1); y at column 10
@@ -85,7 +97,7 @@ def test_earlier_kernels_survive_a_failed_cell(ip, capsys):
     run(ip, capsys, SCALE)
     first = ip.user_ns["scale_rows"]
     broken = SCALE.replace("Y[r :+ 32, :] = x * s", "Y[r :+ 32, :] = x * t")
-    result, _, err = run(ip, capsys, broken)
+    _, err = fail(ip, capsys, broken)
     assert "'t' is not defined" in err
     assert re.search(r"In\[\d+\]:7:23: error", err)       # cell line 7
     assert ip.user_ns["scale_rows"] is first
@@ -130,7 +142,7 @@ def test_error_inside_a_function_from_an_earlier_cell_names_that_cell(ip, capsys
     run(ip, capsys, "%%tilekernel --backend cpu\n\nfn bad(t) = t + nothere\n")
     ip.execution_count = 41
     cell = "%%tilekernel --backend cpu\nkernel k3(Y: tensor<f32>[N]) {\n  Y[0] = bad(1.0)\n}\n"
-    _, _, err = run(ip, capsys, cell)
+    _, err = fail(ip, capsys, cell)
     # bad is line 3 of In[40]; `nothere` starts at column 17
     assert "In[40]:3:17: error: 'nothere' is not defined" in err
     assert "fn bad(t) = t + nothere" in err
@@ -140,9 +152,8 @@ def test_bad_options_are_reported_without_a_traceback_and_bind_nothing(ip, capsy
     for opts, expect in [("--bogus", "unknown option '--bogus'"), ("--backend gpu", "unknown backend 'gpu'"),
                          ("--show pictures", "unknown view 'pictures'"), ("--tune TILE", "NAME=VALUE"),
                          ("--tune TILE=x", "'x' is not a number")]:
-        result, out, err = run(ip, capsys, SCALE.replace("--backend cpu --show none", opts).replace("scale_rows", "sr_bad"))
+        _, err = fail(ip, capsys, SCALE.replace("--backend cpu --show none", opts).replace("scale_rows", "sr_bad"))
         assert expect in err, (opts, err)
-        assert "Traceback" not in err + out
         assert "sr_bad" not in ip.user_ns
 
 
@@ -154,9 +165,9 @@ kernel act4(X: tensor<f32>[N], Y: tensor<f32>[N]) {
   Y[ctx.block.x * TILE :+ TILE] = x
 }
 """
-    _, _, err = run(ip, capsys, cell)
+    _, err = fail(ip, capsys, cell)
     assert "TILE=512 is not one of its @autotune values [1024, 2048]" in err
-    _, _, err = run(ip, capsys, cell.replace("TILE=512", "TILES=1024"))
+    _, err = fail(ip, capsys, cell.replace("TILE=512", "TILES=1024"))
     assert "no kernel of this cell has an @autotune name 'TILES'" in err
 
 
@@ -196,7 +207,7 @@ def test_timing_views_follow_later_launches(ip, capsys):
     assert err == ""
     assert "timing of scale_rows: not launched on the GPU yet." in out
     k = ip.user_ns["scale_rows"]
-    view = next(ref() for ref, kern in ip._tilenb_magics._timing if kern is k)
+    view = next(w for w, kern, _ in ip._tilenb_magics._timing if kern is k)
     k.last_run = RunReport("cuda", "scale_rows", {}, "No @autotune: one variant.", (4, 1, 1), 256, 4, 1e-5, False,
                            {"kernel_ms": 0.01, "wall_s": 0.002, "timings": [], "device": "NVIDIA H200"})
     run(ip, capsys, "x_after_launch = 1")           # any later cell refreshes the view

@@ -71,8 +71,12 @@ def test_every_code_cell_ran_in_order_and_errors_only_where_tagged(name):
         assert bool(errors) == ("raises-exception" in tags), "".join(c["source"])[:80]
         assert bool(stderr) == ("diagnostic" in tags), "".join(c["source"])[:80]
         for e in errors:                                  # what a user sees: tilenb's own errors
-            assert e["ename"] in ("LaunchError", "RaceError", "OutOfBoundsError")
-            assert e["traceback"] == [f"{e['ename']}: {e['evalue']}"]
+            assert e["ename"] in ("LaunchError", "RaceError", "OutOfBoundsError", "CellError")
+            if e["ename"] == "CellError":                 # a failed %%tilekernel cell: its diagnostics
+                assert e["traceback"] == e["evalue"].split("\n")
+                assert re.match(rf"In\[{c['execution_count']}\]:\d+:\d+: error: ", e["evalue"]), e["evalue"]
+            else:
+                assert e["traceback"] == [f"{e['ename']}: {e['evalue']}"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -86,6 +90,10 @@ def test_every_tutorial_verifies_against_numpy_and_shows_views(name):
     for o in views:
         assert "application/vnd.jupyter.widget-view+json" not in o["data"]   # saved self-contained
         assert {"text/plain", "text/html"} <= set(o["data"])
+        html = "".join(o["data"]["text/html"])
+        if "image/png" in o["data"]:      # a picture: shown inline even where no script may run
+            png = "".join(o["data"]["image/png"]).replace("\n", "")
+            assert f'<img src="data:image/png;base64,{png}"' in html
         plain = o["data"]["text/plain"]
         plain = "".join(plain) if isinstance(plain, list) else plain
         assert not re.search(r"0x[0-9a-f]{6,}|\bIPY_MODEL|\d\.\d+ ?ms\b", plain), plain[:200]

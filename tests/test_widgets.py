@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-pytest.importorskip("anywidget")
+pytest.importorskip("traitlets")
 
 import tilenb  # noqa: E402
 from tilenb.notebook import assets, build, demo, hardware, render, widgets  # noqa: E402
@@ -20,7 +20,10 @@ def test_every_view_has_its_es_module_and_css_in_the_package():
     for name in assets.WIDGETS:
         js = assets.esm(name)
         assert js.startswith(assets.asset("common.js"))   # the shared DOM helpers come first
-        assert "export function render" in js and "export default { render }" in js
+        assert "function render(" in js and js.rstrip().endswith("export default { render };")
+        # anywidget's preferred form: the default export only (a named `render` export draws a
+        # deprecation warning in the browser console)
+        assert re.findall(r"^export .*", js, re.M) == ["export default { render };"]
         assert "http://" not in js.replace("http://www.w3.org/2000/svg", "") and "https://" not in js
         assert assets.css(name).startswith(assets.asset("common.css"))
     # the package reaches the same files through tilenb/widgets (a link in a checkout, a copy in a wheel)
@@ -64,8 +67,10 @@ def test_thread_map_text_flags_uncoalesced_warps_and_views():
     fix = {"kind": "pad", "pad": 1, "row_length": 257, "bytes": 8224, "wavefronts": 8, "ideal_wavefronts": 8,
            "keeps_vectors": False}
     w.copies = [dict(c, fix=fix)]
-    assert ("fix: pad each tile row by 1 elements (rows of 257): 8 wavefronts (ideal 8), tile 8,224 B; "
+    assert ("fix: pad each tile row by 1 element (rows of 257): 8 wavefronts (ideal 8), tile 8,224 B; "
             "vector accesses are lost") in repr(w)
+    w.copies = [dict(c, fix=dict(fix, pad=2, wavefronts=1))]
+    assert "pad each tile row by 2 elements (rows of 257): 1 wavefront (ideal 8)" in repr(w)
 
 
 def test_ruler_text_gives_footprint_budget_and_live_tiles_per_line():
@@ -80,15 +85,24 @@ def test_barrier_text_puts_each_mark_before_its_line():
     assert "barrier before line 6 (x): rowsum reads rows of x" in lines[i - 1]
 
 
-def test_mimebundle_has_every_kernel_free_rendering():
+def test_mimebundle_has_every_kernel_free_rendering_and_no_live_widget():
+    import base64
     for w in demo(["threads", "lifetimes", "barriers"]):
         data, meta = w._repr_mimebundle_()
-        assert set(data) >= {"text/plain", "text/html", "application/vnd.jupyter.widget-view+json"}
+        # no widget-view part: a reopened notebook would show "model not found" in its place,
+        # since JupyterLab's widget renderer outranks every other mimetype and has no fallback
+        assert set(data) == ({"text/plain", "text/html", "image/png"} if w._name in render.PICTURES
+                             else {"text/plain", "text/html"})
         assert data["text/plain"] == repr(w)
+        static = data["text/html"].split('<div class="tilenb-root"')[0]
         if w._name in render.PICTURES:
             assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+            # the same picture inline in the static part, for front ends that take the HTML
+            src = re.search(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', static).group(1)
+            assert base64.b64decode(src) == data["image/png"]
         else:
-            assert "image/png" not in data          # a listing: its text is its picture
+            assert "<img" not in static and "image/png" not in data   # a listing: its text is its picture
+        assert "<script" not in static and "<style" not in static
         assert meta["tilenb"]["view"] == w._name
 
 
@@ -96,13 +110,27 @@ def test_offline_html_carries_module_css_and_traits_and_no_network():
     w = demo(["threads"])[0]
     page = render.html("threadmap", w.state())
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", page)
-    assert "import(" in page and "cdn" not in page.lower()
+    # classic inline scripts only: no import(), no blob: URL, no eval (strict front-end policies)
+    assert "import(" not in page and "blob:" not in page and "eval(" not in page and "cdn" not in page.lower()
     scripts = re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S)
-    assert len(scripts) == 2 and all("</script" not in s for s in scripts)
+    assert len(scripts) == 3 and all("</script" not in s for s in scripts)
     data = json.loads(re.search(r'<script type="application/json" class="tilenb-data">(.*?)</script>', page, re.S).group(1))
     assert data["state"] == json.loads(json.dumps(w.state()))
-    assert data["esm"] == assets.esm("threadmap")
-    assert "thread map of rms_norm" in page            # the text summary until the script runs
+    assert data["hash"] == render.module_hash("threadmap")
+    module = render.module_script("threadmap")
+    assert module in page and not re.search(r"^export ", module, re.M)
+    assert "thread map of rms_norm" in page            # the text summary, shown without scripts
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="needs node to parse the scripts")
+def test_inline_scripts_are_valid_javascript(tmp_path):
+    import subprocess
+    for name in assets.WIDGETS:
+        page = render.html(name, VIEWS[name](kernel="k").state())
+        for i, code in enumerate(re.findall(r"<script>(.*?)</script>", page, flags=re.S)):
+            f = tmp_path / f"{name}{i}.js"
+            f.write_text(code)
+            subprocess.run(["node", "--check", str(f)], check=True, capture_output=True)
 
 
 def test_html_escapes_source_text_that_looks_like_markup():
@@ -240,47 +268,68 @@ def test_line_numbers_inside_texts_are_the_cells_lines():
             assert n == cuda.origin[i] + 1 and text.endswith(src)
 
 
-def _notebook_with(views_, with_state):
+def _legacy_notebook(views_, with_state):
+    """A notebook as earlier tilenb versions saved it: each view's output also carried a live
+    anywidget part (widget-view mimetype), and nbclient may have saved the widgets' state."""
     nbformat = pytest.importorskip("nbformat")
+    import base64
     from tilenb.notebook.export import WIDGET_STATE, WIDGET_VIEW
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("show()")
     state = {}
-    for w in views_:
+    for i, w in enumerate(views_):
         data, meta = w._repr_mimebundle_()
-        data = {k: (v if isinstance(v, (str, dict)) else __import__("base64").b64encode(v).decode())
-                for k, v in data.items()}
+        data = {k: (v if isinstance(v, str) else base64.b64encode(v).decode()) for k, v in data.items()}
+        model = f"{i:032x}"
+        data[WIDGET_VIEW] = {"model_id": model, "version_major": 2, "version_minor": 1}
         cell.outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=meta))
-        state[data[WIDGET_VIEW]["model_id"]] = {"model_name": "AnyModel", "state": {"layout": "IPY_MODEL_L" + w.model_id}}
-        state["L" + w.model_id] = {"model_name": "LayoutModel", "state": {}}
+        state[model] = {"model_name": "AnyModel", "state": {"layout": "IPY_MODEL_L" + model}}
+        state["L" + model] = {"model_name": "LayoutModel", "state": {}}
     nb.cells.append(cell)
     if with_state:
         nb.metadata["widgets"] = {WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
     return nb
 
 
-def test_nbconvert_draws_the_inlined_views_when_no_widget_state_was_saved():
-    """JupyterLab saves no widget state by default: nbconvert then takes each view's HTML."""
+def test_nbconvert_draws_the_inlined_views():
+    nbformat = pytest.importorskip("nbformat")
     exporter = pytest.importorskip("nbconvert").HTMLExporter()
-    page, _ = exporter.from_notebook_node(_notebook_with(demo(), with_state=False))
-    assert page.count('class="tilenb-static"') == 3
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show()")
+    for w in demo():
+        data, meta = w._repr_mimebundle_()
+        data = {k: (v if isinstance(v, str) else __import__("base64").b64encode(v).decode()) for k, v in data.items()}
+        cell.outputs.append(nbformat.v4.new_output("display_data", data=data, metadata=meta))
+    nb.cells.append(cell)
+    page, _ = exporter.from_notebook_node(nb)
+    assert page.count('class="tilenb-view"') == 3
     assert "application/vnd.jupyter.widget-view+json" not in page.split("<body")[1]
 
 
-def test_export_strips_the_live_part_and_state_of_tilenb_views_only():
+def test_export_strips_the_live_part_and_state_of_legacy_tilenb_views_only():
     from tilenb.notebook.export import WIDGET_VIEW, strip_live_views, to_html
     pytest.importorskip("nbconvert")
-    nb = _notebook_with(demo(), with_state=True)
+    nb = _legacy_notebook(demo(), with_state=True)
     nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]["other"] = {"model_name": "IntSliderModel"}
     page = to_html(nb)
-    assert page.count('class="tilenb-static"') == 3 and "IntSliderModel" in page
+    assert page.count('class="tilenb-view"') == 3 and "IntSliderModel" in page
     assert WIDGET_VIEW in nb.cells[0].outputs[0]["data"]          # to_html copies the notebook
     assert strip_live_views(nb) == 3
     assert list(nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]) == ["other"]
-    nb2 = _notebook_with(demo(["threads"]), with_state=True)
+    nb2 = _legacy_notebook(demo(["threads"]), with_state=True)
     strip_live_views(nb2)
     assert "widgets" not in nb2.metadata              # nothing left: no widget manager is loaded at all
     assert "unpkg.com" not in to_html(nb2)
+
+
+def test_exported_page_asks_the_network_for_nothing():
+    nbformat = pytest.importorskip("nbformat")
+    from tilenb.notebook.export import to_html
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# A title"), nbformat.v4.new_code_cell("1")]
+    page = to_html(nb)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)
+    assert "mathjax" not in page.lower() and "require.js" not in page and "import(\"http" not in page
 
 
 def test_thread_map_opens_on_the_copy_furthest_from_ideal():

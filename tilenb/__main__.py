@@ -1,18 +1,27 @@
 """Command line: `python -m tilenb check FILE...` and `python -m tilenb main`.
 
-check: prints every diagnostic of each file and exits 1 if any file has an error, else 0.
+check: prints every diagnostic of each file and exits 1 if any file has an error, else 0. A
+       syntax error stops the parser, so then each kernel and function of the file is checked on
+       its own as well: every declaration with a syntax error reports it, and the others are
+       checked together for every other error.
 list:  checks the files and lists their kernels (parameters, @autotune space, shared memory: the kernel's, and its tiles').
 main:  the main job: checks the bundled example file, then executes every tutorial in
        notebooks/ (tilenb.mainjob), writes HTML pages to out/tutorials/ and prints a table.
+
+Output to a pipe that closes early (`tilenb list FILE | head`) ends the command quietly, with
+exit status 141 (as a process killed by SIGPIPE), not a traceback.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
+from typing import List
 
 from . import compile as tile_compile
-from .lang.diagnostics import TileError
+from .lang.diagnostics import TileError, TileSyntaxError, combine
 
 EXAMPLE = Path(__file__).parent / "examples" / "seed_kernels.tile"
 
@@ -28,9 +37,62 @@ def _load(path: str):
         return None, False
     try:
         return tile_compile(text, backend="cpu", filename=path), True
+    except TileSyntaxError as e:
+        print(combine(every_error(text, path, e)), file=sys.stderr)
+        return None, False
     except TileError as e:
         print(e, file=sys.stderr)
         return None, False
+
+
+# a top-level declaration starts at column 1: its attributes, `kernel` or `fn`
+_DECL = re.compile(r"(?:@|kernel\b|fn\b)")
+
+
+def _declarations(lines: List[str]) -> List[range]:
+    """Line ranges (0-based) of the file's top-level declarations, each with its attributes; the
+    lines before the first one form a range of their own."""
+    starts = []
+    for i, line in enumerate(lines):
+        if not _DECL.match(line):
+            continue
+        prev = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        if starts and prev.startswith("@") and _DECL.match(prev):
+            continue                              # the kernel line of the attributes above it
+        starts.append(i)
+    if not starts or starts[0] != 0:
+        starts.insert(0, 0)
+    return [range(a, b) for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+
+def every_error(text: str, path: str, first: TileSyntaxError) -> List[TileError]:
+    """All errors of a file whose parse failed with `first`: the first syntax error of each
+    declaration, then every error the checker finds in the declarations that parse (checked
+    together, so that they see each other's functions). Line numbers are the file's."""
+    lines = text.split("\n")
+    parts = _declarations(lines)
+    if len(parts) < 2:
+        return list(first.diagnostics)
+
+    def only(keep) -> str:
+        return "\n".join(l if i in keep else "" for i, l in enumerate(lines))
+    errors: List[TileError] = []
+    good = set()
+    for part in parts:
+        try:
+            tile_compile(only(set(part)), backend="cpu", filename=path)
+        except TileSyntaxError as e:
+            errors.append(e.diagnostics[0])
+            continue
+        except TileError:
+            pass                                  # judged below, with the other declarations
+        good.update(part)
+    if good:
+        try:
+            tile_compile(only(good), backend="cpu", filename=path)
+        except TileError as e:
+            errors.extend(e.diagnostics)
+    return errors or list(first.diagnostics)
 
 
 def _list(mod) -> None:
@@ -52,6 +114,18 @@ def _ty(t):
 
 
 def main(argv=None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop writing, and say nothing more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tilenb", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="check tile-language files; exit 1 on any error")

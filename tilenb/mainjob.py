@@ -55,26 +55,23 @@ def _first_line(text: str) -> str:
 
 def run_one(path: Path, out_dir: Path, backend: str, timeout: int = 900) -> Row:
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
-    from nbconvert import HTMLExporter
+
+    from .notebook.execute import execute
+    from .notebook.export import to_html
 
     nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                            store_widget_state=True)
     error = None
     t0 = time.perf_counter()
     try:
-        client.execute()
+        execute(nb, path.parent, timeout=timeout)     # local sockets: no TCP warning per tutorial
     except CellExecutionError as e:
         error = _first_line(str(e))
     except Exception as e:  # the kernel died or timed out: report it in the table
         error = f"{type(e).__name__}: {e}".splitlines()[0]
     seconds = time.perf_counter() - t0
-    from .notebook.export import strip_live_views
-    strip_live_views(nb)   # tilenb views then export as their own inlined HTML, not CDN-loaded widgets
     try:
-        html, _ = HTMLExporter().from_notebook_node(nb)
+        html = to_html(nb)     # tilenb views as their own inlined HTML; no MathJax or require.js fetched
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / (path.stem + ".html")).write_text(html, encoding="utf-8")
     except Exception as e:  # nbconvert missing its templates, an unwritable folder: say so in the table

@@ -1,15 +1,21 @@
 """Scalar types of the tile language and the rules that combine them.
 
 Guarantees: one table (`DTYPES`) says what each scalar type is (kind, bits, numpy storage
-dtype, C type); `promote` is the only place arithmetic result types are decided.
+dtype, C type); `promote` is the only place arithmetic result types are decided. bf16's numpy
+dtype comes from ml_dtypes, imported the first time `DTYPES["bf16"].numpy` is read (about half
+a second that a program without bf16 never spends).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
-import ml_dtypes
 import numpy as np
+
+
+def _bfloat16():
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 @dataclass(frozen=True)
@@ -17,8 +23,17 @@ class DType:
     name: str
     kind: str          # "float", "int", "uint" (storage only), "bool", "index"
     bits: int
-    numpy: object      # numpy dtype used for storage on the CPU
+    storage: object = field(compare=False)  # numpy dtype of CPU storage, or a function making it
     ctype: str         # the CUDA C++ type
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype of this type's storage on the CPU."""
+        s = self.storage
+        if not isinstance(s, np.dtype):
+            s = s()
+            object.__setattr__(self, "storage", s)
+        return s
 
     @property
     def is_float(self) -> bool:
@@ -39,7 +54,7 @@ class DType:
 
 DTYPES = {
     "f16": DType("f16", "float", 16, np.dtype(np.float16), "__half"),
-    "bf16": DType("bf16", "float", 16, np.dtype(ml_dtypes.bfloat16), "__nv_bfloat16"),
+    "bf16": DType("bf16", "float", 16, _bfloat16, "__nv_bfloat16"),
     "f32": DType("f32", "float", 32, np.dtype(np.float32), "float"),
     "f64": DType("f64", "float", 64, np.dtype(np.float64), "double"),
     "i8": DType("i8", "int", 8, np.dtype(np.int8), "signed char"),

@@ -7,7 +7,7 @@
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-barriers" });
+  const root = viewRoot("tn-barriers");
   el.append(root);
   const bars = model.get("barriers") || [];
   const lines = model.get("lines") || [];
@@ -26,6 +26,7 @@ function draw(model, el) {
       h("span", { class: "tn-bbadge", "aria-hidden": "true", text: "barrier" }),
       h("span", { class: "tn-bwhere", "aria-hidden": "true", text: `${where}${b.tile ? ` · ${b.tile}` : ""}` }));
     m.dataset.reason = b.reason || "";
+    m.dataset.where = b.where || "before";
     marks.push(m);
     return m;
   };
@@ -53,12 +54,19 @@ function draw(model, el) {
   if (!bars.length) root.append(h("p", { class: "tn-sub", text: "No barrier is needed: no thread reads tile bytes that another thread wrote." }));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a barrier for its reason; ↑/↓ move between barriers." }));
 
+  // The tip goes on the side of the mark away from the line it explains (above a mark placed
+  // before its line, below one placed after it), and stays inside the view.
   const show = (m) => {
     tip.textContent = m.dataset.reason;
     tip.hidden = !m.dataset.reason;
+    if (tip.hidden) return;
     const box = m.getBoundingClientRect(), base = root.getBoundingClientRect();
-    tip.style.left = `${Math.max(0, box.left - base.left + 60)}px`;
-    tip.style.top = `${box.bottom - base.top + 2}px`;
+    const w = tip.offsetWidth, ht = tip.offsetHeight;
+    const left = Math.max(0, Math.min(box.left - base.left + 60, root.clientWidth - w));
+    let top = m.dataset.where === "after" ? box.bottom - base.top + 2 : box.top - base.top - ht - 2;
+    if (top < 0) top = box.bottom - base.top + 2;
+    tip.style.left = `${left}px`;
+    tip.style.top = `${top}px`;
   };
   const hide = () => { tip.hidden = true; };
   for (const m of marks) {
@@ -76,7 +84,7 @@ function draw(model, el) {
   }
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
   const keys = ["barriers", "lines", "note", "kernel"];

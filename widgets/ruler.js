@@ -18,7 +18,7 @@ const kb = (n) => (n >= 1024 ? `${Number((n / 1024).toFixed(1))} KB` : `${n} B`)
 
 function draw(model, el, zoom, onZoom) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-ruler" });
+  const root = viewRoot("tn-ruler");
   el.append(root);
   const lines = model.get("lines") || [];
   const label = (l) => { for (const [n, lab] of lines) if (n === l) return String(lab); return String(l); };
@@ -40,8 +40,12 @@ function draw(model, el, zoom, onZoom) {
   const px = (b) => (b / scaleTo) * BAR_PX;
   const chips = h("div", { class: "tn-chips", role: "group", "aria-label": "scale" });
   for (const [z, t] of [[false, `scale: whole budget (${kb(budget)})`], [true, `scale: footprint (${kb(footprint)})`]]) {
-    const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": zoom === z ? "true" : "false", text: t });
-    b.addEventListener("click", () => onZoom(z));
+    const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": zoom === z ? "true" : "false", text: t, "data-zoom": String(z) });
+    b.addEventListener("click", () => {
+      onZoom(z);
+      const again = el.querySelector(`button.tn-chip[data-zoom="${z}"]`);   // drawn anew: keep the focus
+      if (again) again.focus();
+    });
     chips.append(b);
   }
   root.append(chips);
@@ -67,7 +71,8 @@ function draw(model, el, zoom, onZoom) {
   const segs = [];          // [row index][k] -> svg rect
   ruler.forEach((entry, ri) => {
     const bar = s("svg", { width: BAR_PX + 60, height: ROW_PX, class: "tn-bar" });
-    bar.append(s("rect", { x: 0, y: 3, width: px(budget), height: ROW_PX - 6, class: "tn-track" }));
+    // scaled to the footprint, the budget lies past the drawn width: the track stops at the edge
+    bar.append(s("rect", { x: 0, y: 3, width: Math.min(px(budget), BAR_PX), height: ROW_PX - 6, class: "tn-track" }));
     const row = [];
     let total = 0;
     for (const t of entry.tiles || []) {
@@ -90,7 +95,7 @@ function draw(model, el, zoom, onZoom) {
       row.push(r);
     }
     bar.append(s("line", { x1: px(footprint), x2: px(footprint), y1: 0, y2: ROW_PX, class: "tn-fp" }));
-    const tot = s("text", { x: Math.max(px(budget), px(footprint)) + 4, y: ROW_PX - 5, class: "tn-total" });
+    const tot = s("text", { x: Math.min(Math.max(px(budget), px(footprint)), BAR_PX) + 4, y: ROW_PX - 5, class: "tn-total" });
     tot.textContent = kb(total);
     bar.append(tot);
     segs.push(row);
@@ -166,7 +171,7 @@ function draw(model, el, zoom, onZoom) {
   });
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   let zoom = false;
   const redraw = () => draw(model, el, zoom, (z) => { zoom = z; redraw(); });
   redraw();

@@ -14,7 +14,7 @@ const ITEMSIZE = { f64: 8, i64: 8, u64: 8, f32: 4, i32: 4, u32: 4, tf32: 4, f16:
   i16: 2, u16: 2, i8: 1, u8: 1, bool: 1, fp8: 1, e4m3: 1, e5m2: 1 };
 
 /** The colour of a thread: warps get well-separated hues, lanes shade from dark to light. */
-export function threadColor(thread) {
+function threadColor(thread) {
   const warp = Math.floor(thread / 32), lane = thread % 32;
   const hue = (warp * 137.508 + 200) % 360;
   const light = 34 + (lane / 31) * 34;
@@ -50,9 +50,9 @@ function tileDtypeOf(model, c) {
 
 /** The layout the analysis proposes against bank conflicts, in words. */
 function fixText(fix) {
-  const how = fix.kind === "pad" ? `pad each tile row by ${fix.pad} elements (rows of ${fix.row_length})`
+  const how = fix.kind === "pad" ? `pad each tile row by ${plural(fix.pad, "element")} (rows of ${fix.row_length})`
     : `swizzle the tile (XOR, bits=${fix.bits}, base=${fix.base}, shift=${fix.shift})`;
-  return `Fix: ${how}: ${fix.wavefronts} wavefronts (ideal ${fix.ideal_wavefronts}), tile ${Number(fix.bytes).toLocaleString("en-US")} B` +
+  return `Fix: ${how}: ${plural(fix.wavefronts, "wavefront")} (ideal ${fix.ideal_wavefronts}), tile ${Number(fix.bytes).toLocaleString("en-US")} B` +
     (fix.keeps_vectors === false ? "; vector accesses are lost" : "");
 }
 
@@ -177,7 +177,7 @@ function warpTable(copy, onWarp) {
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-threadmap" });
+  const root = viewRoot("tn-threadmap");
   el.append(root);
   const copies = model.get("copies") || [];
   const threads = model.get("threads") || 0;
@@ -195,7 +195,13 @@ function draw(model, el) {
   copies.forEach((c, i) => {
     const b = h("button", { class: "tn-chip", type: "button", "aria-pressed": i === sel ? "true" : "false",
       text: `line ${labelOf(model, c.line)}: ${copyTitle(c, tileDtypeOf(model, c))}` });
-    b.addEventListener("click", () => { model.set("selected", i); model.save_changes(); });
+    b.addEventListener("click", () => {
+      model.set("selected", i);
+      model.save_changes();
+      // the view was drawn anew: keep the focus (and so the keys) on the same chip
+      const again = el.querySelectorAll("button.tn-chip")[i];
+      if (again) again.focus();
+    });
     chips.append(b);
   });
   root.append(chips);
@@ -218,10 +224,10 @@ function draw(model, el) {
   root.append(h("div", { class: "tn-facts", text: facts }));
   const coal = h("div", { class: "tn-figures" },
     h("span", { class: copy.sectors > copy.ideal_sectors ? "tn-bad" : "tn-good",
-      text: `coalescing: ${copy.sectors} sectors (ideal ${copy.ideal_sectors})` }),
+      text: `coalescing: ${plural(copy.sectors, "sector")} (ideal ${copy.ideal_sectors})` }),
     h("span", { text: " · " }),
     h("span", { class: copy.wavefronts > copy.ideal_wavefronts ? "tn-bad" : "tn-good",
-      text: `bank conflicts: ${copy.wavefronts} wavefronts (ideal ${copy.ideal_wavefronts})` }));
+      text: `bank conflicts: ${plural(copy.wavefronts, "wavefront")} (ideal ${copy.ideal_wavefronts})` }));
   if (!(copy.is_view && !g.runs.length)) root.append(coal);
   if (copy.fix) root.append(h("div", { class: "tn-fix", text: fixText(copy.fix) }));
 
@@ -345,7 +351,7 @@ function draw(model, el) {
   return () => onWarp(null);
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
   const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel"];

@@ -5,12 +5,12 @@
 //
 // Model traits read: kernel, timing, note.
 
-export function fmtTime(ms) {
+function fmtTime(ms) {
   if (ms === null || ms === undefined) return "n/a";
   return ms >= 1 ? `${ms.toFixed(3)} ms` : `${(ms * 1000).toFixed(1)} µs`;
 }
 
-export function fmtRate(x, unit) {
+function fmtRate(x, unit) {
   if (x === null || x === undefined) return "not reported";
   for (const [sc, p] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]]) if (x >= sc) return `${(x / sc).toFixed(2)} ${p}${unit}`;
   return `${x.toFixed(2)} ${unit}`;
@@ -87,7 +87,7 @@ function variantChart(variants) {
 
 function draw(model, el) {
   el.textContent = "";
-  const root = h("div", { class: "tn-root tn-timing" });
+  const root = viewRoot("tn-timing");
   el.append(root);
   const tm = model.get("timing") || {};
   root.append(h("h4", { class: "tn-title", text: `Timing of ${model.get("kernel")}` }));
@@ -135,7 +135,7 @@ function draw(model, el) {
   }
 }
 
-export function render({ model, el }) {
+function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
   const keys = ["timing", "note", "kernel"];

@@ -41,9 +41,10 @@ print("inputs:", words.shape, pos.shape, "reference:", reference.shape)
 # Each CTA normalizes 12 tokens. A `[12, 384]` f32 tile is 12 x 384 x 4 = 18 KB. The first version
 # loads the word rows into `w`, the position rows into `p`, and then makes their sum `h`. At that
 # statement `w` and `p` are still being read while `h` is being written: three 18 KB tiles, 54 KB,
-# are alive at once. The checker refuses the kernel and says which tiles are alive where.
+# are alive at once. The checker refuses the kernel and says which tiles are alive where (the
+# cell fails, and is tagged `raises-exception` so that the tutorial runs on past it).
 
-# %% tags=["diagnostic"]
+# %% tags=["raises-exception"]
 %%tilekernel
 @autotune(RB in [12])
 @launch(256)

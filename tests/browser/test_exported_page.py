@@ -75,8 +75,8 @@ def page(executed, tmp_path_factory):
             return route.continue_()
         pg.route("**/*", refuse)
         pg.goto(out.as_uri())
-        pg.wait_for_function("document.querySelectorAll('.tilenb-static').length > 0 && "
-                             "[...document.querySelectorAll('.tilenb-static')].every("
+        pg.wait_for_function("document.querySelectorAll('.tilenb-view').length > 0 && "
+                             "[...document.querySelectorAll('.tilenb-view')].every("
                              "b => b.getAttribute('data-tilenb-ready') || b.getAttribute('data-tilenb-error'))",
                              timeout=20000)
         pg.errors, pg.refused, pg.html_path = errors, refused, out
@@ -85,17 +85,18 @@ def page(executed, tmp_path_factory):
 
 
 def test_every_view_draws_without_network_or_script_errors(page):
-    boxes = page.eval_on_selector_all(".tilenb-static", "bs => bs.map(b => [b.dataset.tilenbView, b.dataset.tilenbReady, b.dataset.tilenbError])")
+    boxes = page.eval_on_selector_all(".tilenb-view", "bs => bs.map(b => [b.dataset.tilenbView, b.dataset.tilenbReady, b.dataset.tilenbError])")
     assert [b[0] for b in boxes] == ["threadmap", "ruler", "barriers"] * 2
     assert all(b[1] == "1" and b[2] is None for b in boxes), boxes
     assert page.errors == []
     assert "unpkg.com" not in page.html_path.read_text() and "jsdelivr" not in page.html_path.read_text()
-    # whatever the exporter's template asks of the network (fonts, MathJax) is not ours
-    assert not any("tilenb" in u or "anywidget" in u or "jupyter-widgets" in u for u in page.refused)
+    # the page asks the network for nothing at all: not the views, nor the template (its MathJax,
+    # require.js and mermaid loaders are left out)
+    assert page.refused == []
 
 
 def _thread_map(page, index):
-    return page.locator(".tilenb-static[data-tilenb-view=threadmap]").nth(index)
+    return page.locator(".tilenb-view[data-tilenb-view=threadmap]").nth(index)
 
 
 def test_hovering_a_run_shows_the_thread_the_analysis_gives_it(page):
@@ -134,7 +135,7 @@ def test_arrow_keys_and_tab_move_between_runs(page):
     tensor = tm.locator("svg.tn-grid").nth(0)
     tensor.locator('g.tn-run[data-run="0"]').click()
     active = "() => [document.activeElement.dataset.run, document.activeElement.closest('svg') === " \
-             "document.querySelectorAll('.tilenb-static[data-tilenb-view=threadmap]')[1].querySelectorAll('svg.tn-grid')[%d]]"
+             "document.querySelectorAll('.tilenb-view[data-tilenb-view=threadmap]')[1].querySelectorAll('svg.tn-grid')[%d]]"
     assert page.evaluate(active % 0) == ["0", True]
     page.keyboard.press("ArrowRight")                 # row 0, columns 4-7
     i = next(k for k, r in enumerate(runs) if r[1] == 0 and r[2] == 4)
@@ -152,15 +153,52 @@ def test_arrow_keys_and_tab_move_between_runs(page):
 
 
 def test_ruler_and_barrier_marks_explain_themselves(page):
-    ruler = page.locator(".tilenb-static[data-tilenb-view=ruler]").nth(1)
+    ruler = page.locator(".tilenb-view[data-tilenb-view=ruler]").nth(1)
     ruler.locator('rect.tn-seg[data-tile="g"]').first.hover()
     tip = ruler.locator(".tn-tip")
     assert tip.is_visible() and tip.inner_text().startswith("g: f32 [1, 256], 1,024 B at offset 8192")
-    bars = page.locator(".tilenb-static[data-tilenb-view=barriers]").nth(1)
+    bars = page.locator(".tilenb-view[data-tilenb-view=barriers]").nth(1)
     bars.locator(".tn-bmark").first.focus()
     assert "rowsum reads rows of x" in bars.locator(".tn-tip").inner_text()
     page.keyboard.press("ArrowDown")
     assert page.evaluate("document.activeElement.getAttribute('aria-label')").startswith("barrier before line 7")
+
+
+def test_ruler_scaled_to_the_footprint_stays_inside_its_width(page):
+    ruler = page.locator(".tilenb-view[data-tilenb-view=ruler]").nth(1)
+    ruler.locator("button.tn-chip", has_text="scale: footprint").click()
+    widths = ruler.locator("rect.tn-track").evaluate_all("rs => rs.map(r => r.getBBox().width)")
+    totals = ruler.locator("text.tn-total").evaluate_all("ts => ts.map(t => t.getBBox().x + t.getBBox().width)")
+    bars = ruler.locator("svg.tn-bar").evaluate_all("ss => ss.map(s => s.getBoundingClientRect().width)")
+    assert widths and max(widths) <= 380 and max(totals) <= max(bars)      # the totals stay in view
+    segs = ruler.locator("rect.tn-seg").evaluate_all("rs => rs.map(r => r.getBBox().x + r.getBBox().width)")
+    assert max(segs) == pytest.approx(380, abs=1)     # the footprint spans the drawn width
+    # the ruler was drawn anew at the new scale: the focus (and the keys) stayed on its button
+    assert page.evaluate("document.activeElement.textContent").startswith("scale: footprint")
+    ruler.locator("button.tn-chip", has_text="scale: whole budget").click()
+
+
+def test_picking_another_copy_keeps_the_focus_in_the_view(page):
+    tm = _thread_map(page, 1)
+    tm.locator("button.tn-chip").nth(1).click()
+    assert page.evaluate("[document.activeElement.tagName, document.activeElement.getAttribute('aria-pressed'), "
+                         "!!document.activeElement.closest('.tn-threadmap')]") == ["BUTTON", "true", True]
+    assert tm.locator("button.tn-chip").nth(1).get_attribute("aria-pressed") == "true"
+    tm.locator("button.tn-chip").nth(0).click()
+
+
+def test_a_barrier_tip_leaves_its_line_visible_and_stays_in_the_view(page):
+    bars = page.locator(".tilenb-view[data-tilenb-view=barriers]").nth(1)
+    for i in range(bars.locator(".tn-bmark").count()):
+        mark = bars.locator(".tn-bmark").nth(i)
+        mark.focus()
+        line = mark.get_attribute("data-line")
+        tip = bars.locator(".tn-tip").bounding_box()
+        text = bars.locator(f'.tn-sline[data-line="{line}"]').bounding_box()
+        root = bars.locator(".tn-root").bounding_box()
+        overlap = min(tip["y"] + tip["height"], text["y"] + text["height"]) - max(tip["y"], text["y"])
+        assert overlap <= 0, (i, tip, text)              # the line the barrier explains stays visible
+        assert tip["x"] >= root["x"] - 1 and tip["x"] + tip["width"] <= root["x"] + root["width"] + 1
 
 
 def test_screenshot_is_not_blank(page, tmp_path):

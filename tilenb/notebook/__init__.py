@@ -6,9 +6,11 @@ returns them without displaying. `demo()` shows the views of a bundled analysis 
 rms_norm, with no compilation.
 
 Guarantees: this package only displays what the analyses, the code generator and the runtime
-produced; it computes no analysis of its own. Each view renders live (anywidget), as
-self-contained HTML with no network (nbconvert), as deterministic text (nbval, terminals) and as
-a PNG (frontends without HTML).
+produced; it computes no analysis of its own. Each view is one output that needs no kernel and
+no network: interactive HTML where the front end runs an output's scripts (JupyterLab, Notebook
+7, VS Code, nbconvert's pages), a static picture where it does not (an untrusted notebook,
+GitHub's viewer), deterministic text (nbval, terminals) and a PNG (see `widgets`). Timing views
+that `show` or the magic displayed follow later launches in place.
 """
 from __future__ import annotations
 
@@ -28,10 +30,16 @@ def views(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[d
 
 
 def show(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[dict] = None) -> None:
-    """Display the views of `kernel` (see `views`)."""
+    """Display the views of `kernel` (see `views`). In a shell where `%load_ext tilenb` ran, a
+    timing view is re-displayed in place after each later cell that launched the kernel."""
+    from IPython import get_ipython
     from IPython.display import display
+    magics = getattr(get_ipython(), "_tilenb_magics", None)
     for w in views(kernel, show, tune):
-        display(w)
+        if w._name == "timing" and magics is not None:
+            magics.track(w, kernel, display(w, display_id=True))
+        else:
+            display(w)
 
 
 def demo(show: Sequence[str] = DEFAULT_VIEWS) -> list:

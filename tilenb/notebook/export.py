@@ -1,17 +1,18 @@
 """Exporting a notebook with tilenb views to HTML that works with no network.
 
-nbconvert draws an output's live widget only when the notebook saved that widget's state (as
-headless execution with nbclient does by default; JupyterLab does not, by default), and then
-it loads the widget manager from a CDN. The views carry their own self-contained `text/html`
-(the ES module from this package, inlined), which nbconvert uses whenever there is no saved
-state for them. `OfflineViews` makes that so: it drops the live-widget part of every tilenb
-view's output and the saved state of those widgets, and leaves every other output alone.
+The views are self-contained `text/html` outputs (their ES module inlined), which nbconvert
+copies into the page as they are. Notebooks saved by earlier tilenb versions also carried a
+live anywidget part in each view's output, which nbconvert draws only from saved widget state,
+loading the widget manager from a CDN; `OfflineViews` drops that part (and the saved state of
+those widgets) from tilenb views and leaves every other output alone.
 
     python -m tilenb.notebook.export NOTEBOOK.ipynb [OUT.html]
 
-Guarantees: `to_html(nb)` returns the HTML nbconvert's HTMLExporter makes after `OfflineViews`;
-in it every tilenb view is drawn by JavaScript inlined in the page. The notebook given is not
-changed (a copy is exported).
+Guarantees: `to_html(nb)` returns the HTML nbconvert's HTMLExporter makes (its `lab` template)
+after `OfflineViews`; in it every tilenb view is drawn by JavaScript inlined in the page, and the
+page asks the network for nothing: the template's require.js, MathJax and mermaid loaders are
+left out (the tutorials use no TeX math or diagrams; a formula in markdown shows as written).
+The notebook given is not changed (a copy is exported).
 """
 from __future__ import annotations
 
@@ -61,12 +62,28 @@ class OfflineViews(Preprocessor):
         return nb, resources
 
 
-def to_html(nb) -> str:
-    """HTML of a notebook (a NotebookNode) whose tilenb views need no network."""
+# nbconvert's lab page without the blocks that load scripts from a CDN
+_OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+
+
+def offline_exporter():
+    """An nbconvert HTMLExporter (lab template) whose pages load nothing from the network."""
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
+    return HTMLExporter(extra_loaders=[DictLoader({"tilenb_offline.html.j2": _OFFLINE_TEMPLATE})],
+                        template_file="tilenb_offline.html.j2")
+
+
+def to_html(nb) -> str:
+    """HTML of a notebook (a NotebookNode) that needs no network: tilenb views inlined, no CDN
+    scripts."""
     nb = copy.deepcopy(nb)
     strip_live_views(nb)
-    body, _ = HTMLExporter().from_notebook_node(nb)
+    body, _ = offline_exporter().from_notebook_node(nb)
     return body
 
 

@@ -13,20 +13,25 @@ Guarantees:
 - Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
   earlier successful cell defined (the latest definition wins; a cell's own definitions shadow
   earlier ones). Functions are not bound as Python names: they are not callable from Python.
-- A static error prints the diagnostics to stderr, each with the line as counted in the cell
-  (the `%%tilekernel` line is line 1), the source line and a caret; no exception is raised, so
-  no Python traceback appears, and nothing is bound: kernels and functions from earlier cells
-  keep working. An error inside a function brought in from an earlier cell names that cell
-  ("In[3]:7"). nbval sees the failure as unexpected stderr output.
-- Bad options (an unknown backend or view, a malformed --tune) are reported the same way.
-- After every cell, timing views shown by this magic refresh from their kernel's `last_run`.
+- A static error fails the cell: the magic raises `CellError`, which IPython shows as the
+  diagnostics alone (each with the cell's own prompt number and the line as counted in the cell,
+  the `%%tilekernel` line being line 1, then the source line and a caret), with no Python
+  traceback, as it shows a `SyntaxError`; "Run All" stops there, as it does at a Python error.
+  Nothing is bound: kernels and functions from earlier cells keep working. An error inside a
+  function brought in from an earlier cell names that cell ("In[3]:7"). A notebook cell that
+  fails on purpose carries the `raises-exception` tag (nbval, nbclient's allow_errors per cell).
+- Bad options (an unknown backend or view, a malformed --tune) fail the cell the same way.
+- "In[N]" is the cell's own execution count (the number in its prompt), whichever IPython
+  runs it (IPython 9 advances `shell.execution_count` before the cell runs, IPython 8 after).
+- After every cell, timing views shown by this magic refresh from their kernel's `last_run`:
+  each is re-displayed in place (its display handle), so a saved or exported notebook shows the
+  last launch, not the state at definition.
 """
 from __future__ import annotations
 
 import re
 import shlex
 import sys
-import weakref
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -209,6 +214,40 @@ class CellCompiler:
                                                f.span.line)
 
 
+class CellError(TileError):
+    """A `%%tilekernel` cell failed (a static error in its source, or bad options): nothing of
+    the cell was bound. `str()` is the diagnostics as the cell shows them; `.diagnostics` holds
+    the errors (TileError), the first one's `line`, `column` and `filename` ("In[4]") are this
+    error's. IPython displays it through `_render_traceback_`: the diagnostics, no frames."""
+
+    def __init__(self, text: str, cause: Optional[TileError] = None):
+        super().__init__(text)
+        if cause is not None:
+            self.diagnostics = list(cause.diagnostics)
+            self.line, self.column, self.filename = cause.line, cause.column, cause.filename
+            self.source_line = cause.source_line
+
+    def __str__(self) -> str:
+        return self.message
+
+    def _render_traceback_(self) -> List[str]:
+        return self.message.split("\n")
+
+    def __reduce__(self):
+        return (type(self), (self.message,))
+
+
+def cell_number(shell) -> int:
+    """The execution count of the cell running now: the number in its prompt, In[N].
+
+    IPython keeps the running cell's ExecutionResult on its display hook; its execution_count is
+    the cell's own number in every IPython version. Outside a cell (a magic called from code),
+    `shell.execution_count` is the best there is."""
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    n = getattr(result, "execution_count", None)
+    return int(n) if n is not None else int(shell.execution_count)
+
+
 def _error(message: str) -> None:
     print(message, file=sys.stderr)
 
@@ -234,10 +273,12 @@ def _note_replaced(ns: dict, name: str, what: str) -> None:
 class TileMagics:
     """Holds the shell's state: the cell compiler and the timing views to refresh."""
 
+    TRACKED = 64      # the latest timing views followed (older ones keep what they last showed)
+
     def __init__(self, shell):
         self.shell = shell
         self.cells = CellCompiler()
-        self._timing: List[Tuple[weakref.ref, object]] = []
+        self._timing: List[Tuple[object, object, object]] = []   # (view, kernel, DisplayHandle)
 
     # -- the cell magic
     def tilekernel(self, line: str, cell: str):
@@ -256,7 +297,8 @@ class TileMagics:
         --module    also bind the compiled module under this name
 
         Functions (fn) defined in earlier %%tilekernel cells can be called here. A static
-        error prints the diagnostics with lines counted in this cell, and binds nothing.
+        error fails the cell (CellError: the diagnostics, with lines counted in this cell, and no
+        traceback) and binds nothing.
         """
         from IPython.display import display
         from . import build
@@ -264,21 +306,16 @@ class TileMagics:
             opts = parse_options(line)
             build.parse_views(opts.show)          # refuse a bad --show before compiling
         except TileError as e:
-            _error(f"%%tilekernel: {e.message}")
-            return None
-        origin = f"In[{self.shell.execution_count}]"
+            raise CellError(f"%%tilekernel: {e.message}") from None
+        origin = f"In[{cell_number(self.shell)}]"
         try:
             module, labels = self.cells.compile(cell, origin, opts.backend, opts.debug, remember=False)
         except TileError as e:
-            _error(str(e))
-            return None
+            raise CellError(str(e), e) from None
         if opts.module and opts.module in module.kernels:
-            _error(f"%%tilekernel: --module {opts.module} would hide the kernel of that name; "
-                   f"choose another name for the module")
-            return None
+            raise CellError(f"%%tilekernel: --module {opts.module} would hide the kernel of that name; "
+                            f"choose another name for the module")
         tunes = self._tunes(module, opts.tune)   # a bad --tune fails the cell: nothing is bound
-        if tunes is None:
-            return None
         self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
@@ -295,21 +332,24 @@ class TileMagics:
             return None
         if not show:
             return None
-        try:
-            import anywidget  # noqa: F401
-        except ImportError:
-            _error("%%tilekernel: kernels are bound; the views need anywidget: pip install 'tilenb[notebook]'")
-            return None
         for name, k in module.kernels.items():
             display(_header(k, tunes[name], show), raw=True)
             for w in build.make_views(k, show, tunes[name], labels):
-                if w._name == "timing":
-                    self._timing.append((weakref.ref(w), k))
-                display(w)
+                if w._name == "timing":      # shown under a display id, to be updated in place
+                    self.track(w, k, display(w, display_id=True))
+                else:
+                    display(w)
         return None
 
-    def _tunes(self, module, tune) -> Optional[Dict[str, dict]]:
-        """The @autotune values each kernel is analysed at; None after reporting a bad --tune."""
+    def track(self, view, kernel, handle) -> None:
+        """Keep the timing view `view` of `kernel` (displayed under the DisplayHandle `handle`)
+        up to date: after every cell it is re-displayed in place when the kernel's latest launch
+        changed, so the saved notebook shows the last launch too."""
+        self._timing.append((view, kernel, handle))
+        del self._timing[:-self.TRACKED]
+
+    def _tunes(self, module, tune) -> Dict[str, dict]:
+        """The @autotune values each kernel is analysed at. Raises CellError for a bad --tune."""
         tune = tune or {}
         known = set()
         out = {}
@@ -320,29 +360,23 @@ class TileMagics:
             try:
                 k.ir(**mine)
             except TileError as e:
-                _error(f"%%tilekernel --tune: {e.message}")
-                return None
+                raise CellError(f"%%tilekernel --tune: {e.message}") from None
             out[name] = mine
         unknown = [n for n in tune if n not in known]
         if unknown:
-            _error(f"%%tilekernel --tune: no kernel of this cell has an @autotune name {unknown[0]!r}"
-                   f" (they have: {', '.join(sorted(known)) or 'none'})")
-            return None
+            raise CellError(f"%%tilekernel --tune: no kernel of this cell has an @autotune name {unknown[0]!r}"
+                            f" (they have: {', '.join(sorted(known)) or 'none'})")
         return out
 
     # -- after each cell: timing views follow their kernel's latest launch
     def refresh_timing(self, *args, **kw) -> None:
         from .build import timing_record
-        alive = []
-        for ref, k in self._timing:
-            w = ref()
-            if w is None:
-                continue
-            alive.append((ref, k))
+        for w, k, handle in self._timing:
             rec = timing_record(k)
             if rec != w.timing:
                 w.timing = rec
-        self._timing = alive
+                if handle is not None:
+                    handle.update(w)
 
 
 def _header(kernel, tune: dict, show) -> dict:

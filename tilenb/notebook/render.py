@@ -5,17 +5,20 @@ Guarantees:
 - `text(name, state)` is deterministic: the same traits give the same string, with no memory
   addresses, ids or clock readings (measured times appear only in the timing view, as
   measured). nbval and plain frontends compare and show it.
-- `html(name, state)` needs no network and no kernel: it carries the widget's ES module, its
-  CSS and its traits inline, starts the module's `render` with a read-only model, and shows the
-  text summary until (or if) the script cannot run. It has no `</script` inside a script.
+- `html(name, state, png)` needs no network and no kernel: a static picture any HTML sanitizer
+  keeps (the PNG inline, the text), then the widget's module, CSS and traits inline, whose
+  scripts, where they may run, replace the picture by the interactive view. It has no
+  `</script` inside a script.
 - `png(name, state)` is PNG bytes drawn with matplotlib for the views that are pictures
   (thread map, ruler, timing), or None (the listings, or no matplotlib).
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import html as _html
 import json
+import re
 from typing import Dict, List, Optional
 
 from ..target import STATIC_SMEM
@@ -33,6 +36,11 @@ def _texts(state) -> Dict[int, str]:
 
 def _label(labels, line) -> str:
     return labels.get(int(line), str(line))
+
+
+def _n(n, word: str) -> str:
+    """'1 element', '4 elements'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _bytes(n) -> str:
@@ -79,11 +87,11 @@ def copy_title(c: dict, tile_dtype: str = "") -> str:
 def fix_text(fix: dict) -> str:
     """The layout the analysis proposes against bank conflicts, in words."""
     if fix.get("kind") == "pad":
-        how = f"pad each tile row by {fix.get('pad')} elements (rows of {fix.get('row_length')})"
+        how = f"pad each tile row by {_n(fix.get('pad'), 'element')} (rows of {fix.get('row_length')})"
     else:
         how = f"swizzle the tile (XOR, bits={fix.get('bits')}, base={fix.get('base')}, shift={fix.get('shift')})"
     vec = "" if fix.get("keeps_vectors", True) else "; vector accesses are lost"
-    return (f"fix: {how}: {fix.get('wavefronts')} wavefronts (ideal {fix.get('ideal_wavefronts')}), "
+    return (f"fix: {how}: {_n(fix.get('wavefronts'), 'wavefront')} (ideal {fix.get('ideal_wavefronts')}), "
             f"tile {int(fix.get('bytes', 0)):,} B{vec}")
 
 
@@ -107,11 +115,11 @@ def _text_threadmap(s) -> str:
                    f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
                    f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
         if c.get("is_view"):
-            out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+            out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                        "no shared-memory side")
             continue
-        out.append(f"  coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
-                   f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')})")
+        out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
+                   f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
         groups: List[list] = []
         for w in c.get("warps") or []:
             key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
@@ -129,8 +137,8 @@ def _text_threadmap(s) -> str:
                 flag += "  <- uncoalesced"
             if key[2] > key[3]:
                 flag += "  <- bank conflicts"
-            out.append(f"  {name} {_ranges(ws)}: {key[0]} sectors (ideal {key[1]}), "
-                       f"{key[2]} wavefronts (ideal {key[3]}){flag}")
+            out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
+                       f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
     return "\n".join(out)
 
 
@@ -283,38 +291,58 @@ def text(name: str, state: dict) -> str:
 
 
 # ---- self-contained HTML ---------------------------------------------------------------
-# Starts the view's ES module from a blob: URL with a read-only model over the inlined traits.
-# A classic script (not a module) so that it can find its own box through currentScript.
+# A view's HTML has two parts. The picture is plain markup that any sanitizer keeps (an <img>
+# with the PNG inline, <pre> text, <details>): an untrusted notebook in JupyterLab or Notebook 7,
+# GitHub's viewer or any page without scripts shows it. Where scripts run (outputs of a live
+# kernel, a trusted notebook reopened with no kernel, an exported page, VS Code), two classic
+# inline scripts replace the picture by the interactive view: the first defines the view's
+# module once per page (the ES module's code with its `export` lines removed, so no import(),
+# blob: URL or eval is needed), the second draws it in its own box with a read-only model
+# over the inlined traits. Nothing comes from a network or a kernel.
 _BOOT = """(function () {
   var box = document.currentScript && document.currentScript.parentNode;
   if (!box || box.getAttribute("data-tilenb-started")) return;
   box.setAttribute("data-tilenb-started", "1");
-  var data = JSON.parse(box.querySelector("script.tilenb-data").textContent);
-  var root = box.querySelector(".tilenb-root");
-  var mods = window.__tilenbModules = window.__tilenbModules || {};
-  var key = data.view + ":" + data.hash;
-  if (!mods[key]) {
-    var url = URL.createObjectURL(new Blob([data.esm], {type: "text/javascript"}));
-    mods[key] = import(url);
-  }
-  var handlers = {};
-  var model = {
-    get: function (k) { return data.state[k]; },
-    set: function (k, v) { data.state[k] = v; (handlers["change:" + k] || []).forEach(function (f) { f(); }); },
-    save_changes: function () {},
-    on: function (ev, f) { (handlers[ev] = handlers[ev] || []).push(f); },
-    off: function (ev, f) { if (handlers[ev]) handlers[ev] = f ? handlers[ev].filter(function (g) { return g !== f; }) : []; },
-    send: function () {}
-  };
-  mods[key].then(function (m) {
-    var render = (m.default && m.default.render) || m.render;
-    root.textContent = "";
-    render({model: model, el: root});
+  try {
+    var data = JSON.parse(box.querySelector("script.tilenb-data").textContent);
+    var make = (window.__tilenbViews || {})[data.view + ":" + data.hash];
+    if (!make) throw new Error("the module of the " + data.view + " view did not load");
+    var handlers = {};
+    var model = {
+      get: function (k) { return data.state[k]; },
+      set: function (k, v) { data.state[k] = v; (handlers["change:" + k] || []).forEach(function (f) { f(); }); },
+      save_changes: function () {},
+      on: function (ev, f) { (handlers[ev] = handlers[ev] || []).push(f); },
+      off: function (ev, f) { if (handlers[ev]) handlers[ev] = f ? handlers[ev].filter(function (g) { return g !== f; }) : []; },
+      send: function () {}
+    };
+    var root = box.querySelector(".tilenb-root");
+    make().render({model: model, el: root});
+    root.hidden = false;
+    box.querySelector(".tilenb-picture").hidden = true;
     box.setAttribute("data-tilenb-ready", "1");
-  }).catch(function (e) {
-    box.setAttribute("data-tilenb-error", String(e));
-  });
+  } catch (e) {
+    box.setAttribute("data-tilenb-error", String(e && e.message || e));
+  }
 })();"""
+
+_EXPORTS = re.compile(r"^export default \{[^}]*\};?\s*$|^export (?=(?:async )?function|const|let|class)", re.M)
+
+
+def module_script(name: str) -> str:
+    """The view's ES module (`assets.esm`) as a classic script that registers a function
+    returning the module's default export under window.__tilenbViews["<view>:<hash>"], once.
+    The text never contains '</script'."""
+    esm = assets.esm(name)
+    key = f"{name}:{module_hash(name)}"
+    body = _EXPORTS.sub("", esm).replace("</", "<\\/")
+    return (f"(function () {{ var v = window.__tilenbViews = window.__tilenbViews || {{}}; "
+            f"if (v[{json.dumps(key)}]) return; v[{json.dumps(key)}] = function () {{\n"
+            f"\"use strict\";\n{body}\nreturn {{ render: render }};\n}}; }})();")
+
+
+def module_hash(name: str) -> str:
+    return hashlib.sha256(assets.esm(name).encode()).hexdigest()[:16]
 
 
 def _script_json(obj) -> str:
@@ -323,16 +351,35 @@ def _script_json(obj) -> str:
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def html(name: str, state: dict) -> str:
-    """A page fragment that draws the view with no kernel and no network."""
-    esm = assets.esm(name)
-    digest = hashlib.sha256(esm.encode()).hexdigest()[:16]
-    payload = _script_json({"view": name, "hash": digest, "esm": esm, "state": state})
-    fallback = _html.escape(text(name, state))
-    return (f'<div class="tilenb-static" data-tilenb-view="{name}">'
+def picture(name: str, state: dict, png_bytes: Optional[bytes] = None) -> str:
+    """The sanitizer-safe static form: the PNG inline (pictures) and the text summary (the
+    listings show it whole; the pictures and the CUDA listing keep it folded in <details>)."""
+    summary = text(name, state)
+    first, _, rest = summary.partition("\n")
+    esc = _html.escape
+    # wrapped at spaces, never inside a word (JupyterLab's output text breaks anywhere)
+    pre = ('<pre style="font-size:12px;line-height:1.3;margin:4px 0;white-space:pre-wrap;'
+           'word-break:normal;overflow-wrap:break-word">')
+    if png_bytes:
+        img = (f'<img src="data:image/png;base64,{base64.b64encode(png_bytes).decode()}" '
+               f'alt="{esc(first)}" style="max-width:100%;height:auto" />')
+        return (f"{img}<details><summary>{esc(first)}</summary>{pre}{esc(summary)}</pre></details>")
+    if name == "cuda" and rest:
+        return f"<details><summary>{esc(first)}</summary>{pre}{esc(rest)}</pre></details>"
+    return f"{pre}{esc(summary)}</pre>"
+
+
+def html(name: str, state: dict, png_bytes: Optional[bytes] = None) -> str:
+    """A page fragment that shows the view with no kernel and no network: the picture (see
+    `picture`; `png_bytes` the view's PNG, if any), upgraded to the interactive view where
+    scripts run."""
+    payload = _script_json({"view": name, "hash": module_hash(name), "state": state})
+    return (f'<div class="tilenb-view" data-tilenb-view="{name}">'
+            f'<div class="tilenb-picture">{picture(name, state, png_bytes)}</div>'
+            f'<div class="tilenb-root" hidden></div>'
             f"<style>{assets.css(name)}</style>"
-            f'<div class="tilenb-root"><pre class="tilenb-fallback">{fallback}</pre></div>'
             f'<script type="application/json" class="tilenb-data">{payload}</script>'
+            f"<script>{module_script(name)}</script>"
             f"<script>{_BOOT}</script></div>")
 
 

@@ -1,15 +1,23 @@
-"""The five views of a kernel as anywidget widgets: synced traits and nothing else.
+"""The five views of a kernel: traits (plain JSON data) and their renderings.
 
 Each class names the ES module that draws it (`widgets/<name>.js`, with `<name>.css`); the
-front end reads the traits listed here and nothing more. Guarantees for every view:
+module reads the traits tagged `sync` here and nothing more. A view is displayed as one output
+bundle that needs no kernel, no widget manager and no network, so that a saved notebook shows
+it the same with or without its kernel, trusted or not:
 
-- live in Jupyter: the anywidget front end runs the module with these traits;
-- without a kernel (HTML exported by nbconvert, a plain frontend, nbval): `_repr_mimebundle_`
-  also gives `text/html` (the same module and traits inlined in the page: no network needed),
-  a deterministic `text/plain` summary (no memory addresses, no times unless measured), and,
-  for the pictures (thread map, ruler, timing), an `image/png` drawn with matplotlib where it
-  is installed (the listings, barriers and CUDA, are their text);
-- `repr(view)` is that text summary.
+- `text/html`: a static picture any sanitizer keeps (the PNG inline, the text), and the module
+  with its traits inlined, whose scripts replace the picture by the interactive view wherever
+  the front end runs an output's scripts (a live kernel's outputs and trusted notebooks in
+  JupyterLab and Notebook 7, VS Code, nbconvert's pages);
+- `image/png` for the pictures (thread map, ruler, timing), drawn with matplotlib where it is
+  installed (the listings, barriers and CUDA, are their text);
+- `text/plain`: a deterministic summary (no memory addresses, no times unless measured);
+  `repr(view)` is that text.
+
+There is no live widget model (no comm): a saved notebook reopened after its kernel is gone
+has nothing to miss ("model not found"). A view that must change later (the timing view after
+a launch) is re-displayed in place through its display handle (`update_display`), so the
+notebook saves its latest state too.
 
 Lines: every `line` in the traits is a line of the compiled source; `lines` maps the ones
 shown to what the user sees ([line, label, text] triples, label being the line as counted in
@@ -17,14 +25,13 @@ the notebook cell, or "In[3]:7" for a function brought in from an earlier cell).
 """
 from __future__ import annotations
 
-import anywidget
 import traitlets as t
 
 from ..target import STATIC_SMEM
-from . import assets, render
+from . import render
 
 
-class TileView(anywidget.AnyWidget):
+class TileView(t.HasTraits):
     """Traits every view has: the kernel's name, its source listing, and a note (shown when
     the data behind the view could not be made, e.g. an analysis error)."""
 
@@ -35,23 +42,19 @@ class TileView(anywidget.AnyWidget):
 
     def state(self) -> dict:
         """The synced traits (those the front end reads), as plain JSON values."""
-        return {k: getattr(self, k) for k in self.trait_names(sync=True)
-                if not k.startswith("_") and k not in ("layout", "tabbable", "tooltip")}
+        return {k: getattr(self, k) for k in self.trait_names(sync=True) if not k.startswith("_")}
 
     def __repr__(self) -> str:
         return render.text(self._name, self.state())
 
-    def _repr_mimebundle_(self, **kwargs):
-        data, meta = super()._repr_mimebundle_(**kwargs)
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """{text/plain, text/html, image/png (pictures)}, and metadata {"tilenb": {view, kernel}}."""
         state = self.state()
-        data["text/plain"] = render.text(self._name, state)
-        data["text/html"] = render.html(self._name, state)
         png = render.png(self._name, state)
+        data = {"text/plain": render.text(self._name, state), "text/html": render.html(self._name, state, png)}
         if png is not None:
             data["image/png"] = png
-        meta = dict(meta or {})
-        meta["tilenb"] = {"view": self._name, "kernel": self.kernel}
-        return data, meta
+        return data, {"tilenb": {"view": self._name, "kernel": self.kernel}}
 
 
 class ThreadMap(TileView):
@@ -60,8 +63,6 @@ class ThreadMap(TileView):
     against the ideal) and bank conflicts (shared-memory wavefronts against the ideal)."""
 
     _name = "threadmap"
-    _esm = assets.esm("threadmap")
-    _css = assets.css("threadmap")
     threads = t.Int(0).tag(sync=True)          # threads per CTA
     copies = t.List().tag(sync=True)           # analysis "copies" records
     tiles = t.List().tag(sync=True)            # analysis "tiles" records (dtype of each tile)
@@ -75,8 +76,6 @@ class LifetimeRuler(TileView):
     and how each loop is lowered (`Analysis.loops`)."""
 
     _name = "ruler"
-    _esm = assets.esm("ruler")
-    _css = assets.css("ruler")
     footprint = t.Int(0).tag(sync=True)
     budget = t.Int(STATIC_SMEM).tag(sync=True)
     tiles = t.List().tag(sync=True)
@@ -88,8 +87,6 @@ class BarrierView(TileView):
     """The kernel's source with a mark where the compiler puts each CTA barrier, and why."""
 
     _name = "barriers"
-    _esm = assets.esm("barriers")
-    _css = assets.css("barriers")
     barriers = t.List().tag(sync=True)
 
 
@@ -99,8 +96,6 @@ class TimingView(TileView):
     variant's time. `timing` is the record made by `tilenb.notebook.build.timing_record`."""
 
     _name = "timing"
-    _esm = assets.esm("timing")
-    _css = assets.css("timing")
     timing = t.Dict().tag(sync=True)
 
 
@@ -110,8 +105,6 @@ class CudaView(TileView):
     `origin` the compiled-source line of each generated line (0: none)."""
 
     _name = "cuda"
-    _esm = assets.esm("cuda")
-    _css = assets.css("cuda")
     cuda = t.List().tag(sync=True)
     origin = t.List().tag(sync=True)
 

@@ -38,6 +38,7 @@ The CUDA backend reuses `describe_array`, `bind_arguments` and `prepare` as they
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -49,7 +50,12 @@ from .. import ir
 from ..lang.diagnostics import LaunchError, TileError
 from ..types import DTYPES, ELEMENT_DTYPES
 
-_BY_NUMPY = {DTYPES[n].numpy: n for n in ELEMENT_DTYPES}
+@functools.lru_cache(maxsize=None)
+def _by_numpy() -> dict:
+    """numpy dtype -> tile dtype name (made on first use: bf16's needs ml_dtypes)."""
+    return {DTYPES[n].numpy: n for n in ELEMENT_DTYPES}
+
+
 _CUDA_GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
 _AXES = "xyz"
 CPU_LIMIT = 2 ** 26    # thread-instances (CTAs x threads) one CPU-backend launch runs by default
@@ -177,7 +183,7 @@ def _dtype_text(dt) -> str:
         return "an unknown dtype"
     if not dt.isnative:
         return f"{dt.name} in non-native byte order ({dt.str!r}; convert with .astype({dt.newbyteorder('=').str!r}))"
-    name = _BY_NUMPY.get(dt)
+    name = _by_numpy().get(dt)
     return f"{dt.name} ({name})" if name else dt.name
 
 

@@ -2127,22 +2127,29 @@ class _KernelChecker:
         if lt.footprint <= limit:
             return False
         shared = [t for t in lt.tiles if t.space == "shared"]
-        over = [t for t in shared if t.offset + t.bytes > limit] or shared
-        first = min(over, key=lambda t: t.start)
-        live = [t for t in shared if t.start <= first.start <= t.end]
-        need = sum(t.bytes for t in live)
-        if need <= limit:  # the packing, not one live set, overflows: name the largest set
-            live, need = list(lt.live_at_peak), lt.largest_live_set
-        names = ", ".join(f"{t.name} ({t.bytes} B)" for t in live)
+        alone = [t for t in shared if t.bytes > limit]
+        if alone:   # one tile is too large by itself: it is the culprit, whatever else is alive
+            first = max(alone, key=lambda t: (t.bytes, -t.start))
+            what = f"it alone needs {first.bytes} bytes of shared memory"
+        else:
+            over = [t for t in shared if t.offset + t.bytes > limit] or shared
+            first = min(over, key=lambda t: t.start)
+            live = [t for t in shared if t.start <= first.start <= t.end]
+            need = sum(t.bytes for t in live)
+            if need <= limit:  # the packing, not one live set, overflows: name the largest set
+                live, need = list(lt.live_at_peak), lt.largest_live_set
+            names = ", ".join(f"{t.name} ({t.bytes} B)" for t in live)
+            packed = f"; {lt.footprint} bytes as packed with the kernel's other tiles" if lt.footprint > need else ""
+            what = f"the tiles alive here need {need} bytes of shared memory ({names}{packed})"
         decl = [s for _, s in lt.positions if isinstance(s, (ir.VarDecl, ir.Let)) and s.sym is first.sym]
         span = decl[0].span if decl else kir.span
         if kir.dynshared:
-            msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
-                   f"memory ({names}), more than the {limit}-byte per-block limit of the largest GPUs{note}; use smaller tiles")
+            msg = (f"tile '{first.name}' does not fit: {what}, more than the {limit}-byte per-block limit of the "
+                   f"largest GPUs{note}; use smaller tiles")
         else:
-            msg = (f"tile '{first.name}' does not fit: the tiles alive here need {max(need, lt.footprint)} bytes of shared "
-                   f"memory ({names}), more than the static budget of {limit} bytes "
-                   f"({ANY_TARGET.static_smem // 1024} KB){note}; use smaller tiles, or add @dynshared to size shared memory at launch")
+            msg = (f"tile '{first.name}' does not fit: {what}, more than the static budget of {limit} bytes "
+                   f"({ANY_TARGET.static_smem // 1024} KB)"
+                   f"{note}; use smaller tiles, or add @dynshared to size shared memory at launch")
         self.errors.append(self.src.error(TileBudgetError, msg, span.line, span.column))
         return True
 

@@ -1,0 +1,90 @@
+"""A view's output in hosts other than Jupyter's, as far as this machine can stand them in: a
+VS Code-like notebook output (the HTML inserted with innerHTML and its scripts re-created, as
+VS Code's HTML renderer does, in a page that carries only the editor theme's --vscode-*
+variables, dark here), with every network request refused. The view draws, follows that theme,
+and keeps the CUDA tokens at 4.5:1 contrast or more."""
+import json
+
+import pytest
+
+from browser_env import CHROMIUM, CHROMIUM_ARGS, CONTRAST
+
+pytestmark = pytest.mark.browser
+
+RMS = """@autotune(D in [256])
+@launch(256)
+kernel rms_norm(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D]) {
+  let r = ctx.block.x * 8
+  var x = X[r :+ 8, :]
+  var ss: tile<f32>[8, 1] = rowsum(x * x)
+  Y[r :+ 8, :] = x * rsqrt(ss / 256.0 + 0.000001)
+}
+"""
+
+# what VS Code's dark theme gives a notebook output's page (a few of its variables)
+HOST = """<!doctype html><html><head><meta charset="utf-8"><style>
+:root { --vscode-editor-background: #1e1e1e; --vscode-editor-foreground: #d4d4d4;
+        --vscode-descriptionForeground: #a0a0a0; --vscode-editorWidget-background: #252526;
+        --vscode-panel-border: #3c3c3c; --vscode-textLink-foreground: #3794ff; }
+body { background: var(--vscode-editor-background); color: var(--vscode-editor-foreground); margin: 8px; }
+</style></head><body class="vscode-dark"><div id="out"></div><script>
+  const out = document.getElementById("out");
+  for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
+    const cell = document.createElement("div");
+    cell.innerHTML = html;                              // scripts inserted so do not run...
+    for (const old of [...cell.querySelectorAll("script")]) {   // ...so the host re-creates them
+      const s = document.createElement("script");
+      for (const a of old.attributes) s.setAttribute(a.name, a.value);
+      s.textContent = old.textContent;
+      old.replaceWith(s);
+    }
+    out.append(cell);
+  }
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    import tilenb
+    from playwright.sync_api import sync_playwright
+    from tilenb.notebook import views
+    k = tilenb.compile(RMS, backend="cpu").rms_norm
+    outputs = [w._repr_mimebundle_()[0]["text/html"] for w in views(k, "threads,lifetimes,barriers,cuda")]
+    data = json.dumps(outputs).replace("</", "<\\/")
+    page_html = HOST.replace('<script>', f'<script type="application/json" id="outputs">{data}</script><script>', 1)
+    path = tmp_path_factory.mktemp("host") / "vscode_like.html"
+    path.write_text(page_html, encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.refused, page.errors = [], []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+
+        def refuse(route):
+            if not route.request.url.startswith("file:"):
+                page.refused.append(route.request.url)
+                return route.abort()
+            return route.continue_()
+        page.route("**/*", refuse)
+        page.goto(path.as_uri())
+        page.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
+        yield page
+        browser.close()
+
+
+def test_the_views_draw_with_no_error_and_no_request(host):
+    boxes = host.eval_on_selector_all(".tilenb-view", "bs => bs.map(b => [b.dataset.tilenbView, b.dataset.tilenbError || null])")
+    assert boxes == [["threadmap", None], ["ruler", None], ["barriers", None], ["cuda", None]]
+    assert host.errors == [] and host.refused == []
+
+
+def test_the_views_follow_the_hosts_dark_theme(host):
+    colours = host.evaluate("() => { const r = getComputedStyle(document.querySelector('.tn-root')); "
+                            "return [r.color, r.backgroundColor]; }")
+    assert colours == ["rgb(212, 212, 212)", "rgb(30, 30, 30)"]
+
+
+def test_cuda_tokens_keep_4_5_to_1_on_the_dark_background(host):
+    got = host.evaluate(CONTRAST)
+    assert {"k", "kt", "mi", "c1"} <= set(got)
+    assert min(r for r, _ in got.values()) >= 4.5, got
