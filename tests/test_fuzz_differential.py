@@ -1,0 +1,188 @@
+"""The differential fuzzer's CPU half: random valid programs (tests/fuzz/programs.py), each with a
+numpy oracle written from docs/spec.md, run through the checker, the CPU executor, NVRTC and the
+C++ emulator of the generated CUDA (tests/cuda_emulator.py). The GPU half is scripts/fuzz_gpu.py
+(and `test_gpu_matches_the_cpu_executor`, marked `gpu`).
+
+What each test holds (SEED's first PROGRAMS programs; program i of a seed is always the same):
+- every generated program checks (a refusal is a generator bug), runs on the CPU executor with
+  no internal error, and its outputs equal the oracle's (integers exactly, floats within the
+  spec's tolerances propagated through each expression: tests/fuzz/model.py), every @autotune
+  variant included;
+- the generated CUDA of a feature-covering subset compiles with NVRTC for sm_80 and sm_90;
+- a smaller subset runs on the CPU through the emulator and agrees with the CPU executor;
+- programs that touch a bug known and being fixed elsewhere (KNOWN_BUGS; tests/fuzz/FINDINGS.md)
+  run in tests of their own, marked xfail with the finding as the reason, so the main tests stay
+  green and honest and the xfails turn into XPASS when a fix lands.
+
+Set TILENB_FUZZ_SEED / TILENB_FUZZ_PROGRAMS to search elsewhere or harder (CI uses the defaults).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuzz import backends as B  # noqa: E402
+from fuzz import programs as P  # noqa: E402
+import cuda_emulator as EMU  # noqa: E402
+from tilenb.codegen import nvrtc_available  # noqa: E402
+
+SEED = int(os.environ.get("TILENB_FUZZ_SEED", "20250101"))
+PROGRAMS = int(os.environ.get("TILENB_FUZZ_PROGRAMS", "240"))
+NVRTC_PROGRAMS = int(os.environ.get("TILENB_FUZZ_NVRTC", "8"))
+EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
+
+# Known bugs that show on the CPU executor itself; the others show only in the generated CUDA.
+CPU_KNOWN = ("zero_extent", "bcast_store_neg")
+# Known bugs that show in the emulated CUDA (rt_tile_window faults on a GPU only: x86 has no
+# alignment faults, and the emulator reads the same values).
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard",)
+
+
+def _programs():
+    return [P.program(SEED, i) for i in range(PROGRAMS)]
+
+
+_CACHE = {}
+
+
+def programs():
+    if "all" not in _CACHE:
+        _CACHE["all"] = _programs()
+    return _CACHE["all"]
+
+
+def covering(progs, n, exclude=()):
+    """Up to n programs chosen greedily to cover the most features (deterministic)."""
+    pool = [p for p in progs if not set(p.known) & set(exclude)]
+    seen, out = set(), []
+    while pool and len(out) < n:
+        best = max(pool, key=lambda p: (len(p.features - seen), -p.index))
+        out.append(best)
+        seen |= best.features
+        pool.remove(best)
+    return out
+
+
+def _report(bad):
+    return "\n".join(f"program {p.name} ({', '.join(sorted(p.features))}): {r.line()}" for p, r in bad[:10])
+
+
+def test_programs_are_reproducible():
+    a, b = P.program(SEED, 7), P.program(SEED, 7)
+    assert a.text == b.text and a.grid == b.grid and a.dims == b.dims
+    for (_, n, _), (_, m, _) in zip(a.params, b.params):
+        va, vb = a.values[n], b.values[m]
+        if isinstance(va, np.ndarray):
+            assert va.dtype == vb.dtype and np.array_equal(va, vb, equal_nan=True)
+        else:
+            assert va == vb
+    assert P.program(SEED, 8).text != a.text
+
+
+def test_generator_covers_every_feature_it_documents():
+    seen = set().union(*(p.features for p in programs()))
+    documented = {"rt_start", "neg_start", "halo", "partial", "view", "tile_view", "tile_window", "rt_tile_window",
+                  "fill_window", "flat", "reduce", "gemm_loop", "transpose", "where", "convert", "math", "int_ops",
+                  "uniform_elem", "fn", "loop_carry", "if", "thread", "tile_elems", "gmem_hazard",
+                  "scalar_param", "bcast_store", "autotune", "registers", "multi_cta", "dt_f16", "dt_bf16",
+                  "dt_f32", "dt_f64", "dt_i8", "dt_i32", "dt_i64", "dt_u8", "dot_f16", "dot_bf16", "dot_f32",
+                  "dot_f64", "dot_i8", "atomic_f32"}
+    assert documented <= seen, sorted(documented - seen)
+
+
+def test_cpu_executor_matches_the_oracle():
+    """Every program that touches no known CPU-executor bug: checks, runs without internal
+    error, and equals the oracle in every variant."""
+    bad = []
+    for p in programs():
+        if set(p.known) & set(CPU_KNOWN):
+            continue
+        r = B.check_cpu(p)
+        if r.status != "ok":
+            bad.append((p, r))
+    assert not bad, f"{len(bad)} programs fail:\n{_report(bad)}"
+
+
+@pytest.mark.parametrize("label", CPU_KNOWN)
+def test_cpu_executor_known_bugs(label, request):
+    request.node.add_marker(pytest.mark.xfail(reason=f"tests/fuzz/FINDINGS.md {P.KNOWN_BUGS[label]}", strict=False))
+    progs = [p for p in programs() if label in p.known]
+    assert progs, f"no program of the first {PROGRAMS} has {label}"
+    bad = [(p, r) for p in progs for r in [B.check_cpu(p)] if r.status != "ok"]
+    assert not bad, f"{len(bad)} of {len(progs)} programs fail:\n{_report(bad)}"
+
+
+def test_comparison_catches_a_wrong_element_and_an_unwritten_one():
+    """The comparison the fuzzer relies on can fail: one element changed, or left at the
+    sentinel, is reported."""
+    p = next(p for p in programs() if not p.known and any(P.M.is_float(p.tensor_types()[n]) for n in p.outputs))
+    ref = B.run_cpu(p)
+    exp = p.expected()
+    err = {n: e for n, (_, e) in exp.items()}
+    assert not P.compare(p, ref, ref, err)
+    n = next(n for n in p.outputs if P.M.is_float(p.tensor_types()[n]))
+    written = np.argwhere(ref[n].astype(np.float64) != P.SENTINEL["float"])
+    assert written.size, "the program writes nothing"
+    idx = tuple(written[0])
+    for wrong in (ref[n][idx].astype(np.float64) + 0.25 + abs(float(ref[n][idx])) * 0.01, P.SENTINEL["float"]):
+        got = {k: v.copy() for k, v in ref.items()}
+        got[n][idx] = wrong
+        d = P.compare(p, ref, got, err)
+        assert d and d[0].output == n and d[0].first == idx
+
+
+def test_reproducer_script_rebuilds_the_program():
+    p = next(p for p in programs() if p.tune == {} and not p.known)
+    ns = {"__name__": "reproducer"}
+    exec(compile(p.reproducer("note"), "reproducer.py", "exec"), ns)
+    got = ns["run"]("cpu")
+    ref = B.run_cpu(p)
+    for n in p.outputs:
+        assert np.array_equal(np.asarray(got[n]), ref[n], equal_nan=True)
+
+
+@pytest.mark.skipif(not nvrtc_available(), reason="libnvrtc cannot be loaded")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_generated_cuda_compiles_with_nvrtc(arch):
+    bad = []
+    for p in covering(programs(), NVRTC_PROGRAMS, exclude=CPU_KNOWN):
+        r = B.check_nvrtc(p, arch)
+        if r.status not in ("ok", "unsupported"):
+            bad.append((p, r))
+    assert not bad, f"{len(bad)} programs fail:\n{_report(bad)}"
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+def test_emulated_cuda_matches_the_cpu_executor(tmp_path):
+    bad = []
+    for p in covering(programs(), EMULATED, exclude=EMU_KNOWN):
+        r = B.check_emulated(p, tmp_path)
+        if r.status not in ("ok", "unsupported"):
+            bad.append((p, r))
+    assert not bad, f"{len(bad)} programs fail:\n{_report(bad)}"
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+@pytest.mark.xfail(reason=f"tests/fuzz/FINDINGS.md {P.KNOWN_BUGS['gmem_hazard']}", strict=False)
+def test_emulated_cuda_global_read_back(tmp_path):
+    progs = [p for p in programs() if p.known == ["gmem_hazard"]][:2]
+    assert progs
+    bad = [(p, r) for p in progs for r in [B.check_emulated(p, tmp_path)] if r.status != "ok"]
+    assert not bad, f"{len(bad)} of {len(progs)} programs fail:\n{_report(bad)}"
+
+
+@pytest.mark.gpu
+def test_gpu_matches_the_cpu_executor():
+    """A sample of programs with no known bug on the CUDA backend (the full run is
+    scripts/fuzz_gpu.py, which also survives faults)."""
+    bad = []
+    for p in [p for p in programs() if not p.known][:60]:
+        r = B.check_cuda(p)
+        if r.status not in ("ok", "unsupported"):
+            bad.append((p, r))
+    assert not bad, f"{len(bad)} programs fail:\n{_report(bad)}"
