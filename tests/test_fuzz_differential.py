@@ -186,3 +186,60 @@ def test_gpu_matches_the_cpu_executor():
         if r.status not in ("ok", "unsupported"):
             bad.append((p, r))
     assert not bad, f"{len(bad)} programs fail:\n{_report(bad)}"
+
+
+def test_gpu_script_pool_survives_crashes_faults_and_hangs():
+    """scripts/fuzz_gpu.py's worker pool (no GPU needed: its self-test backend answers ok,
+    crashes, reports a fault or hangs, by index): every program gets exactly one result, a
+    crashed or faulted or hung worker is replaced and the run goes on."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import fuzz_gpu as fg
+    got = []
+    fg.run_pool(1, range(9), 2, 4.0, got.append, backend="selftest")
+    by = {r["index"]: r for r in got}
+    assert sorted(by) == list(range(9)) and len(got) == 9
+    for i, r in by.items():
+        want = ["ok", "fault", "fault", "fault"][i % 4]
+        assert r["status"] == want, (i, r)
+    assert by[1]["stage"] == "worker" and by[3]["stage"] == "timeout"
+
+
+FAKE_SANITIZER = r'''#!/usr/bin/env python3
+# A stand-in for compute-sanitizer: runs the command, then writes a log that reports one error
+# in the kernel of the batch's first program (and one that names no kernel, in a later block).
+import subprocess, sys
+args = sys.argv[1:]
+log = args[args.index("--log-file") + 1]
+cmd = args[args.index("--log-file") + 2:]
+first = cmd[cmd.index("--indices") + 1].split(",")[0]
+seed = cmd[cmd.index("--seed") + 1]
+r = subprocess.run(cmd)
+with open(log, "w") as f:
+    f.write("========= COMPUTE-SANITIZER\n")
+    f.write("========= Invalid __global__ read of size 4 bytes\n=========     at fz%s_%s+0x10\n" % (seed, first))
+    f.write("========= ERROR SUMMARY: 1 error\n")
+sys.exit(r.returncode)
+'''
+
+
+def test_gpu_script_sanitizer_mode_attributes_errors_and_restarts_batches(tmp_path, monkeypatch):
+    """--sanitizer with a stand-in for compute-sanitizer (no GPU needed): batches that die in a
+    program go on after it, and the log's errors are counted for the program whose kernel the
+    log names."""
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text(FAKE_SANITIZER.replace("#!/usr/bin/env python3", f"#!{sys.executable}"))
+    fake.chmod(0o755)
+    monkeypatch.setenv("TILENB_COMPUTE_SANITIZER", str(fake))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import fuzz_gpu as fg
+    out = tmp_path / "out"
+    rc = fg.main(["--sanitizer", "memcheck", "--backend", "selftest", "--seed", "1", "--only", "0,1,2,4,5,6",
+                  "--batch", "3", "--parallel", "2", "--out", str(out)])
+    summary = __import__("json").loads((out / "summary.json").read_text())
+    by = {r["index"]: r for r in summary["results"]}
+    assert sorted(by) == [0, 1, 2, 4, 5, 6]
+    assert [by[i]["status"] for i in (0, 1, 2, 4, 5, 6)] == ["ok", "fault", "fault", "ok", "fault", "fault"]
+    # batches [0, 1, 2] -> dies at 1, restarted as [2]; [4, 5, 6] -> dies at 5, restarted as [6]
+    errs = {i: r["sanitizer_errors"] for i, r in by.items() if r["sanitizer_errors"]}
+    assert errs == {0: 1, 2: 1, 4: 1, 6: 1}
+    assert rc == 1 and (out / "fail_1_0.txt").exists()
