@@ -46,13 +46,17 @@ from .nodes import (CTX_BX, CTX_BY, Bin, Bind, Call, Conv, Dot, Elem, Env, For, 
 GENERATOR_VERSION = 1
 SENTINEL = {"float": -1024.0, "int": 77}
 
-# Features whose programs hit a bug known and being fixed elsewhere (tests/fuzz/FINDINGS.md).
+# Features whose programs hit a known bug (tests/fuzz/FINDINGS.md): K* were known before the
+# fuzzer and are being fixed elsewhere, F* are the fuzzer's own findings.
 KNOWN_BUGS = {
-    "rt_tile_window": "K1: a tile window at a runtime start is read with 16-byte vectors nobody proved aligned",
+    "rt_tile_window": "K1/F2: a tile window at a runtime start: read with 16-byte vectors nobody proved aligned (K1), "
+                      "and, when it is as long as the tile, no barrier before it (F2)",
     "gmem_hazard": "K2: no barrier orders a global write before other threads' reads in the CTA",
     "flat_partial": "K3: flat of a partly valid tile (its region is not specified)",
     "bcast_store_neg": "K4: a broadcast store at a negative runtime start",
     "zero_extent": "K5: tensors with a zero extent",
+    "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
+                   "broadcasting it (generated CUDA)",
 }
 
 
@@ -264,8 +268,16 @@ class Gen:
         self.registers: List[str] = []
         self.tune: Dict[str, List[int]] = {}
         self.idempotent = True
-        self.T = int(self.pick([32, 64, 128, 256], [1, 2, 2, 2]))
-        self.G = int(self.pick([1, 2, 3, 4], [2, 3, 2, 1]))
+        # a quarter of the programs use large tiles (vector accesses, asynchronous copies, tensor
+        # cores, @dynshared); the others small, odd ones
+        self.big = self.chance(0.25)
+        if self.big:
+            self.T = int(self.pick([128, 256, 512, 1024], [2, 3, 1, 1]))
+            self.G = int(self.pick([1, 2, 3], [2, 2, 1]))
+            self.features.add("big")
+        else:
+            self.T = int(self.pick([32, 64, 128, 256], [1, 2, 2, 2]))
+            self.G = int(self.pick([1, 2, 3, 4], [2, 3, 2, 1]))
         self.GY = 1
         self.readback_ok = True
 
@@ -347,6 +359,8 @@ class Gen:
         if self.tune:
             out.append("@autotune(" + ", ".join(f"{k} in [{', '.join(map(str, v))}]" for k, v in self.tune.items()) + ")")
         out.append(f"@launch({self.T})")
+        if self.big:
+            out.append("@dynshared")
         if self.registers:
             out.append(f"@registers({', '.join(self.registers)})")
         if self.grid_text:
@@ -369,8 +383,8 @@ class Gen:
         else:
             n = self.pick([1, 2, 3], [3, 3, 1])
             kinds = ["expr", "expr", "expr", "tilewin", "loop", "thread", "tile_elems", "atomic", "readback", "flat",
-                     "views", "gemm", "if"]
-            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1.5, 1, 1]
+                     "views", "gemm", "if", "attention", "loop2"]
+            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1.5, 1, 1, 1, 1.5]
             chosen = [self.pick(kinds, weights) for _ in range(n)]
             if set(chosen) <= {"expr", "tilewin", "views", "if"} and self.chance(0.2):
                 self.GY = 2
@@ -566,6 +580,102 @@ class Gen:
                                     Red(self.pick(["sum", "max"]), 1, val)))
             self.features.add("reduce")
 
+    # ---- snippet: an online-softmax attention loop ----------------------------------------
+    def snip_attention(self, k):
+        """Flash attention as a user writes it: q against key tiles, the row max and sum carried
+        across the key loop, the accumulator rescaled and fed by dot(p, V) (f16/bf16)."""
+        dt = self.pick(["bf16", "f16"])
+        BR = int(self.pick([16, 32, 64] if self.big else [8, 16, 5]))
+        BC = int(self.pick([16, 32, 64] if self.big else [8, 16, 12]))
+        D = int(self.pick([16, 32, 64] if self.big else [8, 16, 24]))
+        self.features.update({"attention", f"dot_{dt}", "loop_carry", "reduce", "math"})
+        Mn = self.dim("M", max(1, self.G * BR + self.ri(-BR + 1, 2)))
+        Nk = self.dim("K", max(1, self.ri(1, 3) * BC + self.ri(-BC + 1, BC)))
+        Q = self.tensor("Q", dt, [Mn, D])
+        Kt = self.tensor("Kt", dt, [Nk, D])
+        V = self.tensor("V", dt, [Nk, D])
+        O = self.tensor("O", self.pick([dt, "f32"]), [Mn, D], role="out")
+        scale = 1.0 / D
+        rn, kt = f"r{k}", f"kt{k}"
+        self.stmts.append(LetIx(rn, CTX_BX * BR))
+        r, kix = Ix.name(rn), Ix.name(kt)
+        n = lambda s: f"at{k}_{s}"  # noqa: E731
+        q = n("q")
+        self.stmts.append(Bind("var", q, Load(Q, dt, [r, Ix.const(0)], [BR, D], 2.0, full=(False, True))))
+        self.stmts.append(Bind("var", n("m"), None, decl="f32", shape=(BR, 1), fill=-1e30))
+        self.stmts.append(Bind("var", n("l"), None, decl="f32", shape=(BR, 1), fill=0.0))
+        self.stmts.append(Bind("var", n("acc"), None, decl="f32", shape=(BR, D), fill=0.0))
+        R = lambda name, shape, ty="f32", mag=4.0: Ref(name, ty, shape, False, mag)  # noqa: E731
+        kload = Load(Kt, dt, [kix, Ix.const(0)], [BC, D], 2.0, full=(False, True))
+        vload = Load(V, dt, [kix, Ix.const(0)], [BC, D], 2.0, full=(False, True))
+        s_ = Bin("*", Dot(Ref(q, dt, (BR, D), True, 2.0), kload, True), Lit(scale, "f32"))
+        body = [Bind("var", n("s"), s_),
+                Bind("var", n("mn"), Bin("max", R(n("m"), (BR, 1)), Red("max", 1, R(n("s"), (BR, BC))))),
+                Bind("var", n("p"), Un("exp", Bin("-", R(n("s"), (BR, BC)), R(n("mn"), (BR, 1))))),
+                Bind("var", n("al"), Un("exp", Bin("-", R(n("m"), (BR, 1)), R(n("mn"), (BR, 1))))),
+                Store(n("l"), "whole", [], [], Bin("+", Bin("*", R(n("l"), (BR, 1)), R(n("al"), (BR, 1))),
+                                                  Red("sum", 1, R(n("p"), (BR, BC), mag=1.0)))),
+                Store(n("acc"), "whole", [], [], Bin("+", Bin("*", R(n("acc"), (BR, D)), R(n("al"), (BR, 1))),
+                                                    Dot(Conv(dt, R(n("p"), (BR, BC), mag=1.0)), vload, False))),
+                Store(n("m"), "whole", [], [], R(n("mn"), (BR, 1)))]
+        self.stmts.append(For(kt, Ix.const(0), Ix.name(Nk), BC, body))
+        res = Bin("/", R(n("acc"), (BR, D), mag=100.0), R(n("l"), (BR, 1), mag=100.0))
+        self.stmts.append(Store(O, "tensor", [r, Ix.const(0)], [BR, D], res))
+
+    # ---- snippet: loops whose body reads the carried tile at other elements -----------------
+    def snip_loop2(self, k):
+        """A carried tile read at other elements inside the loop (a reduction of it, a shifted
+        window of it, its transpose), then written: the barriers between turns."""
+        S = ExprScope(self, k)
+        S.setup(rank=2)
+        R, C = S.R, S.C
+        if self.big:
+            R, C = min(R, 16), min(C, 64)
+        sq = R == C and self.chance(0.4)
+        if sq is False and self.chance(0.3):
+            C = R
+            sq = True
+        ty = self.pick(["f32", "i32"], [3, 1])
+        flt = ty == "f32"
+        name = f"w{k}"
+        L = self.ri(1, 4)
+        jn = f"j{k}"
+        X = self.tensor("X", ty, [S.rows, C * L + self.ri(0, 3)])
+        self.stmts.append(Bind("var", name, Load(X, ty, [S.r, Ix.const(0)], [R, C], 2.0 if flt else 1000.0)))
+        self.features.update({"loop_carry", "loop_read_other"})
+        cur = Ref(name, ty, (R, C), not flt, 8.0 if flt else 2.0 ** 31)
+        col = Ix(f"{jn} * {C}", lambda env, jn=jn, C=C: env.scal[jn] * C)
+        load = Load(X, ty, [S.r, col], [R, C], 2.0 if flt else 1000.0)
+        half = Lit(0.5, ty) if flt else Lit(3, ty)
+        forms = ["rowred", "shift", "colred"] + (["transpose"] if sq else [])
+        form = self.pick(forms)
+        if form == "rowred":
+            other = Red("max" if not flt else self.pick(["sum", "max"]), 1, cur)
+            if flt and other.op == "sum":
+                other = Un("tanh", other)
+        elif form == "colred":
+            other = Red("max", 0, cur)
+        elif form == "transpose":
+            other = Tr(cur)
+            self.features.add("transpose")
+        else:
+            d = self.ri(1, max(1, C - 1)) if C > 1 else 0
+            other = Win(cur, [Ix.const(0), Ix.const(d)], [R, C - d]) if d else cur
+            if d:      # a window of the carried tile written from its own shifted elements
+                body_extra = [Store(name, "tile", [Ix.const(0), Ix.const(0)], [R, C - d], Bin("+", other, half))]
+            else:
+                body_extra = []
+        if flt:
+            newv = Bin("+", Un("tanh", Bin("*", cur, half)), Bin("+", load, other)) if form != "shift" else Bin("+", Un("tanh", cur), load)
+        else:
+            newv = Bin("^", Bin("+", cur, load), other) if form != "shift" else Bin("+", cur, load)
+        body = [Store(name, "whole", [], [], newv)]
+        if form == "shift":
+            body = body_extra + body if self.chance(0.5) else body + body_extra
+        self.stmts.append(For(jn, Ix.const(0), Ix.const(L), 1, body))
+        out = S.out_tensor(ty, (R, C))
+        self.stmts.append(Store(out, "tensor", [S.r, S.c], [R, C], Ref(name, ty, (R, C), not flt, 8.0)))
+
     # ---- snippet: GEMM loop ----------------------------------------------------------------
     def snip_gemm(self, k):
         self.gemm_loop(k)
@@ -574,10 +684,17 @@ class Gen:
         """acc += dot(A[.., k0 :+ TK], B[k0 :+ TK, ..]) over K (f16/bf16: the tensor-core loop)."""
         dt = self.pick(["f16", "bf16", "f32", "f64", "i8"], [3, 3, 1.5, 1, 1])
         trans = self.chance(0.35)
-        TM = self.pick([8, 16, 24, 32, 64, 5, 13], [1, 2, 1, 2, 1, 1, 1])
-        TN = self.pick([8, 16, 32, 64, 7, 20], [1, 2, 2, 1, 1, 1])
-        TK = self.pick([8, 16, 32, 12], [1, 3, 2, 1])
-        while TM * TN * 4 + (TM + TN) * TK * 8 > 40000:
+        if self.big:        # tile shapes of the tensor-core paths (mma.sync; wgmma on sm_90)
+            TM = self.pick([64, 128, 64, 32])
+            TN = self.pick([64, 128, 32, 96])
+            TK = self.pick([16, 32, 64])
+            budget = 160000
+        else:
+            TM = self.pick([8, 16, 24, 32, 64, 5, 13], [1, 2, 1, 2, 1, 1, 1])
+            TN = self.pick([8, 16, 32, 64, 7, 20], [1, 2, 2, 1, 1, 1])
+            TK = self.pick([8, 16, 32, 12], [1, 3, 2, 1])
+            budget = 40000
+        while TM * TN * 4 + (TM + TN) * TK * 8 > budget:
             TM = max(4, TM // 2)
         self.features.update({"gemm_loop", f"dot_{dt}", "loop_carry"})
         Mv = self.G * TM + self.ri(-TM + 1, 3)
@@ -906,14 +1023,21 @@ class ExprScope:
         self.g, self.k = g, k
         self.vars: List[TileVar] = []
         self.inputs: Dict[str, List[str]] = {}
+        self.widths: Dict[str, object] = {}
         self.nfn = 0
 
     def setup(self, readback=False, rank=None):
         g = self.g
         self.rank = rank or (1 if (g.chance(0.15) and not readback) else 2)
-        if self.rank == 2:
+        if self.rank == 2 and g.big:
+            self.C = int(g.pick([32, 64, 96, 128, 256, 60]))
+            self.R = int(g.pick([r for r in (2, 4, 8, 16, 32, 5) if r * self.C <= 4096]))
+        elif self.rank == 2:
             self.R = int(g.pick([1, 2, 3, 4, 5, 7, 8, 12, 16], [1, 2, 2, 2, 2, 2, 2, 1, 1]))
             self.C = int(g.pick([1, 3, 4, 8, 13, 16, 17, 24, 32, 40], [1, 2, 1, 2, 2, 2, 2, 1, 2, 1]))
+        elif g.big:
+            self.R = 1
+            self.C = int(g.pick([256, 512, 1024, 1000]))
         else:
             self.R = 1
             self.C = int(g.pick([3, 8, 13, 32, 37, 64, 100]))
@@ -970,7 +1094,15 @@ class ExprScope:
         if key not in self.inputs or g.chance(0.3):
             cols = self.ncols(max(self.cols_total, shape[-1]) + 2)
             self.inputs.setdefault(key, []).append(g.tensor("X", dt, [self.rows, cols]))
+            self.widths[self.inputs[key][-1]] = cols
         return self.inputs[key][-1], 2
+
+    def whole_rows(self, dt, C2):
+        """A tensor with exactly C2 literal columns, read with ':' (whole rows)."""
+        key = (dt, "whole", C2)
+        if key not in self.inputs or self.g.chance(0.3):
+            self.inputs.setdefault(key, []).append(self.g.tensor("X", dt, [self.rows, C2]))
+        return self.inputs[key][-1]
 
     def out_tensor(self, dt, shape):
         g = self.g
@@ -982,7 +1114,7 @@ class ExprScope:
     # -- leaves
     def _shift(self):
         g = self.g
-        d = int(g.pick([0, -1, 1, -2, 2], [6, 1, 1, 1, 1]))
+        d = int(g.pick([0, -1, 1, -2, 2, 4, -8], [6, 1, 1, 1, 1, 0, 0] if not g.big else [12, 1, 1, 0, 0, 1, 1]))
         if d:
             g.features.add("halo")
         return d
@@ -1005,7 +1137,12 @@ class ExprScope:
         else:
             R2, C2 = shape
             rs = self.r + self._shift() if R2 == self.R else (self.r + g.ri(0, self.R - 1) if R2 == 1 else self.r + self._shift())
-            node = Load(name, dt, [rs, self.c + self._shift()], [R2, C2], mag)
+            if g.GY == 1 and g.chance(0.15):          # whole rows: X[r :+ R, :]
+                name = self.whole_rows(dt, C2)
+                node = Load(name, dt, [rs, Ix.const(0)], [R2, C2], mag, full=(False, True))
+                g.features.add("whole_rows")
+            else:
+                node = Load(name, dt, [rs, self.c + self._shift()], [R2, C2], mag)
         if dt == "u8":
             node = Conv("i32", node)
             g.features.add("convert")
