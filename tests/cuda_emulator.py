@@ -436,10 +436,12 @@ def run(ks, args, dims, grid, workdir=None, timeout=600):
     exe = tmp / f"k_{key}"
     if not exe.exists():
         (tmp / f"k_{key}.cpp").write_text(text)
-        r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", "-o", str(exe), str(tmp / f"k_{key}.cpp")],
+        part = tmp / f"k_{key}.{os.getpid()}.part"       # renamed when whole: another process may share tmp
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", "-o", str(part), str(tmp / f"k_{key}.cpp")],
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode:
             raise RuntimeError(f"g++ failed:\n{r.stderr[:6000]}")
+        os.replace(part, exe)
     for k, a in enumerate(tensors):
         np.ascontiguousarray(a).tofile(tmp / f"in{k}.bin")
     r = subprocess.run([str(exe), str(tmp)], capture_output=True, text=True, timeout=timeout)

@@ -40,7 +40,7 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 CPU_KNOWN = ("zero_extent", "bcast_store_neg")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "colred_bcast")
 
 
 def _programs():
@@ -170,10 +170,74 @@ def test_emulated_cuda_matches_the_cpu_executor(tmp_path):
 @pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 @pytest.mark.xfail(reason=f"tests/fuzz/FINDINGS.md {P.KNOWN_BUGS['gmem_hazard']}", strict=False)
 def test_emulated_cuda_global_read_back(tmp_path):
-    progs = [p for p in programs() if p.known == ["gmem_hazard"]][:2]
-    assert progs
+    """Programs that read back, in the same CTA, a tensor they wrote (F1 and F2 have tests of
+    their own below, from their reproducers: few generated programs meet them)."""
+    label = "gmem_hazard"
+    progs = [p for p in programs() if p.known == [label]][:2]
+    assert progs, f"no program of the first {PROGRAMS} has {label} alone"
     bad = [(p, r) for p in progs for r in [B.check_emulated(p, tmp_path)] if r.status != "ok"]
     assert not bad, f"{len(bad)} of {len(progs)} programs fail:\n{_report(bad)}"
+
+
+F1 = """
+@launch(32)
+kernel bcast(X: tensor<f32>[4, 8], Y: tensor<f32>[4, 8]) {
+  Y[0 :+ 4, 0 :+ 8] = X[0 :+ 4, 3 :+ 1]
+}
+"""
+
+F2 = """
+@launch(32)
+kernel shift(X: tensor<f32>[2, 16], Y: tensor<f32>[2, 16], s: i32) {
+  var t = X[0 :+ 2, 0 :+ 12]
+  Y[0 :+ 2, 0 :+ 12] = t[0 :+ 2, s :+ 12]
+}
+"""
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F1: generated as a copy, not a broadcast", strict=True)
+def test_finding_f1_store_of_an_extent_one_slice_broadcasts(tmp_path):
+    import tilenb
+    from tilenb.codegen import generate
+    mod = tilenb.compile(F1, backend="cpu")
+    X = np.arange(32, dtype=np.float32).reshape(4, 8)
+    Y = np.zeros((4, 8), np.float32)
+    EMU.run(generate(mod.bcast.ir(), F1), [X, Y], {}, (1,), workdir=str(tmp_path))
+    np.testing.assert_array_equal(Y, np.repeat(X[:, 3:4], 8, axis=1))
+
+
+@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F2: no barrier before the window", strict=True)
+def test_finding_f2_full_length_window_at_a_runtime_start_has_its_barrier():
+    """The window moves elements between threads (the copy into t gave each thread its own),
+    so a barrier must separate the two statements, as it does for `s :+ 11`."""
+    import tilenb
+    short = tilenb.compile(F2.replace("s :+ 12]", "s :+ 11]").replace("0 :+ 12] = t", "0 :+ 11] = t"), backend="cpu")
+    assert len(short.shift.analysis().barriers) == 1
+    assert len(tilenb.compile(F2, backend="cpu").shift.analysis().barriers) == 1
+
+
+F3 = """
+@launch(32)
+kernel k(X: tensor<f32>[4, 8], Y: tensor<f32>[4, 8], s: i32) {
+  Y[0 :+ 1, :] = colmax(X[0 :+ 2, :] + X[s :+ 1, :])
+}
+"""
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F3: the broadcast operand's invalid row leaves the columns valid",
+                   strict=True)
+def test_finding_f3_invalid_broadcast_row_empties_the_region(tmp_path):
+    import tilenb
+    from tilenb.codegen import generate
+    mod = tilenb.compile(F3, backend="cpu")
+    X = np.arange(32, dtype=np.float32).reshape(4, 8)
+    cpu, emu = np.full((4, 8), -7, np.float32), np.full((4, 8), -7, np.float32)
+    mod.k[1](X, cpu, 10)
+    np.testing.assert_array_equal(cpu, -7)              # the CPU executor writes nothing
+    EMU.run(generate(mod.k.ir(), F3), [X, emu, 10], {}, (1,), workdir=str(tmp_path))
+    np.testing.assert_array_equal(emu, cpu)
 
 
 @pytest.mark.gpu

@@ -145,13 +145,14 @@ class IxVal(Node):
 class Load(Node):
     """A slice of a tensor: `X[s0 :+ n0, s1 :+ n1]`, a length None for a scalar index."""
 
-    def __init__(self, tensor, ty, starts: Sequence[Ix], lens: Sequence[Optional[int]], mag, exact=True):
+    def __init__(self, tensor, ty, starts: Sequence[Ix], lens: Sequence[Optional[int]], mag, exact=True, full=()):
         self.tensor, self.ty, self.starts, self.lens = tensor, ty, list(starts), list(lens)
         self.shape = tuple(n for n in lens if n is not None)
         self.mag, self.exact = mag, exact
+        self.full = tuple(full) or (False,) * len(lens)      # ':' (start 0, the whole literal extent)
 
     def text(self):
-        subs = [s.text if n is None else f"{s.text} :+ {n}" for s, n in zip(self.starts, self.lens)]
+        subs = [":" if f else s.text if n is None else f"{s.text} :+ {n}" for s, n, f in zip(self.starts, self.lens, self.full)]
         return f"{self.tensor}[{', '.join(subs)}]"
 
     def _ev(self, env):

@@ -57,6 +57,8 @@ KNOWN_BUGS = {
     "zero_extent": "K5: tensors with a zero extent",
     "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
                    "broadcasting it (generated CUDA)",
+    "colred_bcast": "F3: a one-row operand broadcast along more rows whose row is invalid empties only the rows of the "
+                    "generated CUDA's region, so a column reduction writes -inf / 0 where the CPU executor writes nothing",
 }
 
 
@@ -1024,6 +1026,7 @@ class ExprScope:
         self.vars: List[TileVar] = []
         self.inputs: Dict[str, List[str]] = {}
         self.widths: Dict[str, object] = {}
+        self.bcast_vars = set()          # tile vars whose value broadcast one row along more (F3)
         self.nfn = 0
 
     def setup(self, readback=False, rank=None):
@@ -1375,7 +1378,27 @@ class ExprScope:
             return self._red_fix(Red(op, 1, a), fam)
         n = g.pick([1, 2, 5, 8, 16])
         a = self.gen((n, C), fam, depth - 1, exact_only)
+        if n > 1 and self.row_broadcast(a):
+            g.features.add("colred_bcast")
         return self._red_fix(Red(op, 0, a), fam)
+
+    def row_broadcast(self, node) -> bool:
+        """Whether `node` has an operand of one row broadcast along more rows (F3), directly or
+        through a tile variable made so."""
+        seen = []
+
+        def walk(n, rows):
+            if isinstance(n, Ref) and (n.name in self.bcast_vars or (n.view is not None and walk(n.view, rows))):
+                return True
+            if len(getattr(n, "shape", ())) == 2 and n.shape[0] == 1 and rows > 1:
+                return True
+            if isinstance(n, Red):
+                return False
+            kids = [getattr(n, a) for a in ("a", "b", "c", "base") if isinstance(getattr(n, a, None), Node)]
+            kids += list(getattr(n, "args", []) or [])
+            r = n.shape[0] if len(getattr(n, "shape", ())) == 2 else rows
+            return any(walk(k, r) for k in kids)
+        return walk(node, node.shape[0] if len(node.shape) == 2 else 1)
 
     def _red_fix(self, node, fam):
         # rowmax of an i8 tile is i8: widen so the expression stays in its family
@@ -1515,6 +1538,8 @@ class ExprScope:
             return
         shape = main if g.chance(0.7) else tuple(n + g.ri(1, 3) for n in main)
         v = self.gen(shape, fam, g.ri(1, 3))
+        if len(shape) == 2 and self.row_broadcast(v):
+            self.bcast_vars.add(name)
         if kind == "typed":
             ty = {"f32": g.pick(["f32", "f16", "bf16", "f64"]), "f64": g.pick(["f64", "f32"]), "i32": g.pick(["i32", "i8", "i64"]),
                   "i64": g.pick(["i64", "i32"])}[fam]
