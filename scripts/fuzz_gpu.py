@@ -244,7 +244,7 @@ def run_sanitizer(args, out: Path):
     running = []
     logs = out / f"sanitizer_{tool}"
     logs.mkdir(parents=True, exist_ok=True)
-    extra = ["--racecheck-report", "hazard"] if tool == "racecheck" else []
+    extra = ["--racecheck-report", "all"] if tool == "racecheck" else []
     serial = 0
 
     def launch(chunk):
@@ -328,8 +328,10 @@ def run_sanitizer(args, out: Path):
     clean_err = sum(r["sanitizer_errors"] for r in res_list if not r.get("known"))
     known_err = sum(r["sanitizer_errors"] for r in res_list if r.get("known"))
     total_err = sum(int(re.search(r"\d+", s).group()) for s in summaries if s.startswith("ERROR"))
-    extra_counts = [f"compute-sanitizer {tool}: {total_err} errors in all (the tool's ERROR SUMMARY lines, "
-                    f"{len(summaries)} summaries); attributed to programs touching no known bug: {clean_err}, "
+    race_err = sum(int(m.group(1)) for s in summaries for m in [re.search(r"\((\d+) errors?", s)] if m)
+    extra_counts = [f"compute-sanitizer {tool}: {total_err} errors in its ERROR SUMMARY lines"
+                    + (f", {race_err} in its RACECHECK SUMMARY lines" if tool == "racecheck" else "")
+                    + f" ({len(summaries)} summaries); attributed to programs touching no known bug: {clean_err}, "
                     f"touching a known bug: {known_err}, unattributed: {max(unattributed, 0)}"]
     for i, n in sorted(san_errors.items()):
         extra_counts.append(f"   program {args.seed}:{i}: {n} {tool} errors")

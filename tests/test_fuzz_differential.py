@@ -40,7 +40,7 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 CPU_KNOWN = ("zero_extent", "bcast_store_neg")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "colred_bcast")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast")
 
 
 def _programs():

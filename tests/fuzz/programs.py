@@ -57,8 +57,9 @@ KNOWN_BUGS = {
     "zero_extent": "K5: tensors with a zero extent",
     "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
                    "broadcasting it (generated CUDA)",
-    "colred_bcast": "F3: a one-row operand broadcast along more rows whose row is invalid empties only the rows of the "
-                    "generated CUDA's region, so a column reduction writes -inf / 0 where the CPU executor writes nothing",
+    "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
+                    "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
+                    "other does not",
 }
 
 
@@ -385,8 +386,8 @@ class Gen:
         else:
             n = self.pick([1, 2, 3], [3, 3, 1])
             kinds = ["expr", "expr", "expr", "tilewin", "loop", "thread", "tile_elems", "atomic", "readback", "flat",
-                     "views", "gemm", "if", "attention", "loop2"]
-            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1.5, 1, 1, 1, 1.5]
+                     "views", "gemm", "if", "attention", "loop2", "thread_tiles"]
+            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1.5, 1, 1, 1, 1.5, 1.2]
             chosen = [self.pick(kinds, weights) for _ in range(n)]
             if set(chosen) <= {"expr", "tilewin", "views", "if"} and self.chance(0.2):
                 self.GY = 2
@@ -902,6 +903,64 @@ class Gen:
                         env.terr[O][r + i] = 2 * M.EPS["f16"] * np.abs(o[r + i].astype(np.float64))
         self.stmts.append(Raw(lines, run))
 
+    # ---- snippet: per-thread reads of a tile a tile statement writes, in a loop --------------
+    def snip_thread_tiles(self, k):
+        """Each turn a tile statement writes u, then every thread reads elements of u that other
+        threads wrote (the compiler's barrier after the write, and before the next turn's)."""
+        self.features.update({"thread", "thread_reads_tile", "loop_carry"})
+        T = self.T
+        R, C = self.ri(1, 8), self.pick([4, 8, 13, 16, 32])
+        ty = self.pick(["i32", "f32"])
+        flt = ty == "f32"
+        L = self.ri(1, 3)
+        # the windows stay inside X: an element read of a tile element a slice left invalid would
+        # read what the spec leaves open
+        rows = self.dim("M", self.G * R + self.ri(0, 2))
+        X = self.tensor("X", ty, [rows, C * L + self.ri(0, 3)])
+        n = self.G * T
+        O = self.tensor("O", ty, [n], role="out")
+        shift = self.ri(1, max(1, R * C - 1))
+        u, acc, j, e = f"u{k}", f"acc{k}", f"j{k}", f"e{k}"
+        two = "2.0" if flt else "3"
+        zero = "0.0" if flt else "0"
+        lines = [f"let r{k} = ctx.block.x * {R}",
+                 f"var {u}: tile<{ty}>[{R}, {C}] = {zero}",
+                 f"var {acc}: {ty} = {zero}",
+                 f"for {j} in range(0, {L}) {{",
+                 f"  {u} = {X}[r{k} :+ {R}, {j} * {C} :+ {C}] * {two}",
+                 f"  for {e} in range(ctx.thread, {R * C}, {T}) {{",
+                 f"    let q{k} = ({e} + {shift}) % {R * C}",
+                 f"    {acc} = {acc} * {two} + {u}[q{k} / {C}, q{k} % {C}]" if not flt else
+                 f"    {acc} += {u}[q{k} / {C}, q{k} % {C}]",
+                 "  }",
+                 "}",
+                 f"{O}[ctx.block.x * {T} + ctx.thread] = {acc}"]
+
+        def run(env):
+            r = env.block[0] * R
+            x = env.tensors[X]
+            art = M.NP[ty]
+            acc_v = np.zeros(T, art)
+            err = np.zeros(T)
+            with np.errstate(all="ignore"):
+                for jj in range(L):
+                    t = M.load(x, ty, [r, jj * C], [R, C])
+                    # u = X[...] * 2: the whole tile takes the slice's region; elements outside read 0
+                    uu = (t.data.astype(art) * art.type(2 if flt else 3)).astype(art).reshape(-1)
+                    for tid in range(T):
+                        for ee in range(tid, R * C, T):
+                            q = (ee + shift) % (R * C)
+                            if flt:
+                                acc_v[tid] = art.type(acc_v[tid] + uu[q])
+                                err[tid] += 2e-5 * (1 + abs(float(acc_v[tid])))
+                            else:
+                                acc_v[tid] = art.type(acc_v[tid] * art.type(3) + uu[q])
+            o = env.tensors[O]
+            base = env.block[0] * T
+            o[base:base + T] = acc_v
+            env.terr[O][base:base + T] = err
+        self.stmts.append(Raw(lines, run))
+
     # ---- snippet: atomics -------------------------------------------------------------------
     def snip_atomic(self, k):
         """Per-thread atomic_add / atomic_max of element reads into a few elements, from every
@@ -1016,6 +1075,12 @@ class Gen:
                     M.binop("+", M.binop("*", t, M.scalar(env.scal[scale], "f32")), M.scalar(1.0, "f32")))
             M.store(env.tensors[Sx], "f32", env.terr[Sx], [r, c], [TR, TC], M.binop("-", t, M.reduce(red, 1, t)))
         self.stmts.append(Raw(lines, run))
+
+
+def _kids(n):
+    """The operand nodes of an expression node."""
+    out = [getattr(n, a) for a in ("a", "b", "c", "base") if isinstance(getattr(n, a, None), Node)]
+    return out + list(getattr(n, "args", None) or [])
 
 
 class ExprScope:
@@ -1378,29 +1443,34 @@ class ExprScope:
             return self._red_fix(Red(op, 1, a), fam)
         n = g.pick([1, 2, 5, 8, 16])
         a = self.gen((n, C), fam, depth - 1, exact_only)
-        if n > 1 and self.row_broadcast(a):
-            g.features.add("colred_bcast")
         return self._red_fix(Red(op, 0, a), fam)
 
-    def row_broadcast(self, node) -> bool:
-        """Whether `node` has an operand of one row broadcast along more rows (F3), directly or
-        through a tile variable made so."""
-        seen = []
-
-        def walk(n, rows):
-            if isinstance(n, Ref) and (n.name in self.bcast_vars or (n.view is not None and walk(n.view, rows))):
+    def broadcasts(self, node) -> bool:
+        """Whether `node` broadcasts a slice (or a tile made from one) along a dimension it
+        lacks or has extent 1 in: when that slice is wholly invalid, the CPU executor and the
+        generated CUDA disagree on which dimensions of the empty region stay (F3)."""
+        def has_slice(n):
+            if isinstance(n, (Load, Win)):
                 return True
-            if len(getattr(n, "shape", ())) == 2 and n.shape[0] == 1 and rows > 1:
-                return True
+            if isinstance(n, Ref):
+                return n.name in self.bcast_vars or n.view is not None
             if isinstance(n, Red):
                 return False
-            kids = [getattr(n, a) for a in ("a", "b", "c", "base") if isinstance(getattr(n, a, None), Node)]
-            kids += list(getattr(n, "args", []) or [])
-            r = n.shape[0] if len(getattr(n, "shape", ())) == 2 else rows
-            return any(walk(k, r) for k in kids)
-        return walk(node, node.shape[0] if len(node.shape) == 2 else 1)
+            return any(has_slice(k) for k in _kids(n))
+
+        def walk(n):
+            if isinstance(n, Ref):
+                return n.name in self.bcast_vars
+            if isinstance(n, (Bin, Where, Call)):
+                ops = _kids(n)
+                if any(k.shape and k.shape != n.shape and has_slice(k) for k in ops):
+                    return True
+            return any(walk(k) for k in _kids(n))
+        return walk(node)
 
     def _red_fix(self, node, fam):
+        if self.broadcasts(node.a):
+            self.g.features.add("reduce_bcast")
         # rowmax of an i8 tile is i8: widen so the expression stays in its family
         if not M.is_float(fam) and node.ty != fam:
             return Conv(fam, node)
@@ -1416,6 +1486,8 @@ class ExprScope:
         a = self.dot_operand((R, K), dt, depth - 1)
         b = self.dot_operand((C, K) if trans else (K, C), dt, depth - 1)
         d = Dot(a, b, trans)
+        if self.broadcasts(a) or self.broadcasts(b):
+            g.features.add("reduce_bcast")
         if fam == "i64":
             return Conv("i64", d)
         if d.mag > 1e6 and M.is_float(fam):
@@ -1538,7 +1610,7 @@ class ExprScope:
             return
         shape = main if g.chance(0.7) else tuple(n + g.ri(1, 3) for n in main)
         v = self.gen(shape, fam, g.ri(1, 3))
-        if len(shape) == 2 and self.row_broadcast(v):
+        if self.broadcasts(v):
             self.bcast_vars.add(name)
         if kind == "typed":
             ty = {"f32": g.pick(["f32", "f16", "bf16", "f64"]), "f64": g.pick(["f64", "f32"]), "i32": g.pick(["i32", "i8", "i64"]),
