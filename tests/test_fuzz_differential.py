@@ -40,7 +40,7 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 CPU_KNOWN = ("zero_extent", "bcast_store_neg")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast", "dead_tile")
 
 
 def _programs():
@@ -238,6 +238,28 @@ def test_finding_f3_invalid_broadcast_row_empties_the_region(tmp_path):
     np.testing.assert_array_equal(cpu, -7)              # the CPU executor writes nothing
     EMU.run(generate(mod.k.ir(), F3), [X, emu, 10], {}, (1,), workdir=str(tmp_path))
     np.testing.assert_array_equal(emu, cpu)
+
+
+F4 = """
+@launch(256)
+kernel k(X: tensor<f32>[32, 32], Y: tensor<f32>[32, 32]) {
+  var dead: tile<f16>[8, 24] = 1.0
+  var v: tile<f32>[32, 32] = 2.0
+  Y[0 :+ 32, :] = transpose(v * X[0 :+ 32, :])
+}
+"""
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F4: the dead tile's fill lands in the live tile's bytes", strict=True)
+def test_finding_f4_a_dead_tile_does_not_clobber_a_live_one(tmp_path):
+    import tilenb
+    from tilenb.codegen import generate
+    mod = tilenb.compile(F4, backend="cpu")
+    X = np.ones((32, 32), np.float32)
+    Y = np.zeros((32, 32), np.float32)
+    EMU.run(generate(mod.k.ir(), F4), [X, Y], {}, (1,), workdir=str(tmp_path))
+    np.testing.assert_array_equal(Y, 2.0)
 
 
 @pytest.mark.gpu

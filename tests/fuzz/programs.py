@@ -57,6 +57,8 @@ KNOWN_BUGS = {
     "zero_extent": "K5: tensors with a zero extent",
     "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
                    "broadcasting it (generated CUDA)",
+    "dead_tile": "F4: a tile written and never read shares bytes with a live tile, and no barrier separates its "
+                 "writes from the live tile's",
     "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
                     "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
                     "other does not",
@@ -432,6 +434,7 @@ class Gen:
             S.bind(target)
         for _ in range(self.pick([1, 2, 3], [3, 2, 1])):
             S.store(target)
+        S.finish(target)
 
     def snip_if(self, k):
         """A uniform if/else around tile statements (on a scalar parameter)."""
@@ -455,6 +458,7 @@ class Gen:
         S.bind(self.stmts, force=self.pick(["tile_view", "var", "view"]))
         for _ in range(self.pick([1, 2])):
             S.store(self.stmts)
+        S.finish(self.stmts)
 
     def snip_tilewin(self, k):
         """A filled tile written through windows at constant or runtime starts, then read."""
@@ -465,6 +469,7 @@ class Gen:
             S.bind(self.stmts, force="fill")
         for _ in range(self.pick([1, 2])):
             S.store(self.stmts)
+        S.finish(self.stmts)
 
     def snip_flat(self, k):
         """flat(t): a [R, C] tile seen as one row, written and read through windows."""
@@ -1092,7 +1097,37 @@ class ExprScope:
         self.inputs: Dict[str, List[str]] = {}
         self.widths: Dict[str, object] = {}
         self.bcast_vars = set()          # tile vars whose value broadcast one row along more (F3)
+        self.used = set()                # tile vars something reads
         self.nfn = 0
+
+    def use(self, name):
+        """Mark tile variable `name` read (and what a view of it views)."""
+        self.used.add(name)
+        for v in self.vars:
+            if v.name == name and isinstance(v.view, Win) and isinstance(v.view.base, Ref):
+                self.used.add(v.view.base.name)
+
+    def finish(self, out: List[Stmt]):
+        """Tiles nothing read are stored out, each into a tensor of its own (a few stay dead:
+        a tile written and never read, `dead_tile`, F4)."""
+        g = self.g
+        for v in self.vars:
+            if v.name in self.used or v.kind in ("view",):
+                continue
+            if g.chance(0.15):
+                g.features.add("dead_tile")
+                continue
+            ty = v.ty
+            if len(v.shape) == 2:
+                # each CTA its own block of the output (the tile may be larger than the CTA's window)
+                rows, cols = v.shape
+                Y = g.tensor("Y", ty, [g.G * rows + g.ri(0, 2), cols * g.GY + g.ri(0, 2)], role="out")
+                st = [CTX_BX * rows, CTX_BY * cols if g.GY > 1 else Ix.const(0)]
+            else:
+                Y = g.tensor("Y", ty, [g.dim("N", g.G * v.shape[0] + g.ri(0, 3), row_length=True)], role="out")
+                st = [CTX_BX * v.shape[0]]
+            self.use(v.name)
+            out.append(Store(Y, "tensor", st, list(v.shape), Ref(v.name, ty, v.shape, v.exact, v.mag, view=v.view)))
 
     def setup(self, readback=False, rank=None):
         g = self.g
@@ -1245,6 +1280,7 @@ class ExprScope:
                 v = g.pick(tv)
                 g.features.add("uniform_elem")
                 idx = [Ix.const(g.ri(0, n - 1)) for n in v.shape]
+                self.use(v.name)
                 return Elem(v.name, v.ty, idx, True, v.mag, v.exact)
             dt = fam
             name, trank = self.in_tensor(dt, (1,))
@@ -1266,6 +1302,7 @@ class ExprScope:
         if not cands:
             return None
         v = g.pick(cands)
+        self.use(v.name)
         base = Ref(v.name, v.ty, v.shape, v.exact, v.mag, view=v.view)
         if tuple(v.shape) == tuple(shape) and g.chance(0.6):
             return base
