@@ -197,17 +197,19 @@ class Win(Node):
 
 
 def flatten(t: M.TV) -> M.TV:
-    """flat(t) of a wholly valid [R, C] tile: one row [1, R*C] of the same elements. (The
-    fuzzer marks programs that flatten a partly valid tile; the spec leaves that region open.)"""
+    """flat(t) of an [R, C] tile: one row [1, R*C] of the same elements. Its valid region is a
+    run (docs/spec.md section 6): from t's first valid element in row-major order up to the first
+    invalid element after it (all of t's valid elements when they are contiguous)."""
     r, c = t.shape
     err = np.broadcast_to(t.err, t.shape).reshape(1, r * c)
-    whole = all(a <= 0 for a in t.lo) and all(b >= n for b, n in zip(t.hi, t.shape))
-    if whole:
-        return M.TV(t.data.reshape(1, r * c), t.ty, (0, 0), (1, r * c), err)
-    # a partly valid tile: the elements of the valid rows' span, as far as one range can say
-    lo = t.lo[0] * c + t.lo[1]
-    hi = (t.hi[0] - 1) * c + t.hi[1] if t.hi[0] > t.lo[0] and t.hi[1] > t.lo[1] else lo
-    return M.TV(t.data.reshape(1, r * c), t.ty, (0, lo), (1, max(lo, hi)), err)
+    (r0, c0), (r1, c1) = t.lo, t.hi
+    if r1 <= r0 or c1 <= c0:
+        lo = hi = 0
+    elif c0 == 0 and c1 == c:
+        lo, hi = r0 * c, r1 * c
+    else:
+        lo, hi = r0 * c + c0, r0 * c + c1
+    return M.TV(t.data.reshape(1, r * c), t.ty, (0, lo), (1 if hi > lo else 0, hi), err)
 
 
 class Bin(Node):

@@ -9,9 +9,8 @@ text runs with `prog.args()`. Predicates for the usual failures: `emulator_diffe
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, Optional
 
-import numpy as np
 
 
 def _split(text: str):
