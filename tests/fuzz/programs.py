@@ -332,8 +332,10 @@ class Gen:
         spec = ", ".join(str(d) for d in dims)
         self.params.append(("tensor", name, dt))
         self.decls.append(f"{name}: tensor<{dt}>[{spec}]")
-        if role == "in":
+        if role in ("in", "inout"):
             self.values[name] = self.data(dt, shape)
+            if role == "inout":         # read and written: compared as an output
+                self.outputs.append(name)
         else:
             kind = "float" if M.is_float(dt) else "int"
             v = SENTINEL[kind] if fill is None else fill
@@ -1025,25 +1027,99 @@ class Gen:
 
     # ---- snippet: global read-back ---------------------------------------------------------
     def snip_readback(self, k):
-        """A tensor written by a tile store (or per-thread element writes), then read in the
-        same CTA at other threads' elements."""
+        """A tensor written and read by different threads of one CTA (spec 13's hazards through
+        global memory): a tile store read back at other elements (RAW), a tensor read then
+        overwritten (WAR), a statement that reads and writes one tensor shifted (in place),
+        per-thread element writes read back by a tile statement, atomics read back."""
         self.features.add("gmem_hazard")
         S = ExprScope(self, k)
         S.setup(rank=2)
         R, C = S.R, S.C
         fam = self.pick(["f32", "i32"])
         ty = fam
-        Y = S.out_tensor(ty, (R, C + 2))
-        val = S._fit(S.gen((R, C), fam, 2), ty)
-        self.stmts.append(Store(Y, "tensor", [S.r, S.c], [R, C], val))
-        Z = S.out_tensor(ty, (R, C))
+        one = Lit(1 if fam == "i32" else 1.0, ty)
+        mag = 2.0 if fam == "f32" else 1000.0
         d = self.ri(0, 2)
-        back = Load(Y, ty, [S.r, S.c + d], [R, C], val.mag, exact=val.exact)
-        self.stmts.append(Store(Z, "tensor", [S.r, S.c], [R, C], Bin("+", back, Lit(1 if fam == "i32" else 1.0, ty))))
-        if self.chance(0.5):        # the transposed read: every thread reads another's elements
-            Z2 = self.tensor("Y", ty, [C + 1, self.G * R + 2], role="out")
-            self.stmts.append(Store(Z2, "tensor", [Ix.const(0), S.r], [C, R],
-                                    Tr(Load(Y, ty, [S.r, S.c], [R, C], val.mag, exact=val.exact))))
+        form = self.pick(["raw", "war", "inplace", "elem", "atomic"], [3, 2, 2, 2, 1])
+        self.features.add(f"gmem_{form}")
+        if form == "raw":
+            Y = S.out_tensor(ty, (R, C + 2))
+            val = S._fit(S.gen((R, C), fam, 2), ty)
+            self.stmts.append(Store(Y, "tensor", [S.r, S.c], [R, C], val))
+            Z = S.out_tensor(ty, (R, C))
+            back = Load(Y, ty, [S.r, S.c + d], [R, C], val.mag, exact=val.exact)
+            self.stmts.append(Store(Z, "tensor", [S.r, S.c], [R, C], Bin("+", back, one)))
+            if self.chance(0.5):        # the transposed read: every thread reads another's elements
+                Z2 = self.tensor("Y", ty, [C + 1, self.G * R + 2], role="out")
+                self.stmts.append(Store(Z2, "tensor", [Ix.const(0), S.r], [C, R],
+                                        Tr(Load(Y, ty, [S.r, S.c], [R, C], val.mag, exact=val.exact))))
+            return
+        # Y is read and written; its columns past the CTA's window are read, never written
+        Y = self.tensor("Y", ty, [S.rows, S.ncols(C + d)], role="inout")
+        if form == "war":
+            Z = S.out_tensor(ty, (R, C))
+            if self.chance(0.5):
+                self.stmts.append(Bind("var", f"t{k}", Load(Y, ty, [S.r, S.c + d], [R, C], mag)))
+                read = Ref(f"t{k}", ty, (R, C), True, mag)
+            else:
+                read = Load(Y, ty, [S.r, S.c + d], [R, C], mag)
+            self.stmts.append(Store(Z, "tensor", [S.r, S.c], [R, C], Bin("+", read, one)))
+            self.stmts.append(Store(Y, "tensor", [S.r, S.c], [R, C], S._fit(S.gen((R, C), fam, 1), ty)))
+        elif form == "inplace":
+            shifted = Load(Y, ty, [S.r, S.c + d], [R, C], mag)
+            if self.chance(0.5):
+                self.stmts.append(Store(Y, "tensor", [S.r, S.c], [R, C], Bin("+", shifted, one)))
+            else:
+                self.stmts.append(Store(Y, "tensor", [S.r, S.c], [R, C], Tr(Load(Y, ty, [S.r, S.c], [C, R], mag))
+                                        if R == C else Bin("*", shifted, Lit(3 if fam == "i32" else 0.5, ty))))
+        elif form == "elem":
+            X = S.in_tensor(ty, (R, C))[0]
+            T = self.T
+            e = f"e{k}"
+            two = "2" if fam == "i32" else "2.0"
+            r_, c_ = S.r, S.c
+            lines = [f"for {e} in range(ctx.thread, {R * C}, {T}) {{",
+                     f"  {Y}[{r_.text} + {e} / {C}, {c_.text} + {e} % {C}] = {X}[{r_.text} + {e} / {C}, {c_.text} + {e} % {C}] * {two}",
+                     "}"]
+
+            def run(env, X=X, Y=Y, r_=r_, c_=c_):
+                r0, c0 = int(r_(env)), int(c_(env))
+                x, y = env.tensors[X], env.tensors[Y]
+                art = M.NP[ty]
+                with np.errstate(all="ignore"):
+                    for i in range(R):
+                        for j in range(C):
+                            if 0 <= r0 + i < y.shape[0] and 0 <= c0 + j < y.shape[1]:
+                                xv = x[r0 + i, c0 + j] if 0 <= r0 + i < x.shape[0] and 0 <= c0 + j < x.shape[1] else 0
+                                y[r0 + i, c0 + j] = art.type(xv) * art.type(2)
+            self.stmts.append(Raw(lines, run))
+            Z = S.out_tensor(ty, (R, C))
+            self.stmts.append(Store(Z, "tensor", [S.r, S.c], [R, C], Bin("+", Load(Y, ty, [S.r, S.c + d], [R, C], mag),
+                                                                      one)))
+        else:   # atomics into this CTA's row of A, then read back whole
+            T = self.T
+            n = self.ri(1, 3) * T + self.ri(0, T)
+            Sz = self.ri(1, 8)
+            A = f"A{len(self.params)}"
+            self.params.append(("tensor", A, "i32"))
+            self.decls.append(f"{A}: tensor<i32>[{self.G}, {Sz}]")
+            self.values[A] = np.zeros((self.G, Sz), np.int32)
+            self.outputs.append(A)
+            e = f"e{k}"
+            lines = [f"for {e} in range(ctx.thread, {n}, {T}) {{",
+                     f"  atomic_add({A}[ctx.block.x, {e} % {Sz}], i32({e}) + 1)",
+                     "}"]
+
+            def run(env, A=A, n=n, Sz=Sz):
+                a = env.tensors[A]
+                for ee in range(n):
+                    a[env.block[0], ee % Sz] += ee + 1
+            self.stmts.append(Raw(lines, run))
+            Z = self.tensor("Y", "i32", [self.G, Sz], role="out")
+            self.stmts.append(Store(Z, "tensor", [CTX_BX * 1, Ix.const(0)], [1, Sz],
+                                    Bin("*", Load(A, "i32", [CTX_BX * 1, Ix.const(0)], [1, Sz], 1e6), Lit(2, "i32"))))
+            self.idempotent = False
+            self.features.add("atomic_i32")
 
     # ---- program form: @autotune ----------------------------------------------------------
     def autotune_program(self):
