@@ -12,7 +12,11 @@ What is emulated, and how (the PTX ISA's definitions, "Warp-level matrix instruc
 - atomics (`tnb_atomic_add`, `tnb_atomic_max` of 32- and 64-bit types) are compare-and-swap
   loops on std::atomic_ref;
 - f16 uses the compiler's _Float16, bf16 rounds to nearest even in software; mma sums its
-  products in f32 in k order (hardware order differs: compare with tolerances).
+  products in f32 in k order (hardware order differs: compare with tolerances);
+- atomics (`atomicAdd`, `atomicMax`, `atomicCAS`) are std::atomic_ref operations, so the prelude's
+  compare-and-swap helpers run as written; the prelude's other helpers that need no PTX
+  (conversions, shifts, wrapping arithmetic) are taken from tilenb/codegen/prelude.py itself
+  (`prelude_helpers`), so the two cannot drift apart.
 
 Use: `run(kernel_source, args, dims, grid)` with a `tilenb.codegen.KernelSource`, the launch's
 arguments (numpy arrays, updated in place; Python numbers for scalars), the runtime dimensions in
@@ -103,7 +107,11 @@ inline int tnb_div(int a, int b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a
 inline long long tnb_div(long long a, long long b) { return b == 0 ? 0 : (b == -1 ? tnb_neg(a) : a / b); }
 inline int tnb_mod(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }
 inline long long tnb_mod(long long a, long long b) { return (b == 0 || b == -1) ? 0 : a % b; }
-inline long long tnb_cdiv(long long a, long long b) { return b == 0 ? 0 : (a + b - 1) / b; }
+inline long long tnb_cdiv(long long a, long long b) {  // as the prelude: exact for operands of any sign
+  if (b == 0) return 0;
+  long long q = tnb_div(a, b);
+  return (a % b != 0 && ((a > 0) == (b > 0))) ? q + 1 : q;
+}
 inline float tnb_min(float a, float b) { return std::fmin(a, b); }
 inline float tnb_max(float a, float b) { return std::fmax(a, b); }
 inline int tnb_min(int a, int b) { return b < a ? b : a; }
@@ -231,6 +239,110 @@ template <int N> inline void tnb_cp_wait() {
 }
 """
 
+# CUDA's device intrinsics and atomics on the host, for the prelude's helpers (prelude_helpers)
+EMU_INTRINSICS = r"""
+template <class I> inline I tnb_emu_trunc(double f, double lo, double hi) {
+  if (f != f) return (I)0;
+  double t = std::trunc(f);
+  return t <= lo ? (I)lo : (t >= hi ? (I)hi : (I)t);
+}
+inline int __float2int_rz(float f) { return tnb_emu_trunc<int>(f, -2147483648.0, 2147483647.0); }
+inline int __double2int_rz(double f) { return tnb_emu_trunc<int>(f, -2147483648.0, 2147483647.0); }
+inline unsigned __float2uint_rz(float f) { return tnb_emu_trunc<unsigned>(f, 0.0, 4294967295.0); }
+inline unsigned __double2uint_rz(double f) { return tnb_emu_trunc<unsigned>(f, 0.0, 4294967295.0); }
+inline long long tnb_emu_ll(double f) {
+  if (f != f) return (long long)0x8000000000000000ull;
+  double t = std::trunc(f);
+  if (t >= 9223372036854775807.0) return 9223372036854775807LL;
+  if (t <= -9223372036854775808.0) return (long long)0x8000000000000000ull;
+  return (long long)t;
+}
+inline long long __float2ll_rz(float f) { return tnb_emu_ll(f); }
+inline long long __double2ll_rz(double f) { return tnb_emu_ll(f); }
+inline float __double2float_rz(double d) {
+  float f = (float)d;
+  if (d == d && std::isfinite(f) && std::fabs((double)f) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  if (std::isinf(f) && std::isfinite(d)) f = std::copysign(3.40282347e+38f, (float)d);
+  return f;
+}
+template <class T> inline T atomicAdd(T* p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+}
+template <class T> inline T atomicCAS(T* p, T expect, T v) {
+  std::atomic_ref<T>(*p).compare_exchange_strong(expect, v); return expect;
+}
+template <class T> inline T atomicMax(T* p, T v) {
+  std::atomic_ref<T> a(*p); T old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {}
+  return old;
+}
+"""
+
+
+def prelude_helpers() -> str:
+    """The helpers of tilenb's CUDA prelude that need no PTX (no `asm`, no `#if` inside) and that
+    EMU_PRELUDE does not define itself (by signature), as host C++: the prelude's own text."""
+    import re
+
+    from tilenb.codegen.prelude import PRELUDE
+    have = {_signature(m) for m in re.findall(r"^(?:inline |template[^\n]*?inline )[^{;]*\)", EMU_PRELUDE, re.M)}
+    out = []
+    for item in _prelude_items(PRELUDE):
+        head = item.split("{", 1)[0]
+        if "asm" in item or "#" in item or _signature(head) in have:
+            continue
+        out.append(item.replace("__device__ __forceinline__", "inline"))
+    return "\n".join(out) + "\n"
+
+
+def _signature(head: str) -> str:
+    """'name(type, type)' of a C++ function declaration head (parameter names dropped)."""
+    import re
+    head = head.replace("__device__ __forceinline__", "inline")
+    m = re.search(r"(\w+)\s*\(([^)]*)\)\s*$", head.strip())
+    name, params = m.group(1), m.group(2)
+    types = []
+    for p in params.split(","):
+        p = p.strip()
+        if not p:
+            continue
+        words = re.sub(r"[&*]", lambda x: " " + x.group(0) + " ", p).split()
+        if len(words) > 1 and re.fullmatch(r"\w+", words[-1]) and words[-1] not in ("int", "float", "double", "long", "unsigned", "short", "char", "bool"):
+            words = words[:-1]
+        types.append(" ".join(words))
+    return f"{name}({', '.join(types)})"
+
+
+def _prelude_items(text: str):
+    """The top-level function definitions of the prelude's text, each whole (braces matched)."""
+    i, n = 0, len(text)
+    while True:
+        j = text.find("__device__ __forceinline__", i)
+        if j < 0:
+            return
+        start = text.rfind("\n", 0, j) + 1
+        if text[start:j].strip() and not text[start:j].strip().startswith("template"):
+            i = j + 1
+            continue
+        k = text.find("{", j)
+        semi = text.find(";", j)
+        if k < 0 or (0 <= semi < k):
+            i = j + 1
+            continue
+        depth, m = 0, k
+        while m < n:
+            if text[m] == "{":
+                depth += 1
+            elif text[m] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            m += 1
+        yield text[start:m + 1]
+        i = m + 1
+
+
 def main_template(hooks: dict) -> str:
     """MAIN with its hook points (@ARGS@, @MAPS@, @CTA_START@, @THREAD_START@, @THREAD_END@)
     filled from `hooks` (C++ text; an absent hook is left empty), for emulators built on this one."""
@@ -298,7 +410,7 @@ def emulated_source(ks) -> str:
     import re
     body = re.sub(r"__shared__ __align__\(16\) unsigned char tnb_smem\[\d+\];", "unsigned char* const tnb_smem = g_smem;", body)
     body = body.replace("__shared__ ", "static ")
-    return EMU_PRELUDE + body
+    return EMU_PRELUDE + EMU_INTRINSICS + prelude_helpers() + body
 
 
 def run(ks, args, dims, grid, workdir=None, timeout=600):
@@ -346,10 +458,12 @@ def run(ks, args, dims, grid, workdir=None, timeout=600):
     exe = tmp / f"k_{key}"
     if not exe.exists():
         (tmp / f"k_{key}.cpp").write_text(text)
-        r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", "-o", str(exe), str(tmp / f"k_{key}.cpp")],
+        part = tmp / f"k_{key}.{os.getpid()}.part"       # renamed when whole: another process may share tmp
+        r = subprocess.run(["g++", "-std=c++20", "-O1", "-w", "-pthread", "-o", str(part), str(tmp / f"k_{key}.cpp")],
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode:
             raise RuntimeError(f"g++ failed:\n{r.stderr[:6000]}")
+        os.replace(part, exe)
     for k, a in enumerate(tensors):
         np.ascontiguousarray(a).tofile(tmp / f"in{k}.bin")
     r = subprocess.run([str(exe), str(tmp)], capture_output=True, text=True, timeout=timeout)
