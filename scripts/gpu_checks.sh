@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The device checks of issue 16 in one call, on a GPU machine whose python3 has CuPy (the
+# workplace's H200 image), from the project root; the Python wheels the image lacks travel in
+# .whl (../shared/tools/device-wheels). Writes its logs under $OUT (default out/gpu_checks).
+#   bash scripts/gpu_checks.sh [tests|fuzz|sanitizers|all]
+set -u
+OUT=${OUT:-out/gpu_checks}; mkdir -p "$OUT"
+what=${1:-all}
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TILENB_CACHE_DIR=/tmp/tnb-cache
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
+git log -1 --format=%h 2>/dev/null | tee -a "$OUT/machine.txt"
+t0=$(date +%s)
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -o addopts="" -q -m gpu -p no:cacheprovider -x --ignore=tests/browser tests/ \
+    > "$OUT/pytest_gpu.txt" 2>&1; echo "pytest -m gpu rc $? in $(( $(date +%s) - t0 )) s"; tail -4 "$OUT/pytest_gpu.txt"
+fi
+if [ "$what" = fuzz ] || [ "$what" = all ]; then
+  t1=$(date +%s)
+  timeout ${FUZZ_TIMEOUT:-300} python3 scripts/fuzz_gpu.py --programs ${PROGRAMS:-2000} --workers 16 --out /tmp/fuzz > "$OUT/fuzz.txt" 2>&1
+  echo "fuzz rc $? in $(( $(date +%s) - t1 )) s"; tail -25 "$OUT/fuzz.txt"
+  tar -czf "$OUT/fuzz_fails.tgz" -C /tmp fuzz 2>/dev/null
+fi
+if [ "$what" = sanitizers ] || [ "$what" = all ]; then
+  for tool in memcheck racecheck synccheck; do
+    t1=$(date +%s)
+    timeout ${SAN_TIMEOUT:-150} python3 scripts/fuzz_gpu.py --programs ${SAN_PROGRAMS:-300} --sanitizer $tool --out /tmp/fuzz_$tool \
+      > "$OUT/fuzz_$tool.txt" 2>&1
+    echo "$tool rc $? in $(( $(date +%s) - t1 )) s"; tail -6 "$OUT/fuzz_$tool.txt"
+  done
+  tar -czf "$OUT/sanitizer_logs.tgz" -C /tmp fuzz_memcheck fuzz_racecheck fuzz_synccheck 2>/dev/null
+fi
