@@ -329,7 +329,10 @@ def test_emulated_attention_with_q_at_a_column_offset_matches_the_cpu_executor(c
 def test_gpu_attention_every_variant_matches_the_cpu_executor(shape):
     H, N, Nk = shape
     gpu_mod, cpu_mod = _mod(SK.ATTENTION, "cuda"), _mod(SK.ATTENTION)
+    skipped = cpu_mod.attention_bf16.checked.skipped    # variants no GPU can hold (the checker says why)
     for variant in ATTENTION_VARIANTS:
+        if tuple(sorted(variant.items())) in skipped:
+            continue
         rng = np.random.default_rng(4)
         args = _attention_args(rng, H, N, Nk, variant["D"])
         cpu = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
