@@ -196,7 +196,6 @@ kernel shift(X: tensor<f32>[2, 16], Y: tensor<f32>[2, 16], s: i32) {
 
 
 @pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F1: generated as a copy, not a broadcast", strict=True)
 def test_finding_f1_store_of_an_extent_one_slice_broadcasts(tmp_path):
     import tilenb
     from tilenb.codegen import generate
