@@ -37,10 +37,10 @@ NVRTC_PROGRAMS = int(os.environ.get("TILENB_FUZZ_NVRTC", "8"))
 EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 
 # Known bugs that show on the CPU executor itself; the others show only in the generated CUDA.
-CPU_KNOWN = ("zero_extent", "bcast_store_neg", "flat_partial")
+CPU_KNOWN = ("zero_extent", "flat_partial")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast", "dead_tile")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "rt_tile_window", "reduce_bcast", "dead_tile")
 
 
 def _programs():
@@ -196,7 +196,6 @@ kernel shift(X: tensor<f32>[2, 16], Y: tensor<f32>[2, 16], s: i32) {
 
 
 @pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F1: generated as a copy, not a broadcast", strict=True)
 def test_finding_f1_store_of_an_extent_one_slice_broadcasts(tmp_path):
     import tilenb
     from tilenb.codegen import generate

@@ -53,10 +53,7 @@ KNOWN_BUGS = {
     "gmem_hazard": "K2: no barrier orders a global write before other threads' reads in the CTA",
     "flat_partial": "K3: flat of a partly valid tile (main's spec now says its region is a run; the CPU executor before "
                     "that made invalid elements valid)",
-    "bcast_store_neg": "K4: a broadcast store at a negative runtime start",
     "zero_extent": "K5: tensors with a zero extent",
-    "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
-                   "broadcasting it (generated CUDA)",
     "dead_tile": "F4: a tile written and never read shares bytes with a live tile, and no barrier separates its "
                  "writes from the live tile's",
     "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "

@@ -961,9 +961,11 @@ class _Gen(MmaGen):
         self.skeys[id(e)] = k
         return k
 
-    def hoist_row_reductions(self, value, i):
+    def hoist_row_reductions(self, value, i, domain):
         """Evaluate once per chunk the row reductions an elementwise value broadcasts along the
-        row (rowmax(x) in x - rowmax(x)): every element of a chunk shares its row."""
+        row (rowmax(x) in x - rowmax(x)): every element of a chunk shares its row. Only those
+        whose rows are the sweep's (a value of one row broadcast to the `domain`'s rows is left
+        to `elem_value`, which reads its row 0)."""
         if not isinstance(value.type, ir.TileT):
             return
         found = []
@@ -978,7 +980,7 @@ class _Gen(MmaGen):
             for c in ir.sub_exprs(e):
                 if isinstance(c.type, ir.TileT):
                     visit(c, rows_same and shape2(c.type.shape)[0] == shape2(e.type.shape)[0])
-        visit(value, True)
+        visit(value, shape2(value.type.shape)[0] == domain[0])
         for r in found:
             self.ev(r, At(i, 0, None, None, False))
 
@@ -1897,7 +1899,8 @@ class _Gen(MmaGen):
                     cs = shape2(c.type.shape)
                     visit(c, ident and cs == shape2(e.type.shape), cols and cs[1] == Cc)
         if isinstance(value.type, ir.TileT):
-            visit(value, True, shape2(value.type.shape)[1] == Cc)
+            vs = shape2(value.type.shape)
+            visit(value, vs == (R, Cc), vs[1] == Cc)
         return out
 
     def invariant_divisions(self, value, domain):
@@ -2061,7 +2064,7 @@ class _Gen(MmaGen):
             self.emit(f"// the value is {leaves[0][1].sym.name}'s elements, stored as they are")
             out = f"{leaves[0][2]}[{q}]"
         else:
-            self.hoist_row_reductions(value, i)
+            self.hoist_row_reductions(value, i, domain)
             saved, saved_b, saved_d = dict(self.pre), set(self.pre_bcast), dict(self.fast_div)
             self.emit(f"__align__(16) {ost} {out}[{V}];")
             divs = self.invariant_divisions(value, domain)
@@ -2092,7 +2095,7 @@ class _Gen(MmaGen):
                     self.pre[id(e)] = self.vector_elem(buf, q, vv, loc.dtype)
                     if shape2(loc.shape) != (R, Cc):
                         self.pre_bcast.add(id(e))
-                val = self.elem_value(value, At(i, j, None, None, True))
+                val = self.elem_value(value, At(i, j, None, None, True), domain)
                 if pack:
                     self.emit(f"{res}[{vv}] = {C.convert(val, value.type.dtype, 'f32')};")
                 else:
@@ -2417,7 +2420,7 @@ class _Gen(MmaGen):
         else:
             self.emit(f"const int {i} = {k} / {per_row}, {j0} = ({k} % {per_row}) * {V};")
         if hoist is not None and V > 1:
-            self.hoist_row_reductions(hoist, i)
+            self.hoist_row_reductions(hoist, i, domain)
         if V == 1:
             body(At(i, j0, f"{slot_base}" if slot_base else None, layout, True))
             return
