@@ -57,8 +57,6 @@ KNOWN_BUGS = {
     "zero_extent": "K5: tensors with a zero extent",
     "bcast_store": "F1: a store of a slice of extent 1 into a wider window reads consecutive elements instead of "
                    "broadcasting it (generated CUDA)",
-    "dead_tile": "F4: a tile written and never read shares bytes with a live tile, and no barrier separates its "
-                 "writes from the live tile's",
     "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
                     "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
                     "other does not",
