@@ -40,7 +40,7 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 CPU_KNOWN = ("zero_extent", "flat_partial")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "rt_tile_window", "reduce_bcast", "dead_tile")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "rt_tile_window", "reduce_bcast")
 
 
 def _programs():
@@ -251,7 +251,6 @@ kernel k(X: tensor<f32>[32, 32], Y: tensor<f32>[32, 32]) {
 
 
 @pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F4: the dead tile's fill lands in the live tile's bytes", strict=True)
 def test_finding_f4_a_dead_tile_does_not_clobber_a_live_one(tmp_path):
     import tilenb
     from tilenb.codegen import generate

@@ -61,6 +61,7 @@ import numpy as np
 
 from .. import ir
 from .global_memory import CLASS_BASE, OFF_PARTITION_BASE, GlobalCells, global_cells
+from .copies import tile_swizzles
 from .lifetimes import Lifetimes
 from .ownership import Access, StatementPlan
 from .partition import owners
@@ -182,11 +183,16 @@ def _clashes(x: np.ndarray, e: "_Effect") -> np.ndarray:
     return (x != NONE) & (x != e.clash)
 
 
-def _elements(plan: StatementPlan, a: Access, threads: int):
+def _elements(plan: StatementPlan, a: Access, threads: int, swizzle=None):
     """(first byte of each element the access touches, sorted and distinct; the thread that
     touches it: one thread id, or ANY when several do, or the mode's ANY / UNKNOWN). Every byte
-    of an element has the element's thread, since one access's elements never overlap in part."""
+    of an element has the element's thread, since one access's elements never overlap in part.
+    swizzle: the tile's XOR swizzle in the generated code (`copies.tile_swizzles`), which moves
+    its elements to other bytes (None: row-major)."""
     offs = np.concatenate([l.offsets().ravel() for l in a.layouts])
+    if swizzle is not None:
+        inside = (offs >= 0) & (offs < a.storage.type.size)
+        offs = np.where(inside, swizzle(np.where(inside, offs, 0)), offs)
     increasing = len(a.layouts) == 1 and bool((offs[1:] > offs[:-1]).all())   # sorted and distinct already
     if a.mode == "partition":
         thr = owners(plan.shape, plan.vector_width, threads).ravel()
@@ -253,15 +259,19 @@ def _to_cells(cell_of: np.ndarray, starts: np.ndarray, eb: int, thread: np.ndarr
 def _effects(plans: Tuple[StatementPlan, ...], threads: int, size: int):
     """Every shared-memory access of every plan as an effect on cells, and the number of cells.
     Accesses that touch the same elements alike (the same tile through the same layouts and
-    partition) share one computation."""
+    partition) share one computation. A swizzled tile's elements are at the bytes the generated
+    code puts them (`copies.tile_swizzles`, the one decision the generator also reads), so a
+    tile placed in the bytes of another (a dead one) meets it where it really does."""
+    swizzles = tile_swizzles(plans, threads)
     found, memo = [], {}
     for plan in plans:
         for a in plan.accesses:
             if a.space == "shared":
+                sw = swizzles.get(id(a.storage))
                 key = (a.mode, a.layouts, a.base_byte, a.elem_bytes,
-                       (tuple(plan.shape), plan.vector_width) if a.mode == "partition" else None)
+                       (tuple(plan.shape), plan.vector_width) if a.mode == "partition" else None, sw)
                 if key not in memo:
-                    memo[key] = _elements(plan, a, threads)
+                    memo[key] = _elements(plan, a, threads, sw)
                 found.append((plan, a, key))
     cell_of = _cells([(st, k[3], th) for k, (st, th) in memo.items()], size)
     cells = {k: _to_cells(cell_of, st, k[3], th) for k, (st, th) in memo.items()}
