@@ -40,7 +40,7 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 CPU_KNOWN = ("zero_extent", "bcast_store_neg", "flat_partial")
 # Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
 # missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast", "dead_tile")
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast", "dead_tile", "rt_view_window")
 
 
 def _programs():
@@ -262,6 +262,29 @@ def test_finding_f4_a_dead_tile_does_not_clobber_a_live_one(tmp_path):
     Y = np.zeros((32, 32), np.float32)
     EMU.run(generate(mod.k.ir(), F4), [X, Y], {}, (1,), workdir=str(tmp_path))
     np.testing.assert_array_equal(Y, 2.0)
+
+
+F5 = """
+@launch(32)
+kernel viewwin(X: tensor<f32>[4, 16], Y: tensor<f32>[1, 8], s: i32) {
+  let v = X[0 :+ 2, 0 :+ 8]
+  Y[0 :+ 1, 0 :+ 8] = v[0 :+ 1, s :+ 8]
+}
+"""
+
+
+@pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F5: the window reads X past the view", strict=True)
+def test_finding_f5_a_view_window_at_a_runtime_start_stops_at_the_view(tmp_path):
+    import tilenb
+    from tilenb.codegen import generate
+    mod = tilenb.compile(F5, backend="cpu")
+    X = np.arange(64, dtype=np.float32).reshape(4, 16)
+    cpu, emu = np.full((1, 8), -7, np.float32), np.full((1, 8), -7, np.float32)
+    mod.viewwin[1](X, cpu, 4)
+    np.testing.assert_array_equal(cpu, [[4, 5, 6, 7, -7, -7, -7, -7]])     # outside the view: not written
+    EMU.run(generate(mod.viewwin.ir(), F5), [X, emu, 4], {}, (1,), workdir=str(tmp_path))
+    np.testing.assert_array_equal(emu, cpu)
 
 
 @pytest.mark.gpu
