@@ -155,6 +155,8 @@ def check_emulated(prog: Program, workdir, variant=None) -> Result:
     """The generated CUDA (code for any target) run on the CPU by tests/cuda_emulator.py, against
     the CPU executor, within the oracle's tolerances."""
     import cuda_emulator as EMU
+    if "cluster" in prog.features:
+        return Result("unsupported", "emulator", "the emulator has no thread block clusters (distributed shared memory)")
     srcs = cuda_sources(prog, None)
     if isinstance(srcs, Result):
         return srcs

@@ -23,7 +23,13 @@ expression and statement functions (`fn`), loops that carry tiles (`loop_carry`,
 and continue (`thread`), per-thread writes of tile elements with `barrier()` (`tile_elems`),
 global read-back within a CTA (`gmem_hazard`), atomics (`atomic_<type>`), scalar parameters
 (`scalar_param`), broadcast stores (`bcast_store`, `bcast_store_neg`), `@autotune`
-(`autotune`), `@registers` (`registers`), several CTAs (`grid2d`, `multi_cta`).
+(`autotune`), `@registers` (`registers`), several CTAs (`grid2d`, `multi_cta`); large tiles
+with `@dynshared` (`big`), whole-row `:` slices (`whole_rows`), an online-softmax attention
+loop (`attention`), loops reading the carried tile at other elements (`loop_read_other`),
+per-thread reads of a tile a tile statement writes (`thread_reads_tile`), the forms of global
+read-back (`gmem_raw`, `gmem_war`, `gmem_inplace`, `gmem_elem`, `gmem_atomic`), thread block
+clusters with cluster reductions (`cluster`), reductions and dots of broadcast slices
+(`reduce_bcast`), tiles written and never read (`dead_tile`).
 
 The oracle (`Program.expected`) runs the program with tests/fuzz/model.py, written from
 docs/spec.md without the CPU executor; it also gives each output element an error bound (the
@@ -54,6 +60,8 @@ KNOWN_BUGS = {
     "flat_partial": "K3: flat of a partly valid tile (main's spec now says its region is a run; the CPU executor before "
                     "that made invalid elements valid)",
     "zero_extent": "K5: tensors with a zero extent",
+    "rt_view_window": "F5: a window of a let view of a tensor at a runtime start reads the tensor past the view "
+                      "(the CPU executor: invalid outside the view)",
     "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
                     "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
                     "other does not",
@@ -361,6 +369,8 @@ class Gen:
         if self.tune:
             out.append("@autotune(" + ", ".join(f"{k} in [{', '.join(map(str, v))}]" for k, v in self.tune.items()) + ")")
         out.append(f"@launch({self.T})")
+        if self.cluster:
+            out.append(f"@cluster({self.cluster})")
         if self.big:
             out.append("@dynshared")
         if self.registers:
@@ -375,18 +385,21 @@ class Gen:
         return "\n".join(out) + "\n"
 
     grid_text = None
+    cluster = 0
 
     def build(self) -> Program:
-        form = self.pick(["snippets", "autotune", "gemm"], [12, 1.5, 1.5])
+        form = self.pick(["snippets", "autotune", "gemm", "cluster"], [12, 1.5, 1.5, 1])
         if form == "autotune":
             self.autotune_program()
+        elif form == "cluster":
+            self.cluster_program()
         elif form == "gemm":
             self.gemm_loop(0)
         else:
             n = self.pick([1, 2, 3], [3, 3, 1])
             kinds = ["expr", "expr", "expr", "tilewin", "loop", "thread", "tile_elems", "atomic", "readback", "flat",
                      "views", "gemm", "if", "attention", "loop2", "thread_tiles"]
-            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1, 1, 1.5, 1, 1, 1, 1.5, 1.2]
+            weights = [3, 3, 3, 2, 2, 2, 1.5, 1.5, 1.5, 1, 1.5, 1, 1, 1, 1.5, 1.2]
             chosen = [self.pick(kinds, weights) for _ in range(n)]
             if set(chosen) <= {"expr", "tilewin", "views", "if"} and self.chance(0.2):
                 self.GY = 2
@@ -1035,7 +1048,7 @@ class Gen:
         one = Lit(1 if fam == "i32" else 1.0, ty)
         mag = 2.0 if fam == "f32" else 1000.0
         d = self.ri(0, 2)
-        form = self.pick(["raw", "war", "inplace", "elem", "atomic"], [3, 2, 2, 2, 1])
+        form = self.pick(["raw", "war", "inplace", "elem", "atomic"], [2, 2, 2, 2, 1])
         self.features.add(f"gmem_{form}")
         if form == "raw":
             Y = S.out_tensor(ty, (R, C + 2))
@@ -1115,6 +1128,68 @@ class Gen:
                                     Bin("*", Load(A, "i32", [CTX_BX * 1, Ix.const(0)], [1, Sz], 1e6), Lit(2, "i32"))))
             self.idempotent = False
             self.features.add("atomic_i32")
+
+    # ---- program form: a thread block cluster --------------------------------------------
+    def cluster_program(self):
+        """A row split over the n CTAs of a cluster, each holding a slice, combining a row
+        statistic with cluster_sum / cluster_max / cluster_min (sm_90: distributed shared
+        memory), then using it; rank 0 stores the statistic."""
+        n = int(self.pick([2, 4, 8], [3, 2, 1]))
+        self.cluster = n
+        self.features.update({"cluster", "reduce"})
+        RB = self.ri(1, 4)
+        P = int(self.pick([8, 16, 32, 13] if not self.big else [64, 128, 256]))
+        W = n * P - self.pick([0, 0, self.ri(1, P - 1)])       # the last slice may be cut short
+        G = self.G
+        Mn = self.dim("M", G * RB + self.ri(-RB + 1, 1))
+        dt = self.pick(["f32", "f16", "bf16"])
+        op = self.pick(["sum", "max", "min"], [3, 1, 1])
+        X = self.tensor("X", dt, [Mn, W])
+        Y = self.tensor("Y", "f32", [Mn, W], role="out")
+        Sx = self.tensor("Y", "f32", [Mn, 1], role="out")
+        lines = [f"let r = ctx.cluster.x * {RB}",
+                 f"let c = ctx.cluster.rank * {P}",
+                 f"var x = f32({X}[r :+ {RB}, c :+ {P}])",
+                 f"var st: tile<f32>[{RB}, 1] = row{op}({'x * x' if op == 'sum' else 'x'})",
+                 f"cluster_{op}(st)",
+                 f"{Y}[r :+ {RB}, c :+ {P}] = x * st" if op == "sum" else f"{Y}[r :+ {RB}, c :+ {P}] = x - st",
+                 "if ctx.cluster.rank == 0 {",
+                 f"  {Sx}[r :+ {RB}, 0 :+ 1] = st",
+                 "}"]
+
+        def part(env, q):
+            cl = env.block[0] // n
+            x = M.assign("f32", (RB, P), M.load(env.tensors[X], dt, [cl * RB, q * P], [RB, P]))
+            e = M.binop("*", x, x) if op == "sum" else x
+            return x, M.assign("f32", (RB, 1), M.reduce(op, 1, e))
+
+        def run(env):
+            rank = env.block[0] % n
+            cl = env.block[0] // n
+            x, mine = part(env, rank)
+            ident = {"sum": 0.0, "max": -np.inf, "min": np.inf}[op]
+            acc = np.full((RB, 1), ident)
+            err = np.zeros((RB, 1))
+            absum = np.zeros((RB, 1))
+            for q in range(n):
+                v = part(env, q)[1]
+                m = v.mask()
+                d = v.data.astype(np.float64)
+                with np.errstate(all="ignore"):
+                    acc = np.where(m, acc + d if op == "sum" else (np.maximum(acc, d) if op == "max" else np.minimum(acc, d)), acc)
+                err = np.where(m, err + np.broadcast_to(v.err, (RB, 1)), err)
+                absum = np.where(m, absum + np.abs(d), absum)
+            if op == "sum":
+                err = err + n * 2.0 ** -23 * absum + M.EPS["f32"] * (1 + np.abs(acc))
+            data = np.where(mine.mask(), acc.astype(np.float32), mine.data)
+            st = M.TV(data, "f32", mine.lo, mine.hi, np.where(mine.mask(), err, 0.0))
+            val = M.binop("*", x, st) if op == "sum" else M.binop("-", x, st)
+            M.store(env.tensors[Y], "f32", env.terr[Y], [cl * RB, rank * P], [RB, P], val)
+            if rank == 0:
+                M.store(env.tensors[Sx], "f32", env.terr[Sx], [cl * RB, 0], [RB, 1], st)
+        self.stmts.append(Raw(lines, run))
+        self.grid_text = None
+        self.G = G * n
 
     # ---- program form: @autotune ----------------------------------------------------------
     def autotune_program(self):
@@ -1381,6 +1456,8 @@ class ExprScope:
                 val = g.ri(-2, n - m + 2)
                 starts.append(Ix.name(g.scalar("i32", val)))
                 g.features.add("rt_tile_window")
+                if v.kind == "view":
+                    g.features.add("rt_view_window")
             else:
                 starts.append(Ix.const(g.ri(0, n - m)))
         g.features.add("tile_window")
