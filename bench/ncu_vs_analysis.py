@@ -144,13 +144,13 @@ def cases() -> List[Case]:
     for dt in ("f32", "bf16"):
         tune = {"R": 1, "D": d, "NT": 256}
         out.append(Case("suite", f"rms_norm_{dt}", tune, {"M": m}, (m, 1), m,
-                        lambda rng, dt=dt: (_arr(rng, (m, d), dt), _arr(rng, (1, d), dt), _zeros((m, d), dt),
+                        lambda rng, dt=dt, m=m: (_arr(rng, (m, d), dt), _arr(rng, (1, d), dt), _zeros((m, d), dt),
                                             np.float32(1e-5))))
         out.append(Case("suite", f"layer_norm_{dt}", tune, {"M": m}, (m, 1), m,
-                        lambda rng, dt=dt: (_arr(rng, (m, d), dt), _arr(rng, (1, d), dt), _arr(rng, (1, d), dt),
+                        lambda rng, dt=dt, m=m: (_arr(rng, (m, d), dt), _arr(rng, (1, d), dt), _arr(rng, (1, d), dt),
                                             _zeros((m, d), dt), np.float32(1e-5))))
         out.append(Case("suite", f"softmax_{dt}", tune, {"M": m}, (m, 1), m,
-                        lambda rng, dt=dt: (_arr(rng, (m, d), dt), _zeros((m, d), dt))))
+                        lambda rng, dt=dt, m=m: (_arr(rng, (m, d), dt), _zeros((m, d), dt))))
     # the store-width probes (tests/test_sass_widths.py STORES): rows of 8 per CTA, M = 1000 rows
     if (ROOT / "bench" / "store_width_probe.py").exists():
         m = 1000
