@@ -869,7 +869,11 @@ class _Gen(MmaGen):
             self.emit(f"const long long {xv} = {x};")
             conds.append(f"{xv} >= 0 && {xv} < {ext}")
             if bounds is not None and bounds[k] is not None:
-                conds.append(f"{xv} >= {bounds[k][0]} && {xv} < {bounds[k][1]}")
+                blo, bhi = bounds[k]
+                if not (_is_int(blo) and blo <= 0):
+                    conds.append(f"{xv} >= {blo}")
+                if str(bhi) != str(ext):
+                    conds.append(f"{xv} < {bhi}")
             lin = xv if lin is None else f"({lin}) * {ext} + {xv}"
         return ptr, swz_c(swz, lin), " && ".join(conds) or "true", dt
 
