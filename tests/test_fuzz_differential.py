@@ -38,9 +38,8 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 
 # Known bugs that show on the CPU executor itself; the others show only in the generated CUDA.
 CPU_KNOWN = ("zero_extent", "bcast_store_neg", "flat_partial")
-# Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
-# missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "rt_tile_window", "reduce_bcast", "dead_tile")
+# Known bugs that show in the emulated CUDA.
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "bcast_store", "reduce_bcast", "dead_tile")
 
 
 def _programs():
@@ -207,8 +206,6 @@ def test_finding_f1_store_of_an_extent_one_slice_broadcasts(tmp_path):
     np.testing.assert_array_equal(Y, np.repeat(X[:, 3:4], 8, axis=1))
 
 
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F2: no barrier before the window (fixed on main by the "
-                          "'barriers' merge: drop this mark when merging)", strict=False)
 def test_finding_f2_full_length_window_at_a_runtime_start_has_its_barrier():
     """The window moves elements between threads (the copy into t gave each thread its own),
     so a barrier must separate the two statements, as it does for `s :+ 11`."""

@@ -48,8 +48,6 @@ SENTINEL = {"float": -1024.0, "int": 77}
 # Features whose programs hit a known bug (tests/fuzz/FINDINGS.md): K* were known before the
 # fuzzer and are being fixed elsewhere, F* are the fuzzer's own findings.
 KNOWN_BUGS = {
-    "rt_tile_window": "K1/F2: a tile window at a runtime start: read with 16-byte vectors nobody proved aligned (K1), "
-                      "and, when it is as long as the tile, no barrier before it (F2)",
     "gmem_hazard": "K2: no barrier orders a global write before other threads' reads in the CTA",
     "flat_partial": "K3: flat of a partly valid tile (main's spec now says its region is a run; the CPU executor before "
                     "that made invalid elements valid)",
