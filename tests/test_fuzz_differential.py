@@ -38,9 +38,8 @@ EMULATED = int(os.environ.get("TILENB_FUZZ_EMULATED", "3"))
 
 # Known bugs that show on the CPU executor itself; the others show only in the generated CUDA.
 CPU_KNOWN = ("zero_extent", "flat_partial")
-# Known bugs that show in the emulated CUDA (K1's misaligned reads fault on a GPU only; F2's
-# missing barrier shows on the emulator too).
-EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "rt_tile_window", "reduce_bcast", "rt_view_window")
+# Known bugs that show in the emulated CUDA.
+EMU_KNOWN = CPU_KNOWN + ("gmem_hazard", "reduce_bcast")
 
 
 def _programs():
@@ -207,8 +206,6 @@ def test_finding_f1_store_of_an_extent_one_slice_broadcasts(tmp_path):
     np.testing.assert_array_equal(Y, np.repeat(X[:, 3:4], 8, axis=1))
 
 
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F2: no barrier before the window (fixed on main by the "
-                          "'barriers' merge: drop this mark when merging)", strict=False)
 def test_finding_f2_full_length_window_at_a_runtime_start_has_its_barrier():
     """The window moves elements between threads (the copy into t gave each thread its own),
     so a barrier must separate the two statements, as it does for `s :+ 11`."""
@@ -264,25 +261,62 @@ def test_finding_f4_a_dead_tile_does_not_clobber_a_live_one(tmp_path):
 
 F5 = """
 @launch(32)
-kernel viewwin(X: tensor<f32>[4, 16], Y: tensor<f32>[1, 8], s: i32) {
-  let v = X[0 :+ 2, 0 :+ 8]
-  Y[0 :+ 1, 0 :+ 8] = v[0 :+ 1, s :+ 8]
+kernel vwin(X: tensor<f32>[5, 13], Y: tensor<f32>[2, 3], T: tensor<f32>[2, 3], W: tensor<f32>[3, 11],
+            Z: tensor<f32>[4], E: tensor<f32>[2], s: i32) {
+  let v = X[0 :+ 5, 4 :+ 6]
+  var w = v[1 :+ 2, s :+ 3]
+  Y[0 :+ 2, 0 :+ 3] = w
+  var t: tile<f32>[5, 13] = 2.0
+  let tv = t[0 :+ 5, 4 :+ 6]
+  T[0 :+ 2, 0 :+ 3] = tv[1 :+ 2, s :+ 3] + X[0 :+ 2, 0 :+ 3]
+  let o = W[0 :+ 3, 2 :+ 5]
+  o[0 :+ 3, s :+ 4] = X[0 :+ 3, 0 :+ 4]
+  let vv = v[1 :+ 4, 1 :+ 4]
+  Z[0 :+ 4] = vv[2, s :+ 4]
+  E[0] = v[1, s] + 0.5
+  E[1] = vv[0, s]
 }
 """
 
 
+def _f5_expected(X, s):
+    """F5's outputs from spec 8 (rule 7: a window of a view sees only the view's window, here
+    at the runtime start s), computed with numpy: Y, T, W, Z, E, each filled with -7 first."""
+    Y, T, W = np.full((2, 3), -7, np.float32), np.full((2, 3), -7, np.float32), np.full((3, 11), -7, np.float32)
+    Z, E = np.full(4, -7, np.float32), np.zeros(2, np.float32)
+    for j in range(3):
+        if 0 <= s + j < 6:                       # inside v (X's columns 4 .. 9)
+            Y[:, j] = X[1:3, 4 + s + j]
+            T[:, j] = 2.0 + X[0:2, j]            # t is wholly valid: only tv's window limits it
+    for j in range(4):
+        if 0 <= s + j < 5:                       # inside o (W's columns 2 .. 6)
+            W[:, 2 + s + j] = X[0:3, j]
+        if 0 <= s + j < 4:                       # inside vv (X's rows 1 .. 4, columns 5 .. 8)
+            Z[j] = X[3, 5 + s + j]
+    E[0] = (X[1, 4 + s] if 0 <= s < 6 else 0.0) + 0.5   # an element read outside the view is 0
+    E[1] = X[1, 5 + s] if 0 <= s < 4 else 0.0
+    return Y, T, W, Z, E
+
+
 @pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
-@pytest.mark.xfail(reason="tests/fuzz/FINDINGS.md F5: the window reads X past the view", strict=True)
-def test_finding_f5_a_view_window_at_a_runtime_start_stops_at_the_view(tmp_path):
+@pytest.mark.parametrize("s", [-2, 1, 3, 5])
+def test_finding_f5_window_of_a_view_at_a_runtime_start_stays_inside_the_view(s, tmp_path):
+    """tests/fuzz/FINDINGS.md F5: a window (or element) of a `let` view at a runtime start was
+    bounded by the base's extent only, so it read, and stored, the base's elements past the
+    view. Reduced from the fuzzer's program 1:71 (and five more of the GPU run)."""
     import tilenb
     from tilenb.codegen import generate
     mod = tilenb.compile(F5, backend="cpu")
-    X = np.arange(64, dtype=np.float32).reshape(4, 16)
-    cpu, emu = np.full((1, 8), -7, np.float32), np.full((1, 8), -7, np.float32)
-    mod.viewwin[1](X, cpu, 4)
-    np.testing.assert_array_equal(cpu, [[4, 5, 6, 7, -7, -7, -7, -7]])     # outside the view: not written
-    EMU.run(generate(mod.viewwin.ir(), F5), [X, emu, 4], {}, (1,), workdir=str(tmp_path))
-    np.testing.assert_array_equal(emu, cpu)
+    X = np.arange(65, dtype=np.float32).reshape(5, 13) + 1.0
+    want = _f5_expected(X, s)
+    for backend in ("cpu", "emulated"):
+        outs = [np.full(w.shape, -7, np.float32) for w in want]
+        if backend == "cpu":
+            mod.vwin[1](X, *outs, s)
+        else:
+            EMU.run(generate(mod.vwin.ir(), F5), [X, *outs, s], {}, (1,), workdir=str(tmp_path))
+        for name, got, exp in zip("YTWZE", outs, want):
+            np.testing.assert_array_equal(got, exp, err_msg=f"{backend}: {name} at s = {s}")
 
 
 @pytest.mark.gpu

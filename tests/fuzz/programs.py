@@ -54,14 +54,10 @@ SENTINEL = {"float": -1024.0, "int": 77}
 # Features whose programs hit a known bug (tests/fuzz/FINDINGS.md): K* were known before the
 # fuzzer and are being fixed elsewhere, F* are the fuzzer's own findings.
 KNOWN_BUGS = {
-    "rt_tile_window": "K1/F2: a tile window at a runtime start: read with 16-byte vectors nobody proved aligned (K1), "
-                      "and, when it is as long as the tile, no barrier before it (F2)",
     "gmem_hazard": "K2: no barrier orders a global write before other threads' reads in the CTA",
     "flat_partial": "K3: flat of a partly valid tile (main's spec now says its region is a run; the CPU executor before "
                     "that made invalid elements valid)",
     "zero_extent": "K5: tensors with a zero extent",
-    "rt_view_window": "F5: a window of a let view of a tensor at a runtime start reads the tensor past the view "
-                      "(the CPU executor: invalid outside the view)",
     "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
                     "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
                     "other does not",

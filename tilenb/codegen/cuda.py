@@ -100,6 +100,19 @@ def c_min(a, b):
     return f"min({a}, {b})"
 
 
+def c_max_ll(a, b):
+    """max of two index values of any integer C type (as long long)."""
+    if _is_int(a) and _is_int(b):
+        return max(a, b)
+    return f"tnb_max((long long)({a}), (long long)({b}))"
+
+
+def c_min_ll(a, b):
+    if _is_int(a) and _is_int(b):
+        return min(a, b)
+    return f"tnb_min((long long)({a}), (long long)({b}))"
+
+
 def c_clamp(v, lo, hi):
     if _is_int(v) and _is_int(lo) and _is_int(hi):
         return max(lo, min(hi, v))
@@ -197,6 +210,7 @@ class Loc:
     tile_region: Optional[List[Tuple[object, object]]]   # shared: (lo, hi) per base dim, or None
     swz: object = None           # shared: the tile's XOR swizzle (None: row-major)
     flat_of: object = None       # shared, through flat(t): t's TileVar (its region is flat_run's)
+    bounds: Optional[List[Optional[Tuple[object, object]]]] = None   # see ViewInfo.bounds
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -232,9 +246,16 @@ class Loc:
 
 @dataclass
 class ViewInfo:
+    """A `let` view resolved to its base: per base dimension an entry ("fix", x) or
+    ("rng", start, n), and `bounds`: per base dimension None or (lo, hi), the part [lo, hi) of
+    the base (base coordinates) that windows of the view may touch, the view's own window
+    narrowed by every enclosing view's (spec 8 rule 7; `cpu_memory.Window.lo/hi`). None
+    throughout when nothing narrows the base's extents; an entry is set only where a window
+    at a start not proved inside its view (a runtime start) can reach past the view."""
     base: ir.Sym
     flat: bool
     entries: List[tuple]
+    bounds: Optional[List[Optional[Tuple[object, object]]]] = None
 
 
 @dataclass
@@ -814,6 +835,10 @@ class _Gen(MmaGen):
         """(pointer, index, in-bounds condition, storage dtype) of one element."""
         idx = [self.scalar_as(x, "index") for x in e.indices]
         base, flat, entries = self.resolve(e.base, e.flat)
+        bounds = None
+        if entries is not None:      # through a view: only inside its window (and its enclosing views')
+            bounds = self.sub_bounds(entries, self.view_bounds(e.base), [ir.SubIndex(x) for x in e.indices],
+                                     [k for k, en in enumerate(entries) if en[0] == "rng"])
         if base.kind == "tensor":
             exts = [self.dim_c(d) for d in base.type.dims]
             ptr = self.cname(base)
@@ -839,10 +864,16 @@ class _Gen(MmaGen):
                     k += 1
         conds = []
         lin = None
-        for x, ext in zip(coords, exts):
+        for k, (x, ext) in enumerate(zip(coords, exts)):
             xv = self.new("e")
             self.emit(f"const long long {xv} = {x};")
             conds.append(f"{xv} >= 0 && {xv} < {ext}")
+            if bounds is not None and bounds[k] is not None:
+                blo, bhi = bounds[k]
+                if not (_is_int(blo) and blo <= 0):
+                    conds.append(f"{xv} >= {blo}")
+                if str(bhi) != str(ext):
+                    conds.append(f"{xv} < {bhi}")
             lin = xv if lin is None else f"({lin}) * {ext} + {xv}"
         return ptr, swz_c(swz, lin), " && ".join(conds) or "true", dt
 
@@ -857,6 +888,35 @@ class _Gen(MmaGen):
             v = self.views[id(sym)]
             return v.base, v.flat, v.entries
         return sym, flat, None
+
+    def view_bounds(self, sym: ir.Sym):
+        """ViewInfo.bounds of `sym` when `resolve` maps it to a view's base (else None)."""
+        if sym.kind == "view" and id(sym) in self.views and id(sym) not in self.tiles:
+            return self.views[id(sym)].bounds
+        return None
+
+    def sub_bounds(self, entries, bounds, subs, rng_idx):
+        """The bounds (ViewInfo.bounds) of a window `subs` of a view with `entries` and
+        `bounds`, subscript m applying to base dimension rng_idx[m]: a subscript whose start
+        (index) is a constant inside the view keeps the view's bound (the checker refuses a
+        constant window that leaves it); any other is bounded by the view's window as well."""
+        out = list(bounds) if bounds is not None else [None] * len(entries)
+        for k, sub in zip(rng_idx, subs):
+            en = entries[k]
+            if en[0] != "rng":
+                continue
+            st, n = en[1], en[2]
+            if isinstance(sub, ir.SubIndex):
+                x, ln = sub.index, 1
+            else:
+                x, ln = sub.start, sub.length
+            if isinstance(x, ir.Const) and _is_int(n) and 0 <= int(x.value) and int(x.value) + ln <= n:
+                continue
+            lo, hi = st, c_add(st, n)
+            if out[k] is not None:
+                lo, hi = c_max_ll(out[k][0], lo), c_min_ll(out[k][1], hi)
+            out[k] = (self.hoist(lo), self.hoist(hi))
+        return out if any(b is not None for b in out) else None
 
     # ---- scalar expressions
     def scalar(self, e) -> str:
@@ -1071,6 +1131,8 @@ class _Gen(MmaGen):
         if key in self.regions:
             return self.regions[key]
         base, bflat, entries = self.resolve(sym, flat)
+        of_view = entries is not None
+        bounds = self.view_bounds(sym) if of_view else None
         if base.kind == "tensor":
             exts = [self.dim_c(d) for d in base.type.dims]
             dt = base.type.dtype
@@ -1102,9 +1164,11 @@ class _Gen(MmaGen):
             if entries is None:
                 entries = [("rng", 0, x) for x in exts]
         if subs is not None:
+            if of_view:
+                bounds = self.sub_bounds(entries, bounds, subs, self.sub_dims(entries, subs))
             entries = self.apply_subs(entries, subs)
         loc = Loc(kind, base, dt, ptr, exts, entries, tile_region, tv.swz if kind == "shared" else None,
-                  tv if kind == "shared" and bflat else None)
+                  tv if kind == "shared" and bflat else None, bounds)
         self.regions[key] = loc
         return loc
 
@@ -1121,12 +1185,17 @@ class _Gen(MmaGen):
         self.emit(f"const int {v}_b = ({empty}) ? 0 : (({whole}) ? {r1} - 1 : {r0}) * {C} + {c1};")
         return (f"{v}_a", f"{v}_b")
 
-    def apply_subs(self, entries, subs):
+    def sub_dims(self, entries, subs):
+        """The base dimension each subscript of a window applies to (as apply_subs)."""
         rng_idx = [k for k, en in enumerate(entries) if en[0] == "rng"]
-        out = list(entries)
         if len(subs) != len(rng_idx):
             # a slice of the whole base (declared tile or tensor): one sub per dimension
             rng_idx = list(range(len(entries)))
+        return rng_idx
+
+    def apply_subs(self, entries, subs):
+        out = list(entries)
+        rng_idx = self.sub_dims(entries, subs)
         for k, sub in zip(rng_idx, subs):
             en = out[k]
             st = en[1] if en[0] == "rng" else 0
@@ -1149,7 +1218,8 @@ class _Gen(MmaGen):
         return v
 
     def loc_bounds(self, loc: Loc, with_tile_region: bool) -> Region:
-        """Rows/cols of the window inside the base (and inside the tile's valid region)."""
+        """Rows/cols of the window inside the base and the enclosing views' windows (and
+        inside the tile's valid region)."""
         ok = []
         rngs = []
         tile_region = loc.tile_region
@@ -1160,6 +1230,8 @@ class _Gen(MmaGen):
             lo_b, hi_b = 0, ext
             if with_tile_region and tile_region is not None:
                 lo_b, hi_b = tile_region[k]
+            if loc.bounds is not None and loc.bounds[k] is not None:   # inside the enclosing views
+                lo_b, hi_b = c_max_ll(lo_b, loc.bounds[k][0]), c_min_ll(hi_b, loc.bounds[k][1])
             if en[0] == "fix":
                 x = en[1]
                 if _is_int(x) and _is_int(lo_b) and _is_int(hi_b):
@@ -1611,15 +1683,19 @@ class _Gen(MmaGen):
         v = s.value
         if isinstance(v, ir.Ref):
             base, flat, entries = self.resolve(v.sym, False)
+            bounds = self.view_bounds(v.sym)
             if entries is None:
                 tv = self.tile_of(base)
                 if tv is not None and tv.space == "registers":
                     self.fail(f"a let view of the register tile '{base.name}'", s)
                 exts = [tv.shape[1]] if tv.rank == 1 else list(tv.shape)
                 entries = [("rng", 0, x) for x in exts]
-            self.views[id(s.sym)] = ViewInfo(base, flat, entries)
+            self.views[id(s.sym)] = ViewInfo(base, flat, entries, bounds)
         else:
             base, flat, entries = self.resolve(v.base, v.flat)
+            bounds = None
+            if entries is not None:      # a view of a view: it sees only the enclosing view's window
+                bounds = self.sub_bounds(entries, self.view_bounds(v.base), v.subs, self.sub_dims(entries, v.subs))
             if entries is None:
                 if base.kind == "tensor":
                     exts = list(base.type.dims)
@@ -1632,7 +1708,7 @@ class _Gen(MmaGen):
                     exts = [1, tv.shape[0] * tv.shape[1]] if flat else ([tv.shape[1]] if tv.rank == 1 else list(tv.shape))
                 entries = [("rng", 0, x) for x in exts]
             entries = self.apply_subs_named(entries, v.subs, s.sym)
-            self.views[id(s.sym)] = ViewInfo(base, flat, entries)
+            self.views[id(s.sym)] = ViewInfo(base, flat, entries, bounds)
         place = self.plan.tiles.get(id(s.sym))
         if id(s.sym) in self.streamed_views:
             self.emit("// read only by tensor-core dots, which stage it themselves (mma.py): no copy here")
@@ -1651,9 +1727,7 @@ class _Gen(MmaGen):
             self.tiles[id(s.sym)] = tv
 
     def apply_subs_named(self, entries, subs, sym):
-        rng_idx = [k for k, en in enumerate(entries) if en[0] == "rng"]
-        if len(subs) != len(rng_idx):
-            rng_idx = list(range(len(entries)))
+        rng_idx = self.sub_dims(entries, subs)
         out = list(entries)
         n = self.cname(sym)
         for m, (k, sub) in enumerate(zip(rng_idx, subs)):
