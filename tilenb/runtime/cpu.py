@@ -20,7 +20,8 @@ each other's order), and the threads of a CTA in lockstep, as vectorized lanes:
   interval (tilenb.runtime.cpu_debug).
 * Several threads storing to one element in one statement: the highest thread of the last CTA
   wins. Atomics (add, max on one tensor element) are applied one lane at a time, in CTA then
-  thread order, each rounded to the tensor's type.
+  thread order, each rounded to the tensor's type; a tile atomic (into a tensor slice) applies
+  each element valid in its value and inside the tensor once per CTA, in CTA order.
 
 Numeric semantics are in `cpu_values`, memory (tensors, tiles, windows, views) in `cpu_memory`.
 
@@ -40,7 +41,7 @@ from .. import ir
 from ..lang.diagnostics import TileError
 from ..types import DTYPES, operand_dtype
 from . import cpu_debug as D
-from .cpu_memory import (TensorRef, TileStore, Window, element_address, lanes_of, linear,
+from .cpu_memory import (TensorRef, TileStore, Window, atomic_window, element_address, lanes_of, linear,
                          read_element, read_window, sub_window, whole_window, write_element,
                          write_window, base_extents, base_array)
 from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
@@ -157,6 +158,8 @@ class _Executor:
             if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT) and s.sym.kind != "view":
                 self.tile_stmts.add(id(s))
             elif isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
+                self.tile_stmts.add(id(s))
+            elif isinstance(s, ir.Atomic) and s.tile:
                 self.tile_stmts.add(id(s))
         lines, offset, filename = source if source is not None else (None, 0, "<cell>")
         self.dbg = D.DebugContext(kir.name, lines, offset, filename, self._cta_coords)
@@ -431,6 +434,11 @@ class _Executor:
 
     def _atomic(self, s, act, cta):
         t = s.target
+        if isinstance(t, ir.Slice):      # a tile atomic: each valid element once, CTA by CTA
+            win = self._window(t, act)
+            val = self.ev(s.value, act)
+            atomic_window(win, val, s.value.type.dtype, s.op, cta, self.nb)
+            return
         addr = self._address(t, act)
         val = store_cast(np.asarray(self.ev(s.value, act)), s.value.type.dtype, t.type.dtype)
         if self.debug:
