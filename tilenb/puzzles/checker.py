@@ -36,6 +36,7 @@ compared by nbval.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -483,8 +484,11 @@ def _owner_text(o, would=False) -> str:
         return f"{what} at line {o.line} (`{o.text}`) in {where} {verb}"
     if o.atomic and len(o.threads) > 1:
         return (f"{len(o.threads)} threads of {where} (threads {_runs(np.asarray(o.threads))}) each add into it, in "
-                f"{what} at line {o.line} (`{o.text}`): every thread that runs an atomic adds its value, so the "
-                f"CTA's value is added {len(o.threads)} times; let one thread do it (`if ctx.thread == 0 {{ ... }}`)")
+                f"{what} at line {o.line} (`{o.text}`): every thread that runs an atomic of one element adds its "
+                f"value, so the CTA's value is added {len(o.threads)} times. Add the CTA's tile in one statement "
+                f"instead, with a tile atomic into a slice of the tensor ({_tile_form(o.text)}: each element of "
+                f"the slice is updated once, spec section 9), or let one thread do it (`if ctx.thread == 0 "
+                f"{{ ... }}`)")
     s = f"thread {o.thread} of {where} {verb}, in {what} at line {o.line} (`{o.text}`)"
     if o.chunk is not None:
         r, c, v = o.chunk
@@ -494,6 +498,18 @@ def _owner_text(o, would=False) -> str:
         s += (f" (threads {_runs(np.asarray(o.threads))} all write it; the highest wins on the CPU, any one may on a "
               f"GPU)")
     return s
+
+
+def _tile_form(text: str) -> str:
+    """The tile form of an element atomic, from its source text: `atomic_add(Out[0], s[0])` ->
+    `atomic_add(Out[0 :+ 1], s)` (a tile's element becomes the tile; another value stays)."""
+    m = re.match(r"\s*(atomic_\w+)\(\s*(\w+)\[([^\]]*)\]\s*,\s*(.+)\)\s*$", text or "")
+    if m is None:
+        return "`atomic_add(T[r :+ 1, c :+ n], t)` with t a tile of shape [1, n]"
+    fn, tensor, idx, value = m.groups()
+    subs = ", ".join(f"{i.strip()} :+ 1" for i in idx.split(","))
+    el = re.fullmatch(r"(\w+)\[[^\]]*\]", value.strip())
+    return f"`{fn}({tensor}[{subs}], {el.group(1) if el else value.strip()})`"
 
 
 def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
