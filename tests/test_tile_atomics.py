@@ -298,7 +298,8 @@ def _err(body, params="X: tensor<f32>[M, 64], Out: tensor<f32>[2, 64], V: tensor
 
 @pytest.mark.parametrize("body,cls,phrase", [
     ("var s = colsum(X[0 :+ 8, :])\nif ctx.thread == 0 {\n  atomic_add(Out[0 :+ 1, :], s)\n}", TileRuleError,
-     "a tile atomic (atomic_add into a tensor slice) under varying control: the condition 'ctx.thread == 0' at line 4"),
+     "a tile atomic (atomic_add into a tensor slice, which updates each element once: it needs no "
+     "`if ctx.thread == 0`) under varying control: the condition 'ctx.thread == 0' at line 4"),
     ("var s = colsum(X[0 :+ 8, :])\natomic_add(Out[0 :+ 1, 0 :+ 32], s)", TileShapeError,
      "atomic_add into a slice of shape [1, 32] takes a tile of that shape (or one that broadcasts to it), not [1, 64]"),
     ("var t: tile<f32>[2, 64] = 0.0\natomic_add(t[0 :+ 1, :], X[0 :+ 1, :])", TileRuleError,

@@ -1241,7 +1241,8 @@ class _KernelChecker:
         if f == "atomic_max" and dt in ("f16", "bf16"):
             self.fail(TileTypeError, "atomic_max works on f32, f64, i32, i64 and u32 tensors", e.args[0].span)
         if tile:
-            self.require_uniform_control(f"a tile atomic ({f} into a tensor slice)", "a tile statement", e.span)
+            self.require_uniform_control(f"a tile atomic ({f} into a tensor slice, which updates each element "
+                                         f"once: it needs no `if ctx.thread == 0`)", "a tile statement", e.span)
             if isinstance(value.type, ir.TileT) and not _fits(value.type.shape, target.type.shape):
                 self.fail(TileShapeError, f"{f} into a slice of shape {_shape_str(target.type.shape)} takes a tile of "
                           f"that shape (or one that broadcasts to it), not {_shape_str(value.type.shape)}", e.args[1].span)
