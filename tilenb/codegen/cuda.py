@@ -809,18 +809,18 @@ class _Gen(MmaGen):
 
     def atomic_call(self, s: ir.Atomic, addr: str, v: str, vdt: str, dt: str) -> str:
         """The call that applies atomic `s.op` of value `v` (C text of IR type vdt) to the element of
-        storage type `dt` at `addr`: the hardware atomic where CUDA has one, else the prelude's
+        storage type `dt` at `addr` (C text `&p[i]`): the hardware atomic where CUDA has one, else the prelude's
         compare-and-swap loop (f32/f64 max; f16/bf16 add, on the 32-bit word holding the element).
         A type without either is an UnsupportedError naming the statement."""
         if dt in ("f16", "bf16"):
             if s.op != "add":
                 self.fail(f"atomic_{s.op} on a {dt} tensor (only atomic_add has a {dt} form)", s)
-            return (f"tnb_atomic_add16((unsigned short*)({addr}), {C.convert(v, vdt, 'f32')}, "
+            return (f"tnb_atomic_add16((unsigned short*){addr}, {C.convert(v, vdt, 'f32')}, "
                     f"{'true' if dt == 'bf16' else 'false'})")
         cty = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned", "i64": "long long"}.get(dt)
         if cty is None:
             self.fail(f"atomic_{s.op} on a {dt} tensor", s)
-        return f"tnb_atomic_{s.op}(({cty}*)({addr}), ({cty})({C.convert(v, vdt, dt)}))"
+        return f"tnb_atomic_{s.op}(({cty}*){addr}, ({cty})({C.convert(v, vdt, dt)}))"
 
     def tile_atomic(self, s: ir.Atomic):
         """atomic_add / atomic_max of a tile into a tensor slice: the partition sweep of a store into
