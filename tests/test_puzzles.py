@@ -213,6 +213,8 @@ def test_every_thread_adding_into_one_element_is_named():
     assert r.status == "wrong"
     assert "every thread of a CTA adds into Out[0], not one" in r.summary
     assert "256 threads of CTA (0, 0, 0) (threads 0..255) each add into it" in r.report
+    # the fix it points to: the tile form, one statement for the CTA
+    assert "with a tile atomic into a slice of the tensor (`atomic_add(Out[0 :+ 1], s)`" in r.report
 
 
 def test_unguarded_per_thread_access_is_named():

@@ -3,9 +3,9 @@
 `tilenb.compile(source, backend="auto")` returns a Module whose kernels launch as
 `module.kernel[grid](*arrays)`; static errors raise `tilenb.TileError`.
 """
-from .lang.diagnostics import (LaunchError, TileBudgetError, TileError, TileNameError,  # noqa: F401
-                               TileRuleError, TileShapeError, TileSyntaxError, TileTypeError,
-                               UnsupportedError)
+from .lang.diagnostics import (EdgeWarning, LaunchError, TileBudgetError, TileError,  # noqa: F401
+                               TileNameError, TileRuleError, TileShapeError, TileSyntaxError,
+                               TileTypeError, UnsupportedError)
 from .api import compile  # noqa: F401,A001
 from .runtime.module import Kernel, Module  # noqa: F401
 from .verify import VerificationError, verify  # noqa: F401

@@ -268,10 +268,20 @@ class ClusterReduce(Barrier):
 
 @dataclass(frozen=True)
 class Atomic:
+    """atomic_add / atomic_max into a tensor. With an `Element` target, per-thread code: each
+    thread that runs it updates its element. With a `Slice` target (a tile atomic), a tile
+    statement: the value (a tile broadcasting to the slice's shape, or a uniform scalar) is
+    applied to every element that is valid in it and inside the tensor, once, by the thread
+    that owns the element in the statement's partition."""
     op: str  # add, max
-    target: Element
+    target: Union[Element, Slice]
     value: Expr
     span: Span
+
+    @property
+    def tile(self) -> bool:
+        """Whether this is a tile atomic (a slice target)."""
+        return isinstance(self.target, Slice)
 
 
 Stmt = Union[Let, VarDecl, Assign, For, While, If, Break, Continue, Return, Barrier, ClusterReduce, Atomic]

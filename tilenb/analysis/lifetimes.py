@@ -135,7 +135,7 @@ def _register_compatible(kir: ir.KernelIR, acc: ir.Sym) -> bool:
             if not ok_expr(s.value, False, shape):
                 return False
             continue
-        if isinstance(s, ir.Assign):
+        if isinstance(s, ir.Assign) or (isinstance(s, ir.Atomic) and s.tile):   # a tile atomic: a store
             it = s.target.type.shape if isinstance(s.target.type, ir.TileT) else None
             if not ok_expr(s.target, False, it) or not ok_expr(s.value, False, it):
                 return False

@@ -9,8 +9,9 @@ a tile statement, and each memory access it makes (`Access`) with its mode:
   iteration space touches exactly the elements `layout(row, col)` of this access for the
   coordinates (row, col) of chunk k. The destination of every tile statement is written this way
   (a copy in, a fill, an elementwise expression, an assignment to a whole tile or a window, a
-  store to a tensor slice, and also the result of a reduction, dot or transpose: the thread that
-  owns a result element is the one that writes it). Elementwise operands are read this way,
+  store to a tensor slice, a tile atomic's read-modify-write of its tensor slice, marked
+  `Access.atomic`, and also the result of a reduction, dot or transpose: the thread that owns a
+  result element is the one that writes it). Elementwise operands are read this way,
   through their layout composed with the broadcasts and transposes between them and the
   destination (a [R, 1] operand of a [R, C] pass has stride 0 along the columns: the owner of
   (r, c) reads element (r, 0)).
@@ -118,6 +119,7 @@ class Access:
     # iteration space giving the coordinate within the window that the owner of each
     # iteration coordinate touches
     coords: Tuple[Layout, ...] = field(default=(), compare=False)
+    atomic: bool = False    # a tile atomic's read-modify-write of its tensor slice (global, "write")
 
     @property
     def contiguous(self) -> bool:
@@ -495,6 +497,13 @@ class _Planner:
             tname = leaf.name if leaf is not None else "?"
             store_into = tname if leaf is not None and leaf.space == "global" else None
             return self._tile_plan(p, s, shape, acc, _describe(s.value, tname, store_into))
+        if isinstance(s, ir.Atomic) and s.tile:
+            # a tile atomic: the owner of each element of the slice updates it (one access, "write")
+            shape = as_2d(s.target.type.shape)
+            leaf = self.slice_leaf(s.target)
+            acc = [replace(self.partition_access(leaf, "write", shape, (0, 1)), atomic=True)]
+            self._value_reads(s.value, shape, acc)
+            return self._tile_plan(p, s, shape, acc, f"the atomic_{s.op} into {leaf.name}")
         # scalar code: per-thread element accesses of tiles
         acc: List[Access] = []
         if isinstance(s, (ir.Assign, ir.Atomic)) and isinstance(s.target, ir.Element):

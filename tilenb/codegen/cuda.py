@@ -815,20 +815,50 @@ class _Gen(MmaGen):
 
     def atomic(self, s: ir.Atomic):
         ptr, idx, inb, dt = self.element_addr(s.target)
-        vdt = s.value.type.dtype
-        v = self.scalar(s.value)
-        addr = f"&{ptr}[{idx}]"
-        if dt in ("f16", "bf16"):
-            if s.op != "add":
-                self.fail("atomic_max on f16/bf16", s)
-            call = f"tnb_atomic_add16((unsigned short*){addr}, {C.convert(v, vdt, 'f32')}, {'true' if dt == 'bf16' else 'false'})"
-        else:
-            cty = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned", "i64": "long long"}[dt]
-            call = f"tnb_atomic_{s.op}(({cty}*){addr}, ({cty})({C.convert(v, vdt, dt)}))"
+        call = self.atomic_call(s, f"&{ptr}[{idx}]", self.scalar(s.value), s.value.type.dtype, dt)
         if inb == "true":
             self.emit(call + ";")
         else:
             self.emit(f"if ({inb}) {call};")
+
+    def atomic_call(self, s: ir.Atomic, addr: str, v: str, vdt: str, dt: str) -> str:
+        """The call that applies atomic `s.op` of value `v` (C text of IR type vdt) to the element of
+        storage type `dt` at `addr` (C text `&p[i]`): the hardware atomic where CUDA has one, else the prelude's
+        compare-and-swap loop (f32/f64 max; f16/bf16 add, on the 32-bit word holding the element).
+        A type without either is an UnsupportedError naming the statement."""
+        if dt in ("f16", "bf16"):
+            if s.op != "add":
+                self.fail(f"atomic_{s.op} on a {dt} tensor (only atomic_add has a {dt} form)", s)
+            return (f"tnb_atomic_add16((unsigned short*){addr}, {C.convert(v, vdt, 'f32')}, "
+                    f"{'true' if dt == 'bf16' else 'false'})")
+        cty = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned", "i64": "long long"}.get(dt)
+        if cty is None:
+            self.fail(f"atomic_{s.op} on a {dt} tensor", s)
+        return f"tnb_atomic_{s.op}(({cty}*){addr}, ({cty})({C.convert(v, vdt, dt)}))"
+
+    def tile_atomic(self, s: ir.Atomic):
+        """atomic_add / atomic_max of a tile into a tensor slice: the partition sweep of a store into
+        that window (`assign_window`), each element valid in the value and inside the tensor
+        updated by one atomic of the thread that owns it; never vectorized, never staged."""
+        loc = self.loc_of(s.target)
+        if loc is None or loc.kind != "global":
+            self.fail("a tile atomic into something other than a tensor slice", s)
+        value = s.value
+        domain = shape2(loc.shape)
+        bounds = self.loc_bounds(loc, False)
+        if isinstance(value.type, ir.TileT):
+            vr = self.broadcast_region(self.region(value), value.type.shape, loc.shape or (1,))
+            mask = self.name_region(self.intersect(vr, bounds))
+        else:
+            mask = bounds
+        lay = self.sweep_layout(s, None, value, domain)
+        V = self.stmt_vec(s, domain)
+        self.emit(f"// atomic_{s.op}: each element valid in the value and inside {loc.sym.name}, by the thread that owns it")
+
+        def write(at: At, val: str, vdt: str):
+            self.emit(self.atomic_call(s, f"&{loc.ptr}[{loc.index(at.i, at.j)}]", val, vdt, loc.dtype) + ";")
+
+        self.run_sweep(s, domain, lay, V, value, write, mask, False, None)
 
     # ---- element addresses (per-thread accesses)
     def element_addr(self, e: ir.Element):
@@ -1507,6 +1537,13 @@ class _Gen(MmaGen):
             self.ind += 1
             if not self.mma_stmt(s, tv):          # tensor-core dots and fragment layouts (mma.py)
                 self.assign_whole(s, tv, s.value)
+            self.ind -= 1
+            self.emit("}")
+            return
+        if isinstance(s, ir.Atomic):
+            self.emit("{")
+            self.ind += 1
+            self.tile_atomic(s)
             self.ind -= 1
             self.emit("}")
             return

@@ -34,6 +34,8 @@ def is_tile_stmt(s) -> bool:
         return isinstance(s.sym.type, ir.TileT)
     if isinstance(s, ir.Assign):
         return isinstance(s.target.type, ir.TileT)
+    if isinstance(s, ir.Atomic):
+        return s.tile           # a tile atomic (a tensor slice target)
     return False
 
 
@@ -114,7 +116,7 @@ def _stmt_dtypes(s) -> List[str]:
 def _domain_shape(s) -> Optional[Tuple[int, ...]]:
     if isinstance(s, (ir.Let, ir.VarDecl)) and isinstance(s.sym.type, ir.TileT):
         return s.sym.type.shape
-    if isinstance(s, ir.Assign) and isinstance(s.target.type, ir.TileT):
+    if isinstance(s, (ir.Assign, ir.Atomic)) and isinstance(s.target.type, ir.TileT):
         return s.target.type.shape
     return None
 

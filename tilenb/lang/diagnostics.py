@@ -93,6 +93,13 @@ class OutOfBoundsError(LaunchError):
     """Debug launch: a per-thread element read or write fell outside its tensor, tile or view."""
 
 
+class EdgeWarning(UserWarning):
+    """Debug launch (a warning, not an error: it can be intended): a tile store left elements of
+    its tensor unwritten, inside its window because its value is invalid there (the message names
+    the operand and line that made it so), or outside every store's window. The same text is in
+    `kernel.last_run.notes`."""
+
+
 class Source:
     """A source text and its name, for turning spans into positioned errors."""
 

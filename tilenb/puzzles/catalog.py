@@ -289,16 +289,19 @@ PUZZLES: Tuple[Puzzle, ...] = (
     Puzzle(
         9, "sum_and_max", "A reduction across CTAs: the sum and the largest magnitude",
         "Write `Out[0] = sum of X` and `Out[1] = max of |X|` over the whole vector, which many CTAs "
-        "share (1024 elements each). A CTA reduces its own part to one number with `rowsum` / "
-        "`rowmax`; then one thread of the CTA adds it into `Out[0]` with `atomic_add` (and "
-        "`atomic_max` for `Out[1]`), since no barrier orders different CTAs. `Out` starts as zeros.",
+        "share (1024 elements each). A CTA reduces its own part to a `[1]` tile with `rowsum` / "
+        "`rowmax`; then it adds that tile into the one-element slice `Out[0 :+ 1]` with `atomic_add` "
+        "(and `atomic_max` into `Out[1 :+ 1]`), since no barrier orders different CTAs. Given a slice, "
+        "an atomic is a tile statement: one line, and each element of the slice is updated once, by "
+        "the thread that owns it. `Out` starts as zeros.",
         "@launch(256)\n@grid(cdiv(N, 1024))\nkernel sum_and_max(X: tensor<f32>[N], Out: tensor<f32>[2])",
-        "s = rowsum(x) is a [1] tile; s[0] is its element; if ctx.thread == 0 { atomic_add(Out[0], s[0]) }",
+        "atomic_add(Out[0 :+ 1], rowsum(x)) adds a [1] tile into a [1] slice; atomic_add(Out[0], v) would "
+        "add once per thread",
         ({"N": 4}, {"N": 100}, {"N": 5000}),
         lambda rng, d: {"X": _f32(rng, d["N"])},
         lambda i, d: {"Out": np.array([_f64(i["X"]).sum(), np.abs(_f64(i["X"])).max()])},
         {"Out": "f32"}, (uses("atomic_add", "atomic_max"),), zeroed=("Out",), rtol=1e-5, atol=1e-4,
-        teaches="`atomic_add`, `atomic_max`, `abs`, elements of a tile in per-thread code"),
+        teaches="tile atomics: `atomic_add`, `atomic_max` into a tensor slice; `abs`"),
     Puzzle(
         10, "histogram", "Per-thread loops: a histogram",
         "Count the values of `X` that fall in each of 16 equal bins of [0, 1): `H[b]` is the number of "

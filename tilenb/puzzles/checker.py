@@ -36,18 +36,23 @@ compared by nbval.
 from __future__ import annotations
 
 import html
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from .. import ir
-from ..lang.diagnostics import LaunchError, OutOfBoundsError, RaceError, TileError
+from ..lang.diagnostics import EdgeWarning, LaunchError, OutOfBoundsError, RaceError, TileError
 from ..types import DTYPES
 from ..verify import MARK
 from . import catalog as C
 from .coverage import constructs_of
 from .explain import Trace
+# the words for element sets and invalid values are shared with a debug launch's notes
+from ..runtime.unwritten import covers_text, describe_set, elem_text as _elem, invalid_text as _invalid_text  # noqa: F401
+from ..runtime.unwritten import runs_text as _runs
 
 SPEC_8 = "spec section 8"
 
@@ -160,10 +165,6 @@ def _unwritten_mask(arr: np.ndarray) -> np.ndarray:
     return a == _poison(a.dtype)
 
 
-def _elem(name: str, coord) -> str:
-    return f"{name}[{', '.join(str(int(c)) for c in coord)}]"
-
-
 def _dims_text(dims: Dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in dims.items())
 
@@ -173,59 +174,6 @@ def _num(v) -> str:
     if v == int(v) and abs(v) < 1e15:
         return str(int(v))
     return f"{v:.6g}"
-
-
-def _runs(idx: np.ndarray) -> str:
-    """[0, 1, 2, 5] -> '0..2, 5'."""
-    idx = np.unique(np.asarray(idx, np.int64))
-    parts, start, prev = [], None, None
-    for i in idx.tolist():
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}..{prev}")
-            start = prev = i
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}..{prev}")
-    if len(parts) > 6:
-        parts = parts[:3] + ["..."] + parts[-2:]
-    return ", ".join(parts)
-
-
-def describe_set(mask: np.ndarray, name: str, short: bool = False) -> str:
-    """A set of elements of tensor `name` in words: a box when the set is one, else a few elements.
-    short: without the counts and the words (a box, a few runs of a vector, or "n elements of name")."""
-    coords = np.argwhere(mask)
-    n = len(coords)
-    if n == 0:
-        return "no element"
-    if mask.ndim == 1:
-        runs = _runs(coords[:, 0]).split(", ")
-        if short and len(runs) > 3:
-            return f"{n} elements of {name}"
-        text = " and ".join(", ".join(r if r == "..." else f"{name}[{r}]" for r in runs).rsplit(", ", 1))
-        return text + (f" ({n} elements)" if any(".." in r for r in runs) and not short else "")
-    lo, hi = coords.min(axis=0), coords.max(axis=0) + 1
-    box = tuple(slice(a, b) for a, b in zip(lo, hi))
-    if mask[box].all():
-        parts = []
-        for d, (a, b) in enumerate(zip(lo, hi)):
-            parts.append(str(a) if b - a == 1 else f"{a}..{b - 1}")
-        full = [a == 0 and b == s for a, b, s in zip(lo, hi, mask.shape)]
-        words = ""
-        if short:
-            return f"{name}[{', '.join(parts)}]"
-        if mask.ndim == 2 and full[0] and not full[1]:
-            words = f": columns {parts[1]} of every row"
-        elif mask.ndim == 2 and full[1] and not full[0]:
-            words = f": rows {parts[0]}"
-        return f"{name}[{', '.join(parts)}]" + (f" ({n} elements{words})" if n > 1 else "")
-    if short:
-        return f"{n} elements of {name}"
-    shown = ", ".join(_elem(name, c) for c in coords[:4])
-    return f"{n} elements, {shown}{', ...' if n > 4 else ''}"
 
 
 def _close(a: np.ndarray, e: np.ndarray, rtol: float, atol: float) -> np.ndarray:
@@ -367,7 +315,9 @@ def _check(p: C.Puzzle, answer) -> CheckResult:
         runs.append(run)
         inputs, expected, outs, args = _arguments(p, cpu, si)
         try:
-            cpu(*args, debug=True)
+            with warnings.catch_warnings():      # the checker explains unwritten elements itself, in
+                warnings.simplefilter("ignore", EdgeWarning)   # more detail (the same words: runtime.unwritten)
+                cpu(*args, debug=True)
         except RaceError as e:
             run.error = "race"
             run.problems.append(_race_problem(e))
@@ -483,8 +433,11 @@ def _owner_text(o, would=False) -> str:
         return f"{what} at line {o.line} (`{o.text}`) in {where} {verb}"
     if o.atomic and len(o.threads) > 1:
         return (f"{len(o.threads)} threads of {where} (threads {_runs(np.asarray(o.threads))}) each add into it, in "
-                f"{what} at line {o.line} (`{o.text}`): every thread that runs an atomic adds its value, so the "
-                f"CTA's value is added {len(o.threads)} times; let one thread do it (`if ctx.thread == 0 {{ ... }}`)")
+                f"{what} at line {o.line} (`{o.text}`): every thread that runs an atomic of one element adds its "
+                f"value, so the CTA's value is added {len(o.threads)} times. Add the CTA's tile in one statement "
+                f"instead, with a tile atomic into a slice of the tensor ({_tile_form(o.text)}: each element of "
+                f"the slice is updated once, spec section 9), or let one thread do it (`if ctx.thread == 0 "
+                f"{{ ... }}`)")
     s = f"thread {o.thread} of {where} {verb}, in {what} at line {o.line} (`{o.text}`)"
     if o.chunk is not None:
         r, c, v = o.chunk
@@ -494,6 +447,18 @@ def _owner_text(o, would=False) -> str:
         s += (f" (threads {_runs(np.asarray(o.threads))} all write it; the highest wins on the CPU, any one may on a "
               f"GPU)")
     return s
+
+
+def _tile_form(text: str) -> str:
+    """The tile form of an element atomic, from its source text: `atomic_add(Out[0], s[0])` ->
+    `atomic_add(Out[0 :+ 1], s)` (a tile's element becomes the tile; another value stays)."""
+    m = re.match(r"\s*(atomic_\w+)\(\s*(\w+)\[([^\]]*)\]\s*,\s*(.+)\)\s*$", text or "")
+    if m is None:
+        return "`atomic_add(T[r :+ 1, c :+ n], t)` with t a tile of shape [1, n]"
+    fn, tensor, idx, value = m.groups()
+    subs = ", ".join(f"{i.strip()} :+ 1" for i in idx.split(","))
+    el = re.fullmatch(r"(\w+)\[[^\]]*\]", value.strip())
+    return f"`{fn}({tensor}[{subs}], {el.group(1) if el else value.strip()})`"
 
 
 def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
@@ -548,10 +513,7 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
                          f"{trace.T} threads each. Check the index each thread computes and the `if` guards "
                          f"around the store.")
         else:
-            parts.append(f"No store covers {describe_set(uncovered, name)}: the stores into {name} ({ls}) cover "
-                         f"{covers}, over the grid {trace.grid}. A tile narrower than the row needs a loop over "
-                         f"the row, and every part of {name} needs a CTA whose slice reaches it: check the slice "
-                         f"starts, the lengths and the @grid.")
+            parts.append(f"No store covers {describe_set(uncovered, name)}: " + covers_text(name, cov, ls, trace.grid))
         if rank > 2:
             headline = (f"{describe_set(uncovered, name, short=True)} never written: "
                         + ("no thread stores there" if per_thread else "no store covers it"))
@@ -559,24 +521,6 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
         parts.append(f"The checker could not replay every store (a while loop, or a start computed "
                      f"in a loop), so it cannot say which store should have written {describe_set(uncovered, name)}.")
     return headline, "\n".join(parts), rank
-
-
-def _invalid_text(why) -> str:
-    shape = "[" + ", ".join(map(str, why.extents)) + "]"
-    s = (f"`{why.operand}` (line {why.line}) reaches {_elem(why.target, why.coords)}, outside {why.target} (shape "
-         f"{shape}). Elements outside a {'tensor' if why.is_tensor else 'tile'} read as 0 but are invalid, and a store "
-         f"never writes an invalid value ({SPEC_8}).")
-    whole = [v for v in why.via if v[2].startswith("assigned whole")]
-    if whole:
-        tname, line, how = whole[-1]
-        s += (f" Tile `{tname}` took that invalid region at line {line}, {how}: assigning a whole tile replaces "
-              f"its values and its valid region, fill included. To keep a filled tile's zeros, store into a "
-              f"window of it instead: `{tname}[:] = ...` (or `{tname}[:, :] = ...`).")
-    elif why.is_tensor:
-        s += (" If the elements outside should count as 0 (zero padding), fill a tile with 0.0 and store the "
-              "slice into a window of it (`h[:] = X[...]`): the tile stays wholly valid. If the slice should not "
-              "reach outside at all, check its start: an off-by-one?")
-    return s
 
 
 def _explain_wrong(trace, name, a, e, wrong, rtol, atol) -> Tuple[str, str, int]:

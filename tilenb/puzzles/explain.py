@@ -17,7 +17,9 @@ From those:
   written, the operand that made the stored value invalid there (a slice running outside its
   tensor, a window outside its tile, a tile whose whole-tile assignment took such a slice's valid
   region), following spec section 8's rules through elementwise operators, broadcasts,
-  reductions, dots, transposes, windows, views and tile variables.
+  reductions, dots, transposes, windows, views and tile variables: the walk of
+  `tilenb.runtime.unwritten.why_invalid`, which a debug launch's notes use too, fed with the
+  replay's scalars.
 
 Guarantees: nothing here raises for a checked kernel: what cannot be replayed (a value read from a
 tile element or an output tensor, more than `MAX_INSTANCES` stores or `MAX_TURNS` loop turns) is
@@ -34,13 +36,10 @@ import numpy as np
 
 from .. import ir
 from ..analysis.partition import as_2d, owners
+from ..runtime.unwritten import Invalid, Unknown, fit, origins_of, root_tensor, span_text, why_invalid  # noqa: F401
 
 MAX_INSTANCES = 200_000       # store instances recorded per trace (beyond: incomplete)
 MAX_TURNS = 200_000           # loop turns replayed in all (beyond: incomplete)
-
-
-class Unknown(Exception):
-    """A value the replay cannot know (a var assigned in a loop, a tile element, ...)."""
 
 
 @dataclass
@@ -72,20 +71,6 @@ class Owner:
     chunk: Optional[Tuple[int, int, int]] = None     # (row, first column, vector width) in the slice
     atomic: bool = False
     threads: Tuple[int, ...] = ()                     # element stores: every thread writing there
-
-
-@dataclass(frozen=True)
-class Invalid:
-    """Why a stored value is invalid at one element: the operand (its text and line), the tensor or
-    tile it reads and the coordinates it reaches there, that thing's extents, and the tile
-    variables whose values carried the invalid element to the store (name, line, how)."""
-    operand: str
-    line: int
-    target: str
-    coords: Tuple[int, ...]
-    extents: Tuple[int, ...]
-    is_tensor: bool
-    via: Tuple[Tuple[str, int, str], ...] = ()
 
 
 def _trunc_div(a, b):
@@ -152,40 +137,21 @@ class Trace:
         self.instances: List[Instance] = []
         self._order = 0
         self._turns = 0
-        self.position = {id(s): i for i, s in enumerate(ir.walk_stmts(kir.body))}
-        assigned = set()
-        self.defs: Dict[int, list] = {}          # tile sym -> [(position, op, value expr, stmt)]
-        self.lets: Dict[int, object] = {}        # scalar let/var sym -> value expr (never reassigned)
-        self.views: Dict[int, object] = {}       # view sym -> its Slice (or Ref)
+        origins = origins_of(kir)             # shared with the debug launch's notes (runtime.unwritten)
+        self.origins = origins
+        self.position = origins.position
+        self.defs = origins.defs                 # tile sym -> [(position, op, value expr, stmt)]
+        self.views = origins.views               # view sym -> its Slice (or Ref)
+        self.lets: Dict[int, object] = {}        # scalar let sym -> value expr (never reassigned)
         for s in ir.walk_stmts(kir.body):
-            if isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref):
-                assigned.add(id(s.target.sym))
-        for s in ir.walk_stmts(kir.body):
-            pos = self.position[id(s)]
-            if isinstance(s, (ir.Let, ir.VarDecl)):
-                sym = s.sym
-                if isinstance(sym.type, ir.TileT):
-                    if sym.kind == "view":
-                        self.views[id(sym)] = s.value
-                    else:
-                        self.defs.setdefault(id(sym), []).append((pos, None, s.value, s))
-                elif s.value is not None and isinstance(s, ir.Let):
-                    self.lets[id(sym)] = s.value
-            elif isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref) and isinstance(s.target.sym.type, ir.TileT):
-                self.defs.setdefault(id(s.target.sym), []).append((pos, s.op, s.value, s))
+            if isinstance(s, ir.Let) and not isinstance(s.sym.type, ir.TileT) and s.value is not None:
+                self.lets[id(s.sym)] = s.value
         self.plans = {id(p.stmt): p for p in analysis.statements} if analysis is not None else {}
         self._replay()
 
     # ---- text of the source ------------------------------------------------------------------
     def text(self, node) -> str:
-        sp = getattr(node, "span", None)
-        if sp is None or not (1 <= sp.line <= len(self.lines)):
-            return ""
-        if sp.end_line and sp.end_line != sp.line:
-            return self.lines[sp.line - 1][sp.column - 1:].strip()
-        line = self.lines[sp.line - 1]
-        end = sp.end_column - 1 if sp.end_column else len(line)
-        return line[sp.column - 1:end].strip()
+        return span_text(self.lines, node)
 
     def line(self, node) -> int:
         sp = getattr(node, "span", None)
@@ -516,126 +482,15 @@ class Trace:
     # ---- why a stored value is invalid -------------------------------------------------------------
     def why_invalid(self, inst: Instance, coord: Tuple[int, ...]) -> Optional[Invalid]:
         """The operand that makes the value of tile store `inst` invalid at tensor element `coord`
-        (None: valid there as far as the replay can tell, or unknown)."""
+        (None: valid there as far as the replay can tell, or unknown): `runtime.unwritten.why_invalid`,
+        which a debug launch uses too, with the replay's scalars of that store instance."""
         if inst.window is None:
             return None
         pos = tuple(c - s for (s, n), c in zip(inst.window, coord) if n is not None)
         value = inst.stmt.value
         shape = tuple(n for _, n in inst.window if n is not None)
-        try:
-            return self._invalid(value, _fit(pos, shape, value), inst.env, self.position[id(inst.stmt)], (), 0)
-        except (Unknown, RecursionError, IndexError, KeyError):
-            return None
-
-    def _invalid(self, e, pos, env, at, via, depth) -> Optional[Invalid]:
-        if depth > 60 or not isinstance(getattr(e, "type", None), ir.TileT):
-            return None
-        t = type(e)
-        if t is ir.Slice:
-            return self._invalid_slice(e, pos, env, at, via, depth)
-        if t is ir.Ref:
-            return self._invalid_tile(e.sym, pos, env, at, via, depth)
-        if t in (ir.Unary, ir.Convert):
-            return self._invalid(e.x, _fit(pos, e.type.shape, e.x), env, at, via, depth + 1)
-        if t is ir.Binary:
-            for x in (e.a, e.b):
-                r = self._invalid(x, _fit(pos, e.type.shape, x), env, at, via, depth + 1)
-                if r is not None:
-                    return r
-            return None
-        if t is ir.Math:
-            for x in e.args:
-                r = self._invalid(x, _fit(pos, e.type.shape, x), env, at, via, depth + 1)
-                if r is not None:
-                    return r
-            return None
-        if t is ir.Transpose:
-            return self._invalid(e.x, tuple(reversed(pos)), env, at, via, depth + 1)
-        if t is ir.Reduce:
-            xs = e.x.type.shape
-            if len(xs) == 1:
-                cands = [(j,) for j in range(xs[0])]
-            elif e.axis == 1:
-                cands = [(pos[0], j) for j in range(xs[1])]
-            else:
-                cands = [(i, pos[-1]) for i in range(xs[0])]
-            first = None
-            for c in cands:
-                r = self._invalid(e.x, c, env, at, via, depth + 1)
-                if r is None:
-                    return None           # one valid element keeps the row (column) valid
-                first = first or r
-            return first
-        if t is ir.Dot:
-            ka = e.a.type.shape[1]
-            ra = [(pos[0], k) for k in range(ka)]
-            rb = [(pos[1], k) for k in range(ka)] if e.trans_b else [(k, pos[1]) for k in range(ka)]
-            for side, cands in ((e.a, ra), (e.b, rb)):
-                first = None
-                ok = False
-                for c in cands:
-                    r = self._invalid(side, c, env, at, via, depth + 1)
-                    if r is None:
-                        ok = True
-                        break
-                    first = first or r
-                if not ok:
-                    return first
-            return None
-        return None
-
-    def _invalid_slice(self, e, pos, env, at, via, depth):
-        base = e.base
-        if e.flat:
-            return None
-        coords, k = [], 0
-        for sub in e.subs:
-            if isinstance(sub, ir.SubIndex):
-                v = np.asarray(self.ev(sub.index, env))
-                if v.ndim:
-                    raise Unknown("varying")
-                coords.append(int(v))
-            else:
-                v = np.asarray(self.ev(sub.start, env))
-                if v.ndim:
-                    raise Unknown("varying")
-                coords.append(int(v) + pos[k])
-                k += 1
-        if base.kind == "tensor":
-            ext = self._extents(base)
-            if any(not 0 <= c < n for c, n in zip(coords, ext)):
-                return Invalid(self.text(e), self.line(e), base.name, tuple(coords), tuple(ext), True, via)
-            return None
-        if base.kind == "view":
-            v = self.views.get(id(base))
-            if v is None:
-                return None
-            inner = tuple(coords)
-            return self._invalid(v, _fit(inner, base.type.shape, v), env, at, via, depth + 1)
-        shape = tuple(base.type.shape)
-        if any(not 0 <= c < n for c, n in zip(coords, shape)):
-            return Invalid(self.text(e), self.line(e), base.name, tuple(coords), shape, False, via)
-        return self._invalid_tile(base, tuple(coords), env, at, via, depth + 1)
-
-    def _invalid_tile(self, sym, pos, env, at, via, depth):
-        if sym.kind == "view":
-            v = self.views.get(id(sym))
-            return None if v is None else self._invalid(v, _fit(pos, sym.type.shape, v), env, at, via, depth + 1)
-        defs = [d for d in self.defs.get(id(sym), []) if d[0] < at]
-        if not defs:
-            return None
-        # the last whole definition before `at`, then the compound assignments after it
-        start = max(i for i, d in enumerate(defs) if d[1] is None)
-        for pos_, op, value, stmt in defs[start:]:
-            if value is None or not isinstance(getattr(value, "type", None), ir.TileT):
-                continue                      # a fill or uninitialized: wholly valid
-            how = ("declared from" if isinstance(stmt, (ir.VarDecl, ir.Let)) else
-                   ("assigned whole from" if op is None else f"updated with {op}="))
-            step = (sym.name, self.line(stmt), f"{how} `{self.text(value)}`")
-            r = self._invalid(value, _fit(pos, sym.type.shape, value), env, pos_, via + (step,), depth + 1)
-            if r is not None:
-                return r
-        return None
+        return why_invalid(self.origins, value, fit(pos, shape, value), self.position[id(inst.stmt)],
+                           _ReplayReader(self, inst.env))
 
     def _extents(self, sym) -> Tuple[int, ...]:
         return tuple(d if isinstance(d, int) else self.dims[d] for d in sym.type.dims)
@@ -648,27 +503,27 @@ class _Stop(Exception):
 _UNKNOWN = object()      # a scalar var whose value the replay cannot know
 
 
-def _fit(pos, shape, operand) -> Tuple[int, ...]:
-    """A position in a value of `shape` -> the position in `operand` that numpy broadcasting
-    reads there (shapes aligned at the right; an extent of 1 is read at 0)."""
-    oshape = tuple(getattr(getattr(operand, "type", None), "shape", ()) or ())
-    if not oshape:
-        return ()
-    pos = tuple(pos)
-    out = []
-    off = len(pos) - len(oshape)
-    for k, n in enumerate(oshape):
-        p = pos[off + k] if off + k >= 0 else 0
-        out.append(0 if n == 1 else p)
-    return tuple(out)
-
-
 def _root(sym, views):
-    seen = 0
-    while sym.kind == "view" and seen < 50:
-        v = views.get(id(sym))
-        if v is None:
-            break
-        sym = v.base if isinstance(v, ir.Slice) else v.sym
-        seen += 1
-    return sym
+    return root_tensor(sym, views)
+
+
+class _ReplayReader:
+    """The replay's view of one store instance for `why_invalid`: its scalars, its tensors' extents."""
+
+    def __init__(self, trace: Trace, env):
+        self.t, self.env = trace, env
+
+    def scalar(self, e):
+        v = np.asarray(self.t.ev(e, self.env))
+        if v.ndim:
+            raise Unknown("varying")
+        return int(v)
+
+    def extents(self, sym):
+        return self.t._extents(sym)
+
+    def text(self, node):
+        return self.t.text(node)
+
+    def line(self, node):
+        return self.t.line(node)

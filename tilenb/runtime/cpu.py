@@ -21,7 +21,8 @@ each other's order), and the threads of a CTA in lockstep, as vectorized lanes:
   places (tilenb.runtime.cpu_debug).
 * Several threads storing to one element in one statement: the highest thread of the last CTA
   wins. Atomics (add, max on one tensor element) are applied one lane at a time, in CTA then
-  thread order, each rounded to the tensor's type.
+  thread order, each rounded to the tensor's type; a tile atomic (into a tensor slice) applies
+  each element valid in its value and inside the tensor once per CTA, in CTA order.
 
 Numeric semantics are in `cpu_values`, memory (tensors, tiles, windows, views) in `cpu_memory`.
 
@@ -41,9 +42,10 @@ from .. import ir
 from ..lang.diagnostics import TileError
 from ..types import DTYPES, operand_dtype
 from . import cpu_debug as D
-from .cpu_memory import (TensorRef, TileStore, Window, element_address, lanes_of, linear,
-                         read_element, read_window, sub_window, whole_window, write_element,
-                         write_window, base_extents, base_array)
+from .unwritten import EdgeRecorder, Unknown
+from .cpu_memory import (TensorRef, TileStore, Window, atomic_window, element_address, lanes_of, linear,
+                         read_element, read_window, sub_window, whole_window, window_positions,
+                         write_element, write_window, base_extents, base_array)
 from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
                          const_value, convert, dot_tiles, full_region, math1, math2, npdt,
                          reduce_tile, region_mask, store_cast, tile_data, transpose_tile)
@@ -56,12 +58,14 @@ DEBUG_BATCH = 32
 
 @dataclass(frozen=True)
 class CpuStats:
-    """What a CPU run reports: grid, threads per CTA, CTAs run, batch size and seconds."""
+    """What a CPU run reports: grid, threads per CTA, CTAs run, batch size and seconds; with
+    debug, `notes`: what stores left unwritten (tilenb.runtime.unwritten.EdgeRecorder.notes)."""
     grid: Tuple[int, int, int]
     threads: int
     ctas: int
     batch: int
     seconds: float
+    notes: Tuple[str, ...] = ()
 
 
 class _Frame:
@@ -111,7 +115,8 @@ def run_cpu(kir: ir.KernelIR, dims: Dict[str, int], tensors: Dict[str, np.ndarra
     dims: runtime dim name -> extent; tensors: parameter name -> C-contiguous numpy array of
     the parameter's dtype; scalars: parameter name -> numpy scalar of its type. `source`:
     (lines, line_offset, filename) for debug reports. Raises RaceError / OutOfBoundsError
-    (debug only) and TileError for internal failures.
+    (debug only) and TileError for internal failures. With debug, the stats' `notes` say which
+    elements tile stores left unwritten and why (nothing is raised for them).
     """
     t0 = time.perf_counter()
     ex = _Executor(kir, dims, tensors, scalars, grid, debug, source)
@@ -124,7 +129,8 @@ def run_cpu(kir: ir.KernelIR, dims: Dict[str, int], tensors: Dict[str, np.ndarra
     with np.errstate(all="ignore"):
         for c0 in range(0, total, nb):
             ex.run_batch(c0, min(nb, total - c0))
-    return CpuStats(tuple(grid), kir.threads, total, nb, time.perf_counter() - t0)
+    notes = ex.edges.notes() if ex.edges is not None else ()
+    return CpuStats(tuple(grid), kir.threads, total, nb, time.perf_counter() - t0, notes)
 
 
 def eval_uniform(kir: ir.KernelIR, expr, dims: Dict[str, int], scalars: Dict[str, object]):
@@ -157,6 +163,9 @@ class _Executor:
         self.bar_before, self.bar_after = D.barrier_points(kir) if debug else (set(), set())
         lines, offset, filename = source if source is not None else (None, 0, "<cell>")
         self.dbg = D.DebugContext(kir.name, lines, offset, filename, self._cta_coords)
+        # debug: what each tile store into a tensor leaves unwritten (tilenb.runtime.unwritten)
+        self.edges = EdgeRecorder(kir, lines, offset, grid, {k: v.shape for k, v in tensors.items()}) \
+            if debug else None
         self.span = None
         self.EV = {
             ir.Const: self._const, ir.Ref: self._ref, ir.Ctx: self._ctx, ir.Unary: self._unary,
@@ -297,6 +306,8 @@ class _Executor:
             vdt = s.value.type.dtype
             if s.op is not None:
                 val, vdt = self._combine(s.op, t, read_window(win, self.nb), s.value, val)
+            if self.edges is not None and not win.is_tile:
+                self._note_store(s, win, val, act, cta)
             write_window(win, val, vdt, cta, self.nb)
         else:  # Element: one element per thread
             addr = self._address(t, act)
@@ -431,6 +442,13 @@ class _Executor:
 
     def _atomic(self, s, act, cta):
         t = s.target
+        if isinstance(t, ir.Slice):      # a tile atomic: each valid element once, CTA by CTA
+            win = self._window(t, act)
+            val = self.ev(s.value, act)
+            if self.edges is not None:
+                self._note_store(s, win, val, act, cta)
+            atomic_window(win, val, s.value.type.dtype, s.op, cta, self.nb)
+            return
         addr = self._address(t, act)
         val = store_cast(np.asarray(self.ev(s.value, act)), s.value.type.dtype, t.type.dtype)
         if self.debug:
@@ -448,6 +466,32 @@ class _Executor:
             np.maximum.at(dst, lin, vals)
 
     # ---- debug ------------------------------------------------------------------------------
+    def _note_store(self, s, win, val, act, cta):
+        """Debug: hand a tile store into a tensor window to the EdgeRecorder (the elements inside
+        the window and the tensor, those the store writes, and a scalar evaluator per CTA)."""
+        inside, index = window_positions(win, None, self.nb, cta)
+        written, _ = window_positions(win, val, self.nb, cta)
+        nb = self.nb
+
+        def scalar_of(b):
+            def scalar(e):
+                saved, self.debug = self.debug, False     # a replay: no race or bounds records
+                try:
+                    v = np.asarray(self.ev(e, act))
+                except Exception as err:
+                    raise Unknown(str(err)) from None
+                finally:
+                    self.debug = saved
+                if v.ndim == 0:
+                    return int(v)
+                row = v[b] if v.shape[0] == nb else v[0]
+                if row.size > 1 and not np.all(row == row.reshape(-1)[0]):
+                    raise Unknown("a per-thread value")
+                return int(row.reshape(-1)[0])
+            return scalar
+
+        self.edges.store(s, win, inside, written, index, scalar_of)
+
     def _sync(self, s, what, cta):
         """A barrier: the race records of the CTAs in `cta` start afresh."""
         for st in self.stores.values():

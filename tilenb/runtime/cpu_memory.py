@@ -15,6 +15,8 @@ Guarantees:
   makes an element valid that t holds invalid.
 * `write_window` writes exactly the elements that are valid in the value, inside the bounds,
   and in a CTA whose mask is set; the tile's own region is left unchanged.
+* `atomic_window` applies a tile atomic to exactly the elements `write_window` would write,
+  one update per element and CTA, in CTA order.
 * `element_address` maps per-thread scalar subscripts through views to base coordinates and
   says which lanes are inside the bounds; reads outside load 0, writes outside are skipped.
 """
@@ -353,6 +355,51 @@ def write_window(win: Window, value, value_dtype: str, cta: np.ndarray, nb: int)
         sel = [np.broadcast_to(_batch_index(nb, pp), full)[mask]] + sel
     vals = np.broadcast_to(vdata, (nb,) + shape)[mask]
     dst[tuple(sel) + basic] = vals
+
+
+def window_positions(win: Window, value, nb: int, cta: Optional[np.ndarray] = None):
+    """Where a store of `value` (TileVal or scalar) into `win` lands: (mask, index) with mask the
+    elements of the window, per CTA, shape (nb, *win.shape), that lie inside the bounds, are
+    valid in the value and belong to a CTA in `cta` (None: every CTA), and index one
+    base-coordinate array per base dimension, broadcast to the same shape."""
+    shape = win.shape
+    p = len(shape)
+    idx, mask = _index_arrays(win)
+    if isinstance(value, TileVal) and value.region is not None:
+        vmask = region_mask(broadcast_region(value.region, value.shape, shape), shape)
+        if vmask is not None:
+            mask = mask & vmask
+    if cta is not None:
+        mask = mask & cta.reshape((nb,) + (1,) * p)
+    full = (nb,) + shape
+    return np.broadcast_to(mask, full), [np.broadcast_to(ix, full) for ix in idx]
+
+
+def atomic_window(win: Window, value, value_dtype: str, op: str, cta: np.ndarray, nb: int):
+    """A tile atomic: `op` ("add" or "max") of `value` into every element of the tensor window
+    that is valid in the value and inside the tensor, in CTA order, then row-major within the
+    CTA's slice, each update rounded to the tensor's type (floats: max ignores a NaN operand).
+    The value is first stored into the tensor's type, as for an element atomic."""
+    ext = base_extents(win.base, win.flat)
+    if any(e == 0 for e in ext):
+        return
+    p = len(win.shape)
+    full = (nb,) + win.shape
+    mask, idx = window_positions(win, value, nb, cta)
+    if not mask.any():
+        return
+    vdata = np.asarray(store_cast(np.asarray(tile_data(value, p)), value_dtype, win.dtype))
+    vals = np.broadcast_to(vdata, full)[mask]
+    lin = np.zeros(len(vals), np.int64)
+    for ix, e in zip(idx, ext):
+        lin = lin * e + ix[mask]
+    dst = base_array(win.base, win.flat).reshape(-1)
+    if op == "add":
+        np.add.at(dst, lin, vals)
+    elif dst.dtype.kind == "f":
+        np.fmax.at(dst, lin, vals)
+    else:
+        np.maximum.at(dst, lin, vals)
 
 
 class ElementAddress:

@@ -615,11 +615,29 @@ class RunReport:
     seconds: float
     debug: bool
     extra: Dict[str, object] = field(default_factory=dict)
+    notes: Tuple[str, ...] = ()     # debug: elements tile stores left unwritten, and why (EdgeWarning)
 
     def __str__(self):
         v = ", ".join(f"{k}={x}" for k, x in self.variant.items()) or "no @autotune"
         return (f"{self.kernel} on {self.backend}: grid {self.grid} x {self.threads} threads, variant {v}; "
-                f"{self.seconds * 1e3:.1f} ms{' (debug)' if self.debug else ''}. {self.note}")
+                f"{self.seconds * 1e3:.1f} ms{' (debug)' if self.debug else ''}. {self.note}"
+                + "".join(f"\n  note: {n}" for n in self.notes))
+
+
+def warn_edges(notes) -> None:
+    """Each debug note as an `EdgeWarning`, attributed to the caller's line outside tilenb."""
+    if not notes:
+        return
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+    from ..lang.diagnostics import EdgeWarning  # noqa: PLC0415
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, f = 2, sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(pkg + os.sep):
+        f, level = f.f_back, level + 1
+    for n in notes:
+        warnings.warn(EdgeWarning(n), stacklevel=level)
 
 
 def written_tensors(kir: ir.KernelIR):
@@ -735,13 +753,14 @@ def _reference_check(kernel, ch: "Launch", snap: Dict[str, np.ndarray], after: s
     src = kernel.module.checked.source
     host = {k: v.copy() for k, v in snap.items()}
     try:
-        run_cpu(ch.kir, ch.bound.dims, host, ch.bound.scalars, ch.grid, debug=True,
-                source=(src.lines, src.line_offset, src.filename))
+        stats = run_cpu(ch.kir, ch.bound.dims, host, ch.bound.scalars, ch.grid, debug=True,
+                        source=(src.lines, src.line_offset, src.filename))
     except (RaceError, OutOfBoundsError) as e:
         e.message += (f" (debug=True on the CUDA backend: found by the reference executor, which ran this "
                       f"launch on copies of the arguments; {after})")
         e.args = (e.message,)
         raise
+    return stats.notes
 
 
 def _run_on_cuda_checked(kernel, prepared: Prepared, repeat):
@@ -769,14 +788,15 @@ def _run_on_cuda_checked(kernel, prepared: Prepared, repeat):
             if dict(c.tune) == dict(report.variant):
                 ran = c
     try:
-        _reference_check(kernel, ran, snap, "the outputs hold the GPU's results")
+        notes = _reference_check(kernel, ran, snap, "the outputs hold the GPU's results")
     except LaunchError as e:
         e.filename = kernel.module.filename
         raise
     if report is not None:
-        kernel.last_run = replace(report, debug=True, note=report.note + (
+        kernel.last_run = replace(report, debug=True, notes=notes, note=report.note + (
             " debug=True: the reference executor ran this launch on copies of the arguments and found no "
             "shared-tile race and no out-of-bounds element access."))
+    warn_edges(notes)
     return None
 
 
@@ -809,5 +829,6 @@ def _run_on_cpu(kernel, prepared: Prepared, debug: bool, cpu_limit=CPU_LIMIT):
         note = ("The CPU backend does not time variants: it ran the first @autotune variant that fits the "
                 "arguments; name another with variant={...}.")
     kernel.last_run = RunReport("cpu", kir.name, dict(ch.tune), note, ch.grid, kir.threads, stats.ctas,
-                                stats.seconds, debug, {"batch": stats.batch})
+                                stats.seconds, debug, {"batch": stats.batch}, stats.notes)
+    warn_edges(stats.notes)
     return None

@@ -1219,21 +1219,42 @@ class _KernelChecker:
         self.fail(TileRuleError, f"the value of '{self.text(e)}' is not used; assign it, or call a statement function", e.span)
 
     def atomic(self, e: A.Call, env):
+        """atomic_add / atomic_max of one tensor element (per-thread code, any control) or of a
+        tensor slice (a tile atomic: a tile statement, so under uniform control; each element
+        valid in the value and inside the tensor is updated once, by its owner thread)."""
+        f = e.func
         if len(e.args) != 2:
-            self.fail(TileRuleError, f"{e.func}(T[i, ...], v) takes a tensor element and a value", e.span)
+            self.fail(TileRuleError, f"{f}(T[i, ...], v) takes a tensor element (or a tensor slice) and a value", e.span)
         target = self.target(e.args[0], env)
-        if not isinstance(target, ir.Element) or target.base.kind != "tensor":
-            self.fail(TileRuleError, f"the first argument of {e.func} must be one element of a tensor, as in T[i, j]", e.args[0].span)
+        tile = isinstance(target, ir.Slice)
+        if not isinstance(target, (ir.Element, ir.Slice)) or target.base.kind != "tensor":
+            what = ("a slice of a tile" if isinstance(target, ir.Slice) else "an element of a tile"
+                    if isinstance(target, ir.Element) else f"'{self.text(e.args[0])}'")
+            if isinstance(target, (ir.Element, ir.Slice)) and target.base.kind == "view":
+                what = f"'{self.text(e.args[0])}', through the let view '{target.base.name}'"
+            self.fail(TileRuleError, f"the first argument of {f} must be one element of a tensor, as in T[i, j], "
+                      f"or a slice of a tensor, as in T[r :+ 1, c :+ 64] (a tile atomic), not {what}; atomics "
+                      f"update global memory (name the tensor itself)", e.args[0].span)
         value = self.expr(e.args[1], env)
-        if not isinstance(value.type, ir.ScalarT):
-            self.fail(TileTypeError, f"{e.func} takes one scalar value, not {_type_str(value.type)}", e.args[1].span)
+        if isinstance(value.type, ir.TensorT):
+            self.fail(TileRuleError, "a tensor cannot be used whole; slice it", e.args[1].span)
+        if not tile and not isinstance(value.type, ir.ScalarT):
+            self.fail(TileTypeError, f"{f} of one element takes one scalar value, not {_type_str(value.type)}; to "
+                      f"update a tile of elements at once, give a slice of the tensor of that shape, as in "
+                      f"{f}(T[r :+ 1, c :+ 64], t)", e.args[1].span)
         dt = target.type.dtype
         if dt not in ("f32", "f64", "i32", "i64", "u32", "f16", "bf16"):
-            self.fail(TileTypeError, f"{e.func} works on f16, bf16, f32, f64, i32, i64 and u32 tensors, not {dt}", e.args[0].span)
-        if e.func == "atomic_max" and dt in ("f16", "bf16"):
+            self.fail(TileTypeError, f"{f} works on f16, bf16, f32, f64, i32, i64 and u32 tensors, not {dt}", e.args[0].span)
+        if f == "atomic_max" and dt in ("f16", "bf16"):
             self.fail(TileTypeError, "atomic_max works on f32, f64, i32, i64 and u32 tensors", e.args[0].span)
+        if tile:
+            self.require_uniform_control(f"a tile atomic ({f} into a tensor slice, which updates each element "
+                                         f"once: it needs no `if ctx.thread == 0`)", "a tile statement", e.span)
+            if isinstance(value.type, ir.TileT) and not _fits(value.type.shape, target.type.shape):
+                self.fail(TileShapeError, f"{f} into a slice of shape {_shape_str(target.type.shape)} takes a tile of "
+                          f"that shape (or one that broadcasts to it), not {_shape_str(value.type.shape)}", e.args[1].span)
         value = self.coerce(value, target.type, e.args[1].span)
-        return ir.Atomic(B.ATOMICS[e.func], self.fin(target), self.fin(value), e.span)
+        return ir.Atomic(B.ATOMICS[f], self.fin(target), self.fin(value), e.span)
 
     def cluster_reduce(self, e: A.Call, env):
         """cluster_sum(t) / cluster_max(t) / cluster_min(t): a tile var combined across the CTAs
