@@ -135,31 +135,6 @@ inline float tnb_hi_b2f(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 inline float tnb_lo_h2f(unsigned w) { return tnb_h2f((tnb_f16)(w & 0xffffu)); }
 inline float tnb_hi_h2f(unsigned w) { return tnb_h2f((tnb_f16)(w >> 16)); }
 
-inline double tnb_min(double a, double b) { return std::fmin(a, b); }
-inline double tnb_max(double a, double b) { return std::fmax(a, b); }
-inline unsigned tnb_min(unsigned a, unsigned b) { return b < a ? b : a; }
-inline unsigned tnb_max(unsigned a, unsigned b) { return b > a ? b : a; }
-// atomics on global memory: CUDA's primitives as std::atomic_ref operations (the threads of a CTA
-// run concurrently); the generated code's own helpers (tnb_atomic_*: compare-and-swap loops for
-// f32/f64 max and 16-bit adds) are taken from the real prelude (see `emulated_source`)
-inline unsigned atomicCAS(unsigned* p, unsigned c, unsigned v) { std::atomic_ref<unsigned>(*p).compare_exchange_strong(c, v); return c; }
-inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) {
-  std::atomic_ref<unsigned long long>(*p).compare_exchange_strong(c, v); return c;
-}
-inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
-inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
-inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
-inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return std::atomic_ref<unsigned long long>(*p).fetch_add(v); }
-template <class T> inline T tnb_emu_atomic_max(T* p, T v) {
-  std::atomic_ref<T> a(*p); T o = a.load();
-  while (o < v && !a.compare_exchange_weak(o, v)) {}
-  return o;
-}
-inline int atomicMax(int* p, int v) { return tnb_emu_atomic_max(p, v); }
-inline unsigned atomicMax(unsigned* p, unsigned v) { return tnb_emu_atomic_max(p, v); }
-inline long long atomicMax(long long* p, long long v) { return tnb_emu_atomic_max(p, v); }
-
 // ---- the CTA ----
 static unsigned char* g_smem = nullptr;
 static const size_t SMEM = 256 * 1024;
@@ -425,31 +400,12 @@ def available() -> bool:
     return shutil.which("g++") is not None
 
 
-def _prelude_atomics(head: str) -> str:
-    """The real prelude's atomic helpers (every `tnb_atomic_*` function, braces matched), which
-    the emulator runs on its emulated atomicCAS / atomicAdd / atomicMax."""
-    import re
-    out = []
-    for m in re.finditer(r"__device__ __forceinline__ void tnb_atomic_\w+\(", head):
-        i = head.index("{", m.end())
-        depth, j = 0, i
-        while j < len(head):
-            depth += {"{": 1, "}": -1}.get(head[j], 0)
-            if depth == 0:
-                break
-            j += 1
-        out.append(head[m.start():j + 1])
-    return "\n".join(out) + "\n"
-
-
 def emulated_source(ks) -> str:
     """The kernel's CUDA with the emulation prelude in place of the real one."""
     src = ks.source
     head, sep, body = src.partition("#endif  // TILENB_PRELUDE")
     if not sep:
         raise RuntimeError("no prelude marker in the generated source")
-    if "tnb_atomic_" in body:
-        body = _prelude_atomics(head) + body
     body = body.replace("extern __shared__ __align__(16) unsigned char tnb_smem[];", "unsigned char* const tnb_smem = g_smem;")
     import re
     body = re.sub(r"__shared__ __align__\(16\) unsigned char tnb_smem\[\d+\];", "unsigned char* const tnb_smem = g_smem;", body)

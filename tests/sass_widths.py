@@ -25,6 +25,8 @@ tile statement, `compare` checks, per memory space (global, shared) and directio
 
 Instructions: LDG/STG (global), LDS/STS (shared), LDGSTS (cp.async: a global load and a shared
 store of the same width), LD/ST (generic: neither space could be proved; reported as such).
+Atomics (ATOMG/RED) are not counted; the load that starts a compare-and-swap loop of a tile
+atomic (an element, or the 32-bit word of a 16-bit one) is allowed.
 Widths: no suffix 4 bytes, .U8/.S8 1, .U16/.S16 2, .64 8, .128 16. Not counted: instructions
 predicated @!PT (never executed; the assembler pads LDGSTS with them) and LDG.E.CONSTANT (the
 math library's tables, e.g. sin/cos range reduction; tensors are never read that way).
@@ -139,6 +141,10 @@ def expected(analysis, line_offset: int = 0) -> Dict[int, StatementWidths]:
             key = (a.space, "load" if a.rw == "read" else "store")
             allowed = sw.allowed.setdefault(key, set())
             allowed.add(a.elem_bytes)
+            if a.atomic:
+                # a tile atomic: ATOM/RED are not counted; a compare-and-swap loop (f32/f64 max,
+                # 16-bit adds on their 32-bit word) first loads the element (the word)
+                sw.allowed.setdefault(("global", "load"), set()).update({a.elem_bytes, max(4, a.elem_bytes)})
             if a.vector > 1:
                 allowed.add(a.vector_bytes)
                 if a.space == "global":

@@ -434,8 +434,10 @@ def test_emulated_split_k_on_mma_sync_and_on_wgmma_agrees_with_the_cpu_executor(
     import test_gemm_sm90_edges as G
     ks90 = generate(mod.splitk.ir(), arch="sm_90")
     assert ks90.arch == "sm_90a"
+    # the sm_90 emulator's prelude has no atomics: the plain emulator's helpers (atomic_ref
+    # primitives, the real prelude's PTX-free helpers, tnb_atomic_* included), in front of the kernel
     head, sep, body = ks90.source.partition("#endif  // TILENB_PRELUDE")
-    ks90 = dataclasses.replace(ks90, source=head + sep + "\n" + EMU._prelude_atomics(head) + body)
+    ks90 = dataclasses.replace(ks90, source=head + sep + "\n" + EMU.EMU_INTRINSICS + EMU.prelude_helpers() + body)
     exe = G.build_sm90(ks90, [A, B, np.zeros_like(C)], dict(M=M, N=N, K=K), grid, tmp_path / "sm90")
     for tma in (1, 0):
         C90 = np.zeros_like(C)

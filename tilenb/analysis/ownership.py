@@ -119,7 +119,9 @@ class Access:
     # iteration space giving the coordinate within the window that the owner of each
     # iteration coordinate touches
     coords: Tuple[Layout, ...] = field(default=(), compare=False)
-    atomic: bool = False    # a tile atomic's read-modify-write of its tensor slice (global, "write")
+    # a tile atomic's read-modify-write of its tensor slice (global, "write", "partition"):
+    # indivisible against other atomics, ordered like a store against plain accesses
+    atomic: bool = False
 
     @property
     def contiguous(self) -> bool:
@@ -501,7 +503,7 @@ class _Planner:
             # a tile atomic: the owner of each element of the slice updates it (one access, "write")
             shape = as_2d(s.target.type.shape)
             leaf = self.slice_leaf(s.target)
-            acc = [replace(self.partition_access(leaf, "write", shape, (0, 1)), atomic=True)]
+            acc = [replace(self.partition_access(leaf, "write", shape, (0, 1), s.target), atomic=True)]
             self._value_reads(s.value, shape, acc)
             return self._tile_plan(p, s, shape, acc, f"the atomic_{s.op} into {leaf.name}")
         # scalar code: per-thread element accesses of tiles
@@ -573,8 +575,8 @@ class _Planner:
         V = sp.vector_width
         acc = list(sp.accesses)
         dest = acc[0] if acc and acc[0].rw == "write" else None
-        path = (V > 1 and dest is not None and _vector_ok(dest, V, ())
-                and not any(a.space == "registers" for a in acc))
+        path = (V > 1 and dest is not None and _vector_ok(dest, V, ()) and not dest.atomic
+                and not any(a.space == "registers" for a in acc))     # a tile atomic: element by element
         out = []
         for a in acc:
             w = V if path and _vector_ok(a, V, self.no_vector) else 1
