@@ -59,9 +59,6 @@ KNOWN_BUGS = {
                    "broadcasting it (generated CUDA)",
     "dead_tile": "F4: a tile written and never read shares bytes with a live tile, and no barrier separates its "
                  "writes from the live tile's",
-    "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
-                    "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
-                    "other does not",
 }
 
 
