@@ -163,3 +163,14 @@ def test_generated_cuda_regions_dimension_by_dimension(name, tmp_path):
         want = expected(name, X, Y, s)
         EMU.run(ks, [X, Y, s], {"M": M}, (1, 1, 1), workdir=tmp_path)
         np.testing.assert_allclose(Y, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} s={s}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_on_the_gpu_regions_dimension_by_dimension(name):
+    mod = tilenb.compile(source(name), backend="cuda", filename="k.tile")
+    for s in STARTS:
+        X, Y = inputs(s)
+        want = expected(name, X, Y, s)
+        mod.k[1](X, Y, s)
+        np.testing.assert_allclose(Y, want, rtol=1e-5, atol=1e-5, err_msg=f"{name} s={s}")
