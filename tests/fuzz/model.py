@@ -117,19 +117,17 @@ def _clamp(v, lo, hi):
 
 def bcast_region(v: TV, out_shape) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """v's region seen broadcast to out_shape (right-aligned): an extent-1 dimension broadcast
-    along a longer one is valid along all of it when its one element is valid (spec 8 rule 4)."""
+    along a longer one is valid along all of it when its one element is valid, and empty along
+    it when not; the other dimensions keep their ranges (spec 8 rules 2 and 4)."""
     extra = len(out_shape) - len(v.shape)
     lo = [0] * len(out_shape)
     hi = list(out_shape)
-    empty = False
     for d, n in enumerate(v.shape):
         od = extra + d
         if n == out_shape[od]:
             lo[od], hi[od] = v.lo[d], v.hi[d]
         elif not (v.lo[d] <= 0 < v.hi[d]):
-            empty = True
-    if empty:
-        hi = list(lo)
+            hi[od] = 0
     return tuple(lo), tuple(hi)
 
 

@@ -58,9 +58,6 @@ KNOWN_BUGS = {
     "flat_partial": "K3: flat of a partly valid tile (main's spec now says its region is a run; the CPU executor before "
                     "that made invalid elements valid)",
     "zero_extent": "K5: tensors with a zero extent",
-    "reduce_bcast": "F3: a broadcast slice that is wholly invalid: the CPU executor and the generated CUDA disagree on "
-                    "which dimensions of the empty region stay valid, so reductions and dots of it write where the "
-                    "other does not",
 }
 
 

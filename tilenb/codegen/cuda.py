@@ -1342,20 +1342,21 @@ class _Gen(MmaGen):
         return full
 
     def broadcast_region(self, rg: Region, shape, out_shape) -> Region:
+        """rg, the region of a value of `shape`, seen broadcast to `out_shape` (spec 8 rule 4),
+        dimension by dimension as the CPU executor's `cpu_values.broadcast_region`: an extent-1
+        dimension broadcast along a longer one is valid along all of it when its one element
+        is valid, else empty along it, and the other dimension keeps its own range; a rank-1
+        value broadcast to rank 2 gains a row dimension that is valid all along (its region's
+        row part, [0, 1) or emptied by a fixed index outside the tensor, is no dimension of it:
+        that emptiness is in its columns too)."""
         Q, P = shape2(shape), shape2(out_shape)
         r0, r1, c0, c1 = rg
-        ok = []
         if Q[0] != P[0]:
-            ok.append(self.cmp_lt(r0, 1, r1))
-            r0, r1 = 0, P[0]
+            ok = True if len(shape) < 2 else self.cmp_lt(r0, 1, r1)
+            r0, r1 = 0, (P[0] if ok is True else 0 if ok is False else f"(({ok}) ? {P[0]} : 0)")
         if Q[1] != P[1]:
-            ok.append(self.cmp_lt(c0, 1, c1))
-            c0, c1 = 0, P[1]
-        ok = [x for x in ok if x is not True]
-        if any(x is False for x in ok):
-            return (0, 0, 0, 0)
-        if ok:
-            r1 = f"(({' && '.join(ok)}) ? {r1} : 0)"
+            ok = True if len(shape) < 1 else self.cmp_lt(c0, 1, c1)
+            c0, c1 = 0, (P[1] if ok is True else 0 if ok is False else f"(({ok}) ? {P[1]} : 0)")
         return (r0, r1, c0, c1)
 
     def cmp_lt(self, lo, one, hi):

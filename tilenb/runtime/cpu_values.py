@@ -16,8 +16,9 @@ Guarantees, for every operation the typed IR can express:
   Conversions: float -> int truncates toward zero and saturates, NaN -> 0; int -> narrower int
   wraps; to a float type rounds to nearest even. `round` is half-to-even.
 * Valid regions: elementwise results take the intersection of their operands' regions after
-  broadcasting (an extent-1 dimension broadcast along a larger one is valid along all of it if
-  its one element is valid); reductions skip invalid elements (sum of nothing 0, max of nothing
+  broadcasting, dimension by dimension (an extent-1 dimension broadcast along a larger one is
+  valid along all of it if its one element is valid, else empty along it; the other dimensions
+  keep their ranges, spec 8 rule 2); reductions skip invalid elements (sum of nothing 0, max of nothing
   -inf or the integer minimum, min of nothing +inf or the integer maximum) and keep the input's
   rows (row*) or columns (col*); dot/dot_t read invalid elements as 0 and are valid over a's
   rows by b's columns (dot_t: b's rows); transpose transposes the region.
@@ -228,7 +229,11 @@ def full_region(batch: int, shape) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def broadcast_region(region: Region, shape, out_shape) -> Region:
-    """The region of a value of `shape` seen broadcast to `out_shape` (right-aligned)."""
+    """The region of a value of `shape` seen broadcast to `out_shape` (right-aligned), dimension
+    by dimension (spec 8 rule 4): a dimension of equal extent keeps its range; an extent-1
+    dimension broadcast along a longer one is valid along all of it when its one element is
+    valid and empty along it when not; a dimension the value lacks is valid all along. An empty
+    range in one dimension leaves the others' ranges as they are (spec 8 rule 2)."""
     if region is None:
         return None
     lo, hi = region
@@ -240,16 +245,14 @@ def broadcast_region(region: Region, shape, out_shape) -> Region:
     nb = lo.shape[0]
     nlo = np.zeros((nb, len(out_shape)), np.int64)
     nhi = np.broadcast_to(np.asarray(out_shape, np.int64), (nb, len(out_shape))).copy()
-    ok = np.ones(nb, bool)
     for d, ext in enumerate(shape):
         od = extra + d
         if ext == out_shape[od]:
             nlo[:, od] = lo[:, d]
             nhi[:, od] = hi[:, d]
-        else:  # extent 1 broadcast: valid everywhere iff its element is valid
-            ok &= (lo[:, d] <= 0) & (hi[:, d] > 0)
-    # a broadcast dimension whose element is invalid makes the whole value invalid
-    nhi = np.where(ok[:, None], nhi, nlo)
+        else:  # extent 1 broadcast: valid all along iff its element is valid, else empty along it
+            ok = (lo[:, d] <= 0) & (hi[:, d] > 0)
+            nhi[:, od] = np.where(ok, nhi[:, od], 0)
     return nlo, nhi
 
 
