@@ -296,7 +296,7 @@ def _reduction_partials(kir, low: KernelLowering, facts, array_bytes: int, dynam
         R, Cc = shape2(shape)
         if Cc != 1 or facts.within(s):
             return None
-        reds = _identity_reductions(value, (R, Cc))
+        reds = identity_reductions(value, (R, Cc))
         if not reds:
             return None
         for red in reds:
@@ -347,7 +347,7 @@ def _reduction_partials(kir, low: KernelLowering, facts, array_bytes: int, dynam
     return {k: tuple(v) for k, v in out.items()}, arrays
 
 
-def _identity_reductions(value, domain) -> List[ir.Reduce]:
+def identity_reductions(value, domain) -> List[ir.Reduce]:
     """Reductions of `value` evaluated at the statement's own coordinates (through elementwise
     nodes of the same shape) whose axis runs along the statement's extent of 1."""
     R, Cc = domain

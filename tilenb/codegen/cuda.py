@@ -60,6 +60,7 @@ from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE
 from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
+from ..analysis.smem import identity_reductions
 
 STATIC_SMEM_LIMIT = STATIC_SMEM   # tilenb.target: the 48 KB of static shared memory a CTA may have
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
@@ -2547,27 +2548,14 @@ class _Gen(MmaGen):
 
     # ---- cooperative reductions: a warp's lanes share the rows of the outputs it owns
     def coop_reduces(self, value, domain, V, lay):
+        """The reductions a warp's lanes share (the analysis' rule, `smem.identity_reductions`,
+        which also sizes their partials): element-wise chunks over an extent of 1 only."""
         if lay is not None or V != 1 or not isinstance(value.type, ir.TileT):
             return []
         R, Cc = domain
         if R != 1 and Cc != 1:
             return []
-        found = []
-
-        def visit(e, ident):
-            if isinstance(e, ir.Reduce):
-                if ident and len(e.x.type.shape) == 2:
-                    axis_ok = (e.axis == 1 and Cc == 1) or (e.axis == 0 and R == 1)
-                    if axis_ok:
-                        found.append(e)
-                return
-            if isinstance(e, (ir.Dot, ir.Transpose)):
-                return
-            for c in ir.sub_exprs(e):
-                if isinstance(c.type, ir.TileT):
-                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
-        visit(value, True)
-        return found
+        return identity_reductions(value, domain)
 
     # ---- CTA-wide row reductions: every thread reduces the chunks it owns, then shuffles, then
     # one combine across warps through a small shared scratch
