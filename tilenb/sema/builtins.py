@@ -335,7 +335,8 @@ def _group(name):
 # Views of the table by family (read by `tilenb.puzzles.coverage`).
 UNARY_MATH = _group("unary math")
 BINARY_MATH = _group("binary math")
-OTHER = ("where", "dot", "dot_t", "transpose", "flat", "cdiv", "barrier")
+OTHER = tuple(b.name for b in BUILTINS.values()
+              if b.group not in ("conversion", "unary math", "binary math", "reduction", "atomic", "cluster reduction"))
 _ALL_NAMES = frozenset(BUILTINS)
 
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import ir
 from .. import types as T
-from ..lang import ast as A
 from ..analysis.uniformity import expr_level
+from ..lang import ast as A
 from ..lang.diagnostics import TileNameError, TileRuleError, TileShapeError, TileTypeError
 from . import builtins as B
 from .builtins import BUILTINS
