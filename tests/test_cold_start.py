@@ -1,8 +1,7 @@
 """The cold-start shortcuts of the front end give what the long way gives.
 
-- The parser's own LALR loop (`tilenb.lang.parser._Driver`, over Lark's tables, lexers and
-  callbacks) gives the Program Lark's loop gives, spans included, and every malformed text
-  reaches Lark, so its diagnostic is the one Lark's loop gives.
+- The parser's syntax tree built during Lark's LALR parse is the one the parse-tree path
+  builds from the same callbacks, spans included, and literals out of range read as before.
 - Lark's grammar cache (in $TILENB_CACHE_DIR/parser): a second build loads the saved analysis
   instead of analysing the grammar; a corrupt, stale, unreadable or unwritable cache never
   changes what `parse` returns or raises.
@@ -43,17 +42,16 @@ PROGRAMS = [EVERYTHING, SK.program(), SEEDS,
             "", "// only a comment", "\n\n"]
 
 
-def _outcome(text, *, fast=True):
-    """What `parse` gives: ("ok", Program) or ("error", class, message, line, column)."""
-    saved = P._driver
-    if not fast:
-        P._driver = lambda: None          # every parse through Lark's own loop
+def _outcome(text, *, tree=False):
+    """What `parse` gives: ("ok", Program) or ("error", class, message, line, column); with
+    `tree`, the Program the parse-tree path (`_lark()` + `_ToAst`) builds from a text that parses."""
     try:
+        if tree:
+            kernels, fns = P._ToAst().transform(P._lark().parse(text))
+            return ("ok", tilenb.lang.ast.Program(kernels, fns, text, "<cell>"))
         return ("ok", P.parse(text))
     except TileError as e:
         return ("error", type(e).__name__, str(e), e.line, e.column)
-    finally:
-        P._driver = saved
 
 
 def _mutants(text, n, seed):
@@ -77,35 +75,27 @@ def _mutants(text, n, seed):
 
 
 @pytest.mark.parametrize("i", range(len(PROGRAMS)))
-def test_the_driver_builds_the_program_lark_builds(i):
+def test_the_lalr_builder_gives_the_parse_tree_path_program(i):
     text = PROGRAMS[i]
-    fast, slow = _outcome(text), _outcome(text, fast=False)
-    assert fast == slow
-    if text.strip() and not text.startswith("//"):
-        parser, builder = P._fast()
-        builder.reset()
-        try:
-            assert P._driver().run(text) is not P._FAILED    # well-formed: no fallback to Lark
-        finally:
-            builder.reset()
+    assert _outcome(text) == _outcome(text, tree=True)
 
 
 def test_malformed_texts_get_lark_s_diagnostics():
     texts = _mutants(SK.kernel_text("attention_bf16"), 150, 1) + _mutants(EVERYTHING, 150, 2)
     errors = 0
     for t in texts:
-        fast, slow = _outcome(t), _outcome(t, fast=False)
-        assert fast == slow, t
-        errors += fast[0] == "error"
+        got = _outcome(t)
+        errors += got[0] == "error"
+        if got[0] == "ok":
+            assert got == _outcome(t, tree=True), t
     assert errors > 100
 
 
 def test_deep_programs_and_literals_out_of_range_read_as_before():
     deep = "kernel k(X: tensor<f32>[N]) {\n  X[0] = " + " + ".join(["X[1]"] * 150) + "\n}\n"
     huge = "kernel k(X: tensor<f32>[N]) {\n  X[0] = 1\n  X[1] = 1" + "9" * 45 + "\n}\n"
-    for t in (deep, huge):
-        assert _outcome(t) == _outcome(t, fast=False)
-    assert _outcome(huge)[0] == "error"
+    assert _outcome(deep) == _outcome(deep, tree=True)
+    assert _outcome(huge)[0] == "error" and "too long" in _outcome(huge)[2]
 
 
 @pytest.fixture
@@ -113,10 +103,10 @@ def parser_in(monkeypatch):
     """Rebuild the parser (as at the first parse of a process) with TILENB_CACHE_DIR = dir."""
     def rebuild(cache_dir):
         monkeypatch.setenv("TILENB_CACHE_DIR", str(cache_dir))
-        for f in (P._fast, P._driver, P._lark):
+        for f in (P._fast, P._lark):
             f.cache_clear()
     yield rebuild
-    for f in (P._fast, P._driver, P._lark):
+    for f in (P._fast, P._lark):
         f.cache_clear()
 
 
@@ -126,9 +116,9 @@ def _no_grammar_analysis(monkeypatch):
     monkeypatch.setattr(lark.lark, "load_grammar", refuse)
 
 
-def _same_parses():
-    for text in PROGRAMS[:3] + _mutants(SK.kernel_text("gemm_f16"), 20, 3):
-        assert _outcome(text) == _outcome(text, fast=False)
+def _same_parses(expected):
+    for text, want in expected.items():
+        assert _outcome(text) == want
 
 
 def test_a_second_build_loads_the_saved_grammar_analysis(parser_in, tmp_path, monkeypatch):
@@ -142,7 +132,7 @@ def test_a_second_build_loads_the_saved_grammar_analysis(parser_in, tmp_path, mo
     _no_grammar_analysis(monkeypatch)
     for t, want in expected.items():
         assert _outcome(t) == want
-    assert _outcome(PROGRAMS[0], fast=False) == expected[PROGRAMS[0]]
+    assert _outcome(PROGRAMS[0], tree=True) == expected[PROGRAMS[0]]
     P._lark()
 
 
@@ -168,7 +158,7 @@ def test_a_damaged_cache_file_is_rebuilt_and_parsing_is_unchanged(parser_in, tmp
     parser_in(tmp_path)
     for t, want in expected.items():
         assert _outcome(t) == want
-    _same_parses()
+    _same_parses(expected)
     if damage != "directory":   # rewritten whole: the next build loads it
         parser_in(tmp_path)
         _no_grammar_analysis(monkeypatch)
@@ -182,22 +172,8 @@ def test_an_unwritable_cache_directory_only_loses_the_saving(parser_in, tmp_path
     parser_in(blocker)                      # $TILENB_CACHE_DIR/parser cannot be made
     for t, want in expected.items():
         assert _outcome(t) == want
-    _same_parses()
+    _same_parses(expected)
     assert blocker.read_text() == "not a directory"
-
-
-def test_lark_internals_the_driver_does_not_know_mean_lark_parses(monkeypatch):
-    def broken(parser):
-        raise TypeError("unknown Lark internals")
-    monkeypatch.setattr(P, "_Driver", broken)
-    P._driver.cache_clear()
-    try:
-        assert P._driver() is None
-        _same_parses()
-    finally:
-        monkeypatch.undo()
-        P._driver.cache_clear()
-    assert P._driver() is not None
 
 
 # ---- the first launch ----------------------------------------------------------------------------

@@ -5,17 +5,17 @@ Guarantees: `parse` returns a Program whose every node has a span, or raises a
 any input string.
 
 How: Lark's LALR parser over the grammar of record builds the syntax tree directly, one
-callback per reduction (`_Builder`), with spans computed from the tokens each rule consumed
-(the spans Lark's propagate_positions gives: a node spans the tokens of its own derivation,
-its operands' enclosing parentheses included). A program nested deeper than `_DEEP` levels
-(long operator chains) goes the other way, through Lark's parse tree and `_ToAst`, which
-reports nesting too deep for Python's recursion where it lies. Both give the same Program.
-
-The LALR loop itself is `_Driver`: Lark's tables, per-state lexers and callbacks, replayed with
-less machinery per token; a text it cannot parse goes through Lark's own loop, whose exception
-becomes the TileSyntaxError, so diagnostics are Lark's. Lark's analysis of the grammar (~70 ms,
-the first parse of a process) is kept on disk through Lark's `cache=` option (`_build`); a
-missing, stale, corrupt or unwritable cache file only costs that time again.
+callback per reduction (`_Builder`, given to Lark as its `transformer=`), with spans computed
+from the tokens each rule consumed (the spans Lark's propagate_positions gives: a node spans the
+tokens of its own derivation, its operands' enclosing parentheses included). `_Builder` is the
+one syntax-tree builder. A program nested deeper than `_DEEP` levels (long operator chains) is
+parsed again into Lark's parse tree, which `_ToAst` hands to the same callbacks through Lark's
+recursive `Transformer`, so that nesting too deep for Python's recursion is reported at the
+statement where it lies. Only Lark's public API is used (`Lark`, `Transformer`, `Token`, the
+`lark.exceptions` classes, a post-lexer); a text Lark refuses is reported from Lark's exception.
+Lark's analysis of the grammar (~70 ms, the first parse of a process) is kept on disk through
+Lark's `cache=` option (`_build`); a missing, stale, corrupt or unwritable cache file only costs
+that time again.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer
 
 from . import ast as A
 from .diagnostics import Source, TileSyntaxError
@@ -111,8 +111,10 @@ def _build(kind: str, **options) -> lark.Lark:
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    """The grammar of record as a parse-tree builder (positions on every node)."""
-    return _build("tree", propagate_positions=True, maybe_placeholders=True)
+    """The grammar of record as a parse-tree builder (positions on every node), keeping every
+    token as `_fast()` does, so that each tree node holds the children its `_Builder` callback
+    takes."""
+    return _build("tree", propagate_positions=True, maybe_placeholders=False, keep_all_tokens=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -125,354 +127,28 @@ def _fast() -> Tuple[lark.Lark, "_Builder"]:
     return parser, builder
 
 
-class _Driver:
-    """The LALR loop of `_fast()`'s parser, run over Lark's own tables, lexers and callbacks with
-    less machinery per token (no generators, no parser-state object, unit reductions of `?`
-    rules done in place): the same tokens reach the same callbacks in the same order, so it
-    builds the same Program. It handles well-formed input only: `run` returns `_FAILED` for
-    anything else (a character no terminal matches, a token the table does not expect, any
-    exception), and the caller then parses again with Lark, whose exception is reported.
-
-    What it replays, step for step: Lark's contextual lexer (each token is matched with the
-    lexer of the parser's current state, ignored terminals skipped, keyword callbacks applied,
-    lines and columns counted as `LineCounter` does), `_Newlines`, and `ParserState.feed_token`
-    (shifts, reductions, the `$END` token borrowed from the last token)."""
-
-    def __init__(self, parser: lark.Lark):
-        from lark.parse_tree_builder import ExpandSingleChild
-        from lark.parsers.lalr_analysis import Shift
-        front = parser.parser
-        contextual = front.lexer.lexer            # PostLexConnector -> ContextualLexer
-        inner = front.parser.parser               # LALR_Parser -> _Parser
-        table = inner.parse_table
-        callbacks = inner.callbacks
-        if any(not isinstance(k, lark.grammar.Rule) for k in callbacks):
-            raise TypeError("token callbacks are not replayed")   # none in this grammar
-        self.start = table.start_states["start"]
-        self.end = table.end_states["start"]
-        rules = {}
-        self.table = {}
-        for state, acts in table.states.items():
-            row = {}
-            for sym, (action, arg) in acts.items():
-                sym = str(sym)                      # a plain str key (Lark names rules with Tokens)
-                if action is Shift:
-                    if arg == self.end and sym != "start":
-                        continue                    # Lark asserts against it: left to Lark
-                    row[sym] = arg                  # an int: shift (or goto) to that state
-                else:
-                    info = rules.get(arg)
-                    if info is None:
-                        size, cb = len(arg.expansion), callbacks[arg]
-                        info = rules[arg] = (size, str(arg.origin.name), cb, size == 1 and type(cb) is ExpandSingleChild)
-                    row[sym] = info                 # a tuple: reduce by that rule
-            self.table[state] = row
-        self.units = {}    # (state below, top state, token type) -> the top after its unit reductions
-        self.lexers = _StateLexers(contextual.lexers)
-
-    def run(self, text: str):
-        try:
-            return self._run(text)
-        except Exception:  # anything unusual: Lark's own parse decides (and reports)
-            return _FAILED
-
-    def _run(self, text: str):
-        table, lexers, keywords, units = self.table, self.lexers, _KEYWORD_SET, self.units
-        new_token, borrow = Token._future_new, Token.new_borrow_pos
-        states = [self.start]
-        values = []
-        pos, line, column, line_start, n = 0, 1, 1, 0, len(text)
-        parens = braces = 0
-        last = None
-        while pos < n:
-            mres, ignore, newline, lexcb = lexers[states[-1]]
-            m = None
-            for mre in mres:
-                m = mre.match(text, pos, n)
-                if m:
-                    break
-            if not m:
-                return _FAILED
-            value, typ = m.group(0), m.lastgroup
-            ignored = typ in ignore
-            start, start_line, start_column = pos, line, column
-            if typ in newline:
-                k = value.count("\n")
-                if k:
-                    line += k
-                    line_start = pos + value.rindex("\n") + 1
-            pos += len(value)
-            column = pos - line_start + 1
-            if ignored and typ not in lexcb:
-                continue
-            tok = new_token(typ, value, start, start_line, start_column, line, column, pos)
-            if typ in lexcb:
-                tok = lexcb[typ](tok)
-            if ignored:
-                continue
-            if type(tok) is not Token:
-                return _FAILED
-            # _Newlines.process
-            t = tok.type
-            if t == "NAME" and tok.value in keywords:
-                tok = borrow(tok.value.upper(), tok.value, tok)
-                t = tok.type
-            if t == "_NL":
-                if not (parens == 0 and braces > 0):
-                    continue
-            elif t == "LPAR" or t == "LSQB":
-                parens += 1
-            elif t == "RPAR" or t == "RSQB":
-                parens = max(0, parens - 1)
-            elif t == "LBRACE":
-                braces += 1
-            elif t == "RBRACE":
-                braces = max(0, braces - 1)
-            last = tok
-            # ParserState.feed_token
-            while True:
-                act = table[states[-1]].get(t)
-                if act is None:
-                    return _FAILED
-                if type(act) is int:
-                    states.append(act)
-                    values.append(tok)
-                    break
-                size, origin, cb, unit = act
-                if unit:
-                    # `?rule: child` reductions leave the child's value and replace only the top
-                    # state; a run of them depends on (state below, top state, token) alone
-                    key = (states[-2], states[-1], t)
-                    top = units.get(key)
-                    if top is None:
-                        below = table[states[-2]]
-                        while True:
-                            top = below[act[1]]
-                            act = table[top].get(t)
-                            if act is None or type(act) is int or not act[3]:
-                                break
-                        units[key] = top
-                    states[-1] = top
-                    continue
-                else:
-                    if size:
-                        s = values[-size:]
-                        del states[-size:]
-                        del values[-size:]
-                    else:
-                        s = []
-                    values.append(cb(s))
-                states.append(table[states[-1]][origin])
-        end = borrow("$END", "", last) if last is not None else Token("$END", "", 0, 1, 1)
-        while True:
-            act = table[states[-1]].get(end.type)
-            if act is None or type(act) is int:
-                return _FAILED
-            size, origin, cb, unit = act
-            if unit:
-                del states[-1]
-            else:
-                if size:
-                    s = values[-size:]
-                    del states[-size:]
-                    del values[-size:]
-                else:
-                    s = []
-                values.append(cb(s))
-            states.append(table[states[-1]][origin])
-            if states[-1] == self.end:
-                return values[-1]
-
-
-class _StateLexers(dict):
-    """parser state -> (compiled patterns, ignored types, types that may hold newlines, keyword
-    callbacks) of the contextual lexer's lexer for that state, made on first use (as Lark builds
-    a state's scanner when that state first lexes: compiling them all costs ~10 ms)."""
-
-    def __init__(self, lexers):
-        super().__init__()
-        self.source = lexers
-        self.by_lexer = {}
-
-    def __missing__(self, state):
-        lx = self.source[state]
-        got = self.by_lexer.get(id(lx))
-        if got is None:
-            mres = lx.scanner._mres               # builds the scanner and its keyword callbacks
-            got = self.by_lexer[id(lx)] = (tuple(mres), lx.ignore_types, lx.newline_types, dict(lx.callback))
-        self[state] = got
-        return got
-
-
-_FAILED = object()
-_KEYWORD_SET = frozenset(KEYWORDS)
-
-
-@functools.lru_cache(maxsize=1)
-def _driver() -> Optional[_Driver]:
-    """The fast loop over `_fast()`'s parser, or None where this Lark's internals differ from
-    what `_Driver` replays (every parse then goes through Lark)."""
-    try:
-        return _Driver(_fast()[0])
-    except Exception:
-        return None
-
-
 _fast_lock = threading.Lock()   # _Builder keeps per-parse state
 # Parse-tree depth past which `parse` takes the parse-tree path (see the module docstring). The
 # suite's kernels are 13 levels deep; the tree path's recursion needs about 2 frames a level.
 _DEEP = 100
 
 
-def _span(meta_or_tok) -> A.Span:
-    if isinstance(meta_or_tok, Token):
-        return A.Span(meta_or_tok.line, meta_or_tok.column,
-                      meta_or_tok.end_line or meta_or_tok.line, meta_or_tok.end_column or meta_or_tok.column)
-    m = meta_or_tok
-    if getattr(m, "empty", False):
-        return A.Span(0, 0)
-    return A.Span(m.line, m.column, m.end_line, m.end_column)
+def _span(tok: Token) -> A.Span:
+    """The span of one token."""
+    return A.Span(tok.line, tok.column, tok.end_line or tok.line, tok.end_column or tok.column)
 
 
-def _stmts(block):
-    return tuple(block) if block is not None else ()
-
-
-@v_args(meta=True)
 class _ToAst(Transformer):
-    # ---- top level
-    def start(self, meta, items):
-        kernels = tuple(i for i in items if isinstance(i, A.Kernel))
-        fns = tuple(i for i in items if isinstance(i, A.Function))
-        return kernels, fns
+    """`_lark()`'s parse tree -> what `_fast()` builds during its parse: each tree node, its
+    children transformed first (Lark's recursive walk), goes to the `_Builder` callback of its
+    rule. A literal out of range is left in `builder.bad`, as during the LALR parse."""
 
-    def kernel_def(self, meta, ch):
-        attrs = [c for c in ch if isinstance(c, A.Attribute)]
-        rest = [c for c in ch if not isinstance(c, A.Attribute)]
-        name = rest[0]
-        params = tuple(p for p in rest[1:-1] if p is not None)
-        body = rest[-1]
-        return A.Kernel(str(name), tuple(attrs), params, body, _span(meta), _span(name))
+    def __init__(self, builder: Optional["_Builder"] = None):
+        super().__init__(visit_tokens=False)
+        self.builder = builder if builder is not None else _Builder()
 
-    def attribute(self, meta, ch):
-        name = ch[0]
-        args = tuple(a for a in ch[1:] if a is not None)
-        # maybe_placeholders leaves a None for a missing "( ... )"
-        has_parens = not (len(ch) == 2 and ch[1] is None)
-        return A.Attribute(str(name), args, has_parens, _span(meta))
-
-    def tune_arg(self, meta, ch):
-        return A.TuneArg(str(ch[0]), tuple(c for c in ch[1:] if c is not None), _span(meta))
-
-    def param(self, meta, ch):
-        return A.Param(str(ch[0]), ch[1], _span(meta))
-
-    def expr_fn(self, meta, ch):
-        return A.Function(str(ch[0]), tuple(str(c) for c in ch[1:-1] if c is not None), ch[-1], True, _span(meta))
-
-    def stmt_fn(self, meta, ch):
-        return A.Function(str(ch[0]), tuple(str(c) for c in ch[1:-1] if c is not None), ch[-1], False, _span(meta))
-
-    # ---- types
-    def tensor_type(self, meta, ch):
-        dims = []
-        spans = []
-        for d in ch[1:]:
-            spans.append(_span(d))
-            dims.append(_int(d) if d.type == "INT" else str(d))
-        return A.TensorTypeExpr(str(ch[0]), tuple(dims), tuple(spans), _span(meta))
-
-    def tile_type(self, meta, ch):
-        return A.TileTypeExpr(str(ch[0]), tuple(ch[1:]), _span(meta))
-
-    def scalar_type(self, meta, ch):
-        return A.ScalarTypeExpr(str(ch[0]), _span(meta))
-
-    # ---- statements
-    def block(self, meta, ch):
-        return tuple(c for c in ch if c is not None)
-
-    def let_stmt(self, meta, ch):
-        return A.Let(str(ch[0]), ch[1], ch[2], _span(meta))
-
-    def var_stmt(self, meta, ch):
-        return A.VarDecl(str(ch[0]), ch[1], ch[2], _span(meta))
-
-    def assign(self, meta, ch):
-        return A.Assign(ch[0], None, ch[1], _span(meta))
-
-    def aug_assign(self, meta, ch):
-        return A.Assign(ch[0], str(ch[1])[:-1], ch[2], _span(meta))
-
-    def unroll(self, meta, ch):
-        t = ch[0]
-        return (_int(t) if t.type == "INT" else str(t)), _span(t)
-
-    def for_stmt(self, meta, ch):
-        unroll, name, *args, body = ch
-        args = tuple(a for a in args if a is not None)
-        n, nspan = unroll if unroll is not None else (None, None)
-        return A.For(str(name), args, n, nspan, body, _span(meta))
-
-    def while_stmt(self, meta, ch):
-        return A.While(ch[0], ch[1], _span(meta))
-
-    def if_stmt(self, meta, ch):
-        cond, then, orelse = ch
-        if orelse is None:
-            orelse = ()
-        elif isinstance(orelse, A.If):
-            orelse = (orelse,)
-        return A.If(cond, then, orelse, _span(meta))
-
-    def break_stmt(self, meta, ch):
-        return A.Break(_span(meta))
-
-    def continue_stmt(self, meta, ch):
-        return A.Continue(_span(meta))
-
-    def return_stmt(self, meta, ch):
-        return A.Return(_span(meta))
-
-    def expr_stmt(self, meta, ch):
-        return A.ExprStmt(ch[0], _span(meta))
-
-    # ---- expressions
-    def binop(self, meta, ch):
-        return A.Binary(str(ch[1]), ch[0], ch[2], _span(meta))
-
-    def unop(self, meta, ch):
-        return A.Unary(str(ch[0]), ch[1], _span(meta))
-
-    def index(self, meta, ch):
-        subs = []
-        for s in ch[1:]:
-            if isinstance(s, (A.RangeSub, A.FullSub)):
-                subs.append(s)
-            else:
-                subs.append(A.IndexSub(s, _expr_span(s)))
-        return A.Index(ch[0], tuple(subs), _span(meta))
-
-    def range_sub(self, meta, ch):
-        return A.RangeSub(ch[0], ch[2], _span(meta))
-
-    def full_sub(self, meta, ch):
-        return A.FullSub(_span(meta))
-
-    def field(self, meta, ch):
-        return A.Field(ch[0], str(ch[1]), _span(meta))
-
-    def call(self, meta, ch):
-        return A.Call(str(ch[0]), tuple(c for c in ch[1:] if c is not None), _span(meta), _span(ch[0]))
-
-    def name(self, meta, ch):
-        return A.Name(str(ch[0]), _span(ch[0]))
-
-    def int_lit(self, meta, ch):
-        return A.IntLit(_int(ch[0]), _span(ch[0]))
-
-    def float_lit(self, meta, ch):
-        return A.FloatLit(float(ch[0]), _span(ch[0]))
+    def __default__(self, data, children, meta):
+        return getattr(self.builder, data)(children)
 
 
 class _Block:
@@ -492,7 +168,8 @@ class _Builder:
     A node's span runs from the start of its first child to the end of its last, where a child
     expression written in parentheses extends over them (`paren`), as with propagate_positions.
     `depth` records each node's parse-tree depth; `bad` the first literal out of range (raised
-    after the parse, so that a syntax error anywhere still comes first, as with `_ToAst`)."""
+    after the parse, so that a syntax error anywhere still comes first). Lark calls these
+    during its LALR parse (`_fast()`); `_ToAst` calls them over a parse tree."""
 
     def __init__(self):
         self.reset()
@@ -709,10 +386,6 @@ def _int(tok) -> int:
     return int(text[2:], 16) if text[:2] in ("0x", "0X") else int(text, 10)
 
 
-def _expr_span(e) -> A.Span:
-    return e.span
-
-
 # How an expected terminal reads in a message (the others are quoted as written).
 _TOKEN_WORDS = {
     "_NL": "end of line", "$END": "end of input", "NAME": "a name", "INT": "an integer",
@@ -864,14 +537,10 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
             raise src.error(TileSyntaxError, "the program nests too deeply to parse", 1, 1) from None
 
     parser, builder = _fast()
-    driver = _driver()
     with _fast_lock:
         builder.reset()
         try:
-            result = driver.run(text) if driver is not None else _FAILED
-            if result is _FAILED:   # not well-formed (or unusual): Lark parses it and reports
-                builder.reset()
-                result = syntax(parser.parse)
+            result = syntax(parser.parse)
             depth, bad = builder.depth.get(id(result), 0), builder.bad
         finally:
             builder.reset()
@@ -888,17 +557,18 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
         line, col = _too_deep_at(tree)
         return src.error(TileSyntaxError, "this statement nests too deeply (hundreds of levels of operators, "
                          "calls or blocks); split it up, binding parts of a long expression with let", line, col)
+    to_ast = _ToAst()
     try:
-        kernels, fns = _ToAst().transform(tree)
+        kernels, fns = to_ast.transform(tree)
     except RecursionError:
         raise too_deep() from None
     except lark.exceptions.VisitError as e:
-        if isinstance(e.orig_exc, _BadLiteral):
-            tok = e.orig_exc.tok
-            raise src.error(TileSyntaxError, str(e.orig_exc), tok.line, tok.column) from None
         if isinstance(e.orig_exc, RecursionError):   # the limit hit inside one of our callbacks
             raise too_deep() from None
         raise
+    bad = to_ast.builder.bad
+    if bad is not None:
+        raise src.error(TileSyntaxError, str(bad), bad.tok.line, bad.tok.column) from None
     return A.Program(kernels, fns, text, filename)
 
 
