@@ -4,7 +4,8 @@ mistake) in a live JupyterLab and a live Notebook 7, driven by headless chromium
 drives it: Run All runs every kernel, each verification passes in the kernel, and the run stops at
 the failed cell, whose error names its own prompt; every view of every kernel draws; hovering and
 arrow keys move the GEMM's thread map and never the notebook; the dark theme recolours the views;
-the notebook saved, its kernel stopped and reopened shows all the views again."""
+the notebook saved, its kernel stopped and reopened shows all the views again (VS Code:
+test_newcomer_vscode.py)."""
 import shutil
 
 import pytest
@@ -119,6 +120,15 @@ def test_the_gemm_thread_map_follows_the_mouse_and_the_keys_not_the_notebook(liv
     for key, expect in [("ArrowDown", down), ("j", down), ("ArrowUp", "0")]:
         page.keyboard.press(key)
         assert page.evaluate(state) == [active, ncells, expect], key
+    # no keyboard trap: Tab walks on through the view's controls (the other grid, the warp
+    # table's rows) and out of the thread map, with the notebook left as it was
+    inside = "() => !!document.activeElement.closest('.tilenb-view[data-tilenb-view=threadmap]')"
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if not page.evaluate(inside):
+            break
+    assert not page.evaluate(inside)
+    assert page.evaluate(f"() => [{NB}.activeCellIndex, {NB}.widgets.length]") == [active, ncells]
     page.keyboard.press("Escape")
 
 
@@ -152,3 +162,4 @@ def test_saved_and_reopened_with_its_kernel_stopped_every_view_shows(live):
     _, code, failing = _cells()
     counts = page.evaluate(COUNTS)
     assert counts[failing] is not None and all(counts[i] is None for i in code if i > failing)
+
