@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import ir
+from ... import ir
 
 SPEC_8 = "spec section 8"
 
