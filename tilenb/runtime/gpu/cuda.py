@@ -51,7 +51,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ... import ir
+from ... import caches, ir
 from ...lang.diagnostics import LaunchError, TileError, UnsupportedError
 from ...target import STATIC_SMEM, Target, from_device, target as as_target
 from ...types import DTYPES
@@ -64,6 +64,16 @@ _generated: Dict[int, tuple] = {}        # id(kir) -> (kir, KernelSource)
 _loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, NVRTC arch) -> cupy RawKernel
 _tuned: Dict[str, dict] = {}
 
+
+def clear_cache() -> None:
+    """Forget the generated sources, loaded kernels and autotune choices kept in memory (the
+    choices saved on disk stay, and are read again at the next launch that needs them)."""
+    _generated.clear()
+    _loaded.clear()
+    _tuned.clear()
+
+
+caches.register(__name__, clear_cache)
 
 _CP = None
 
