@@ -29,7 +29,7 @@ def main(argv=None):
     import torch
     import tilenb
     import tilenb.codegen.cuda as gen
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     import suite as SU
     import suite_kernels as SK
     SU.S.torch = torch

@@ -20,7 +20,7 @@ def main():
     import torch
     import suite
     import tilenb
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     from tilenb.codegen.nvrtc import nvrtc_compile
     suite.S.torch = torch
     import cupy

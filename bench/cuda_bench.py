@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import cupy as cp  # noqa: E402
 
 import tilenb  # noqa: E402
-import tilenb.runtime.cuda as tcuda  # noqa: E402
+import tilenb.runtime.gpu.cuda as tcuda  # noqa: E402
 from test_check_programs import PROGRAMS  # noqa: E402
 from test_cuda_kernels import SEED  # noqa: E402
 

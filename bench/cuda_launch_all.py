@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-import tilenb.runtime.cuda as tcuda  # noqa: E402
+import tilenb.runtime.gpu.cuda as tcuda  # noqa: E402
 import test_cuda_kernels as T  # noqa: E402
 
 

@@ -102,7 +102,7 @@ class Bf16View:
 def gpu(out: Path, launch_only=False):
     import cupy as cp
 
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     from tilenb.codegen.nvrtc import nvrtc_compile
     tc.PROGRESS = False
     res = {"machine": {"gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "cpu": cpu_model(),
@@ -182,7 +182,7 @@ def gpu(out: Path, launch_only=False):
             tl.append(t3 - t0)
             parts.append({"front_end_ms": (t1 - t0) * 1e3, "codegen_ms": (t2 - t1) * 1e3,
                           "nvrtc_load_launch_ms": (t3 - t2) * 1e3})
-        from tilenb.runtime.launch import prepare, written_tensors
+        from tilenb.runtime.checks import prepare, written_tensors
         prep = prepare(kk, None, tuple(args), variant=variant)
         ch = prep.chosen
         da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
@@ -211,7 +211,7 @@ def gpu(out: Path, launch_only=False):
 
 
 def cpu():
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     from tilenb.codegen.nvrtc import nvrtc_compile
     nvrtc_compile('extern "C" __global__ void k() {}', "sm_90", use_cache=False)
     for name, variant in CASES:
@@ -242,7 +242,7 @@ def cpu_launch(calls=20000, batches=7):
     sys.path.insert(0, str(ROOT / "tests"))
     import fake_cupy
 
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     mp = pytest.MonkeyPatch()
     tc.PROGRESS = False
     fake = fake_cupy.install(mp, tf.mkdtemp(prefix="tilenb-fake-"))

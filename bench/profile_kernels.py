@@ -44,7 +44,7 @@ def main(argv):
     want = set(a for a in argv if not a.endswith(".json"))
     SU.S.torch = torch
     mod = tilenb.compile(SK.program(), backend="cuda")
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     tc.PROGRESS = False
     var = {}
     for f in files:          # the JSON files of a split run: each names the variants it chose

@@ -228,8 +228,8 @@ def prepared_launch(kernel, grid, args, variant):
     (a closure that launches it once, its KernelSource, its loaded CuPy function). `args` are
     what the public call took (GpuArray for torch tensors); the kernel must have run once with
     them (its source compiled and loaded)."""
-    import tilenb.runtime.cuda as tc
-    from tilenb.runtime.launch import prepare, written_tensors
+    import tilenb.runtime.gpu.cuda as tc
+    from tilenb.runtime.checks import prepare, written_tensors
     ch = prepare(kernel, grid, tuple(args), variant=dict(variant)).chosen
     da = tc._device_args(ch.kir, ch.bound, written_tensors(ch.kir))
     ks = tc.kernel_source(kernel, ch.kir)
@@ -245,7 +245,7 @@ def tl_launch(kernel, grid, args, out, variant=None):
     """Poison `out` (torch), run the public call once (autotuning on a first signature unless
     `variant` names one), and return (a closure that launches the chosen variant's kernel alone,
     the variant, facts about it)."""
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     torch = S.torch
     if out.dtype.is_floating_point:
         out.fill_(float("nan"))
@@ -749,9 +749,9 @@ COMPILE_CASES = [
 def w_compile():
     """Cold compile (parse, check, generate, NVRTC, load, first launch; empty caches) against raw
     NVRTC + module load + launch of the same CUDA source; then a warm re-run of the cell."""
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     from tilenb.codegen.nvrtc import nvrtc_compile
-    from tilenb.runtime.launch import prepare, written_tensors
+    from tilenb.runtime.checks import prepare, written_tensors
     torch, cp = S.torch, S.cp
     arch = tc.device_arch()
     saved_dir = os.environ.get("TILENB_CACHE_DIR")
@@ -839,7 +839,7 @@ def w_compile():
 def w_launch():
     """Launch overhead: the public tilenb call (checks + launch + its synchronize) on a tiny
     tensor, against a CuPy RawKernel of the same generated source (call + synchronize)."""
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     cp = S.cp
     n = 4096
     x, y, z = (cp.random.standard_normal(n, dtype=cp.float32) for _ in range(3))
@@ -1017,7 +1017,7 @@ def precompile(mod, arch: str, jobs: int, only=None):
     the timed run finds them."""
     import concurrent.futures as cf
     import multiprocessing as mp
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     t0 = time.perf_counter()
     work, names = [], []
     # the slow ones first (tensor-core kernels unroll the most), so the pool ends together
@@ -1165,7 +1165,7 @@ def main(argv=None):
     tag = S.tag = f"_{a.tag}" if a.tag else ""
     S.logf = open(out / f"suite{tag}.log", "w")
     os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-suite-"))
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     tc.PROGRESS = False
     S.mod = tilenb.compile(SK.program(), backend="cuda")
     # compile everything before CUDA is initialized in this process (fork-safe)

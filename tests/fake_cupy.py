@@ -168,7 +168,7 @@ def install(monkeypatch, cache_dir, cupy=None):
     (which returns an empty 'cubin') are replaced, and every cache starts empty in `cache_dir`."""
     import tilenb.api
     import tilenb.codegen.nvrtc as nv
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     import tilenb.runtime.gpu as gpu
     cp = cupy or FakeCupy()
     monkeypatch.setenv("TILENB_CACHE_DIR", str(cache_dir))

@@ -23,12 +23,12 @@ import fake_cupy
 import tilenb
 import tilenb.api
 import tilenb.codegen.nvrtc as nv
-import tilenb.runtime.cuda as tc
+import tilenb.runtime.gpu.cuda as tc
 from tilenb.lang import parser as P
 from tilenb.lang.diagnostics import TileError
-from tilenb.runtime.cpu import eval_uniform
-import tilenb.runtime.launch as launch_module
-from tilenb.runtime.launch import Bound, _grid_int, resolve_grid
+from tilenb.runtime.cpu.executor import eval_uniform
+import tilenb.runtime.checks as checks_module
+from tilenb.runtime.checks import Bound, _grid_int, resolve_grid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import suite_kernels as SK  # noqa: E402
@@ -209,7 +209,7 @@ def test_a_grid_is_the_cpu_executor_s_value(M, N, H, n, monkeypatch):
             assert None not in fast         # all of it within what _grid_int evaluates
         got = _grid_or_error(kir, b)
         with monkeypatch.context() as m:   # every entry through the executor
-            m.setattr(launch_module, "_grid_int", lambda e, b: None)
+            m.setattr(checks_module, "_grid_int", lambda e, b: None)
             assert _grid_or_error(kir, b) == got
 
 

@@ -422,7 +422,7 @@ def fake_gpu(monkeypatch, tmp_path):
 
     import fake_cupy
     import tilenb.api
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     monkeypatch.setattr(tc, "PROGRESS", False)
     for name in ("_get_device", "_prepack"):
         monkeypatch.setattr(tc, name, getattr(tc, name))

@@ -689,7 +689,7 @@ kernel tri(X: tensor<f32>[M, 8], Y: tensor<f32>[M, 8]) {
 
 @pytest.mark.parametrize("batch", [1, 3, None])
 def test_ctas_taking_different_uniform_paths_in_one_batch(monkeypatch, batch):
-    from tilenb.runtime import cpu
+    from tilenb.runtime.cpu import executor as cpu
     if batch is not None:
         monkeypatch.setattr(cpu, "MAX_BATCH", batch)
     k = kernel(DIVERGENT_CTAS)

@@ -462,7 +462,7 @@ kernel shift(X: tensor<f32>[N], Y: tensor<f32>[N]) {
 @pytest.fixture(params=["dense", "sparse"])
 def records(request, monkeypatch):
     """Run a debug test with the race records in arrays (small tensors) and sparse (large ones)."""
-    from tilenb.runtime import cpu_debug
+    from tilenb.runtime.cpu import debug as cpu_debug
     if request.param == "sparse":
         monkeypatch.setattr(cpu_debug, "DENSE_LIMIT", 0)
     return request.param

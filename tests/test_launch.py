@@ -9,7 +9,7 @@ import pytest
 
 import tilenb
 from tilenb import LaunchError, TileError
-from tilenb.runtime.launch import Bound, bind_arguments, describe_array, prepare
+from tilenb.runtime.checks import Bound, bind_arguments, describe_array, prepare
 
 SRC = textwrap.dedent("""
 @autotune(D in [16, 32])
@@ -271,7 +271,7 @@ def test_bf16_dtype_is_ml_dtypes():
 def test_cuda_backend_without_a_gpu_is_a_tile_error(monkeypatch):
     """A module compiled for CUDA, launched where no GPU answers (no CuPy, no driver, no device:
     simulated, so that this runs on every machine): a TileError that says so and names the way
-    out, and nothing runs. (It used to skip wherever tilenb.runtime.cuda exists, i.e. always.)"""
+    out, and nothing runs. (It used to skip wherever tilenb.runtime.gpu.cuda exists, i.e. always.)"""
     from tilenb.runtime import gpu
     mod = tilenb.compile("@launch(32)\nkernel k(X: tensor<f32>[N]) {\n  X[ctx.thread] = 2.0\n}\n", backend="cuda")
     monkeypatch.setattr(gpu, "gpu_available", lambda: False)

@@ -10,7 +10,7 @@ import pytest
 import fake_cupy
 import tilenb
 import tilenb.api
-import tilenb.runtime.cuda as tc
+import tilenb.runtime.gpu.cuda as tc
 from tilenb import LaunchError
 
 SRC = """

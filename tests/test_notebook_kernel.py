@@ -92,7 +92,7 @@ def test_a_timing_view_in_the_saved_notebook_shows_the_last_launch():
         "%load_ext tilenb",
         GOOD.replace("--show none", "--show timing").replace("--backend cpu", "--backend cuda"),
         # what a CUDA launch leaves (this machine may have no GPU): a 10 us kernel on an H200
-        "from tilenb.runtime.launch import RunReport\n"
+        "from tilenb.runtime.checks import RunReport\n"
         "twice.last_run = RunReport('cuda', 'twice', {}, '', (2, 1, 1), 64, 2, 1e-5, False,\n"
         "    {'kernel_ms': 0.01, 'wall_s': 0.002, 'timings': [], 'device': 'NVIDIA H200'})")]
     _execute(nb, allow_errors=False)

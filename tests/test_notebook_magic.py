@@ -201,7 +201,7 @@ def test_option_parsing():
 
 
 def test_timing_views_follow_later_launches(ip, capsys):
-    from tilenb.runtime.launch import RunReport
+    from tilenb.runtime.checks import RunReport
     cell = SCALE.replace("--backend cpu --show none", "--backend cuda --show timing")
     _, out, err = run(ip, capsys, cell)
     assert err == ""

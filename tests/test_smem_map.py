@@ -5,7 +5,7 @@ kernels of the GEMM, streamed, mma and cluster tests, every @autotune variant, f
 any GPU (arch None) and for sm_90:
 - `Analysis.footprint` is the shared memory the generated kernel declares: its static
   `__shared__` arrays, read from the CUDA text, plus the dynamic size the launch passes
-  (`runtime.cuda.dynamic_smem_bytes`); for a few kernels, also the size NVRTC's cubin gives its
+  (`runtime.gpu.cuda.dynamic_smem_bytes`); for a few kernels, also the size NVRTC's cubin gives its
   shared section.
 - No two regions of the map share a byte while both are alive (checked here from the regions'
   offsets, sizes and live spans).
@@ -29,7 +29,7 @@ import tilenb
 from tilenb.analysis import analyze
 from tilenb.codegen import generate, nvrtc_available, nvrtc_compile
 from tilenb.lang.diagnostics import TileBudgetError, UnsupportedError
-from tilenb.runtime.cuda import dynamic_smem_bytes
+from tilenb.runtime.gpu.cuda import dynamic_smem_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -351,7 +351,7 @@ kernel big(A: tensor<bf16>[M, 64], B: tensor<bf16>[64, 64], X: tensor<f32>[1, 53
 
 
 def test_json_and_text_views_say_how_each_loop_runs():
-    from tilenb.notebook.render import _text_ruler
+    from tilenb.notebook.summary import _text_ruler
     k = tilenb.compile(suite_kernels.program(), backend="cpu").gemm_f16
     d = k.analysis(arch="sm_90").to_json()
     assert d["target"] == "sm_90" and [lp["lowering"] for lp in d["loops"]] == ["wgmma TMA pipeline"]
@@ -412,7 +412,7 @@ def test_on_the_gpu_static_and_dynamic_bytes_are_the_footprint():
             pytest.skip("no GPU")
     except Exception:
         pytest.skip("no GPU")
-    from tilenb.runtime.cuda import device_arch, load_kernel
+    from tilenb.runtime.gpu.cuda import device_arch, load_kernel
     arch = device_arch()
     suite = tilenb.compile(suite_kernels.program(), backend="cpu")
     for name in ("rms_norm_f32", "softmax_f32", "gemm_f16", "softmax_head_f32", "attention_tc_bf16"):

@@ -233,7 +233,7 @@ def test_the_launcher_s_device_target(monkeypatch, tmp_path):
     """Through the CuPy stand-in (an sm_90 device reporting 232448 bytes of opt-in shared
     memory): the runtime's device Target is the table's sm_90."""
     import fake_cupy
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     fake_cupy.install(monkeypatch, tmp_path)
     try:
         assert tc.device_target() == target("sm_90") and tc.device_arch() == "sm_90"
@@ -244,7 +244,7 @@ def test_the_launcher_s_device_target(monkeypatch, tmp_path):
 @pytest.mark.gpu
 def test_the_gpu_s_target_matches_the_table():
     import cupy as cp
-    import tilenb.runtime.cuda as tc
+    import tilenb.runtime.gpu.cuda as tc
     t = tc.device_target()
     dev = cp.cuda.Device()
     assert t.name == f"sm_{dev.compute_capability}"

@@ -2,8 +2,8 @@
 import numpy as np
 
 import tilenb
-from tilenb.runtime.launch import bind_arguments
-from tilenb.runtime.traffic import launch_traffic
+from tilenb.runtime.checks import bind_arguments
+from tilenb.runtime.gpu.traffic import launch_traffic
 
 SRC = """
 @autotune(TM in [32], TN in [32], TK in [8])

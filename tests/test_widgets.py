@@ -225,7 +225,7 @@ def test_parse_views():
 
 
 def test_timing_record_reads_the_cuda_backends_run_report():
-    from tilenb.runtime.launch import RunReport
+    from tilenb.runtime.checks import RunReport
     mod = tilenb.compile(RMS_NORM_SOURCE, backend="cuda")
     k = mod.rms_norm
     timings = [{"variant": "D=256", "tune": {"D": 256}, "ms": 0.02, "note": ""}]

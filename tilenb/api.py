@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from . import caches
 from .lang.diagnostics import Source, TileError, TileSyntaxError
 from .lang.parser import parse
 from .runtime.module import Module, backend_note, choose_backend
@@ -57,17 +58,9 @@ def clear_caches():
     analyses, generated CUDA, loaded kernels, autotune choices read from disk, NVRTC results,
     and (with the checked programs) the repeat-launch caches. The next compile and launch start
     cold, as in a fresh process with the same disk cache (`tilenb.codegen.nvrtc.cache_dir()`,
-    which this does not touch). Modules compiled before keep working."""
-    import sys
+    which this does not touch). Modules compiled before keep working. Each module that keeps a
+    cache registers how to empty it with `tilenb.caches` when it is imported; this calls them."""
+    caches.clear_all()
 
-    from . import analysis
-    from .codegen import nvrtc
-    _checked.cache_clear()
-    analysis._CACHE.clear()
-    nvrtc._mem_cache.clear()
-    nvrtc._files.clear()
-    cuda = sys.modules.get("tilenb.runtime.cuda")   # only if the CUDA backend was ever used
-    if cuda is not None:
-        cuda._generated.clear()
-        cuda._loaded.clear()
-        cuda._tuned.clear()
+
+caches.register(__name__, _checked.cache_clear)

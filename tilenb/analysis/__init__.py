@@ -45,11 +45,11 @@ generator does not need them), with the same result.
 from __future__ import annotations
 
 import json
-import weakref
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from .. import ir
+from ..caches import per_kernel
 from ..target import ANY as ANY_TARGET
 from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
@@ -191,19 +191,13 @@ class Analysis:
         return json.dumps(self.to_json(), separators=(",", ":"))
 
 
-_CACHE: Dict[tuple, Tuple["weakref.ref", object]] = {}
-
-
 def _cached(kir, key, make):
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is kir:
-        return hit[1]
-    result = make()
-
-    def _drop(_ref, kid=key, cache=_CACHE):     # (the dict itself: the module may be gone at exit)
-        cache.pop(kid, None)
-    _CACHE[key] = (weakref.ref(kir, _drop), result)
-    return result
+    """The value under `key` in kir's `tilenb.caches.per_kernel` dict, made by `make()` once."""
+    memo = per_kernel(kir)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = make()
+    return hit
 
 
 def analyze(kir: ir.KernelIR, extents: Optional[Mapping[str, int]] = None, arch=None) -> Analysis:
@@ -221,8 +215,8 @@ def analyze(kir: ir.KernelIR, extents: Optional[Mapping[str, int]] = None, arch=
     ext = {name: int((extents or {}).get(name, DEFAULT_EXTENT)) for name in kir.dims}
     ekey = tuple(sorted(ext.items()))
     target = target_key(arch)
-    base = _cached(kir, (id(kir), ekey), lambda: _analyze_base(kir, ext))
-    return _cached(kir, (id(kir), ekey, target), lambda: _for_target(kir, base, target))
+    base = _cached(kir, ("analysis", ekey), lambda: _analyze_base(kir, ext))
+    return _cached(kir, ("analysis", ekey, target), lambda: _for_target(kir, base, target))
 
 
 @dataclass

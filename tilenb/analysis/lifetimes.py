@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
+from ..caches import per_kernel
 from ..types import DTYPES
 from .mma_tiles import mma_register_tiles
 
@@ -86,12 +87,13 @@ def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     A candidate stays in shared memory when some other use needs elements other threads hold:
     read by a reduction, a dot (as an operand), a transpose or a per-thread element access,
     sliced, viewed by a let, or broadcast over a larger shape. Computed once per KernelIR object
-    and kept on it, as `tile_lifetimes` is (the lifetimes, the checker's budget and the code
-    generator's layouts ask for the same variant's); each call returns a new list."""
-    hit = kir.__dict__.get("_gemm_accumulators")
+    and kept in its `tilenb.caches.per_kernel` dict, as `tile_lifetimes` is (the lifetimes, the
+    checker's budget and the code generator's layouts ask for the same variant's); each call
+    returns a new list."""
+    memo = per_kernel(kir)
+    hit = memo.get("gemm_accumulators")
     if hit is None:
-        hit = tuple(_gemm_accumulators(kir))
-        object.__setattr__(kir, "_gemm_accumulators", hit)   # KernelIR is frozen; not a field
+        hit = memo["gemm_accumulators"] = tuple(_gemm_accumulators(kir))
     return list(hit)
 
 
@@ -167,13 +169,14 @@ def _uses(e, views: Dict[int, ir.Sym]):
 
 def tile_lifetimes(kir: ir.KernelIR, same_body: Optional[dict] = None) -> Lifetimes:
     """The lifetimes of `kir`'s tiles (see the module's guarantees). Computed once per KernelIR
-    object and kept on it (the IR is immutable): the checker's budget check, the analysis and
+    object and kept in its `tilenb.caches.per_kernel` dict: the checker's budget check, the analysis and
     the code generator all ask for the same variant's.
 
     same_body: a dict shared by KernelIRs with one body and one @registers (the checker's
     variants that share a walk); the lifetimes depend on nothing else but the set of tiles kept
     in registers (which the CTA size can change), so variants with equal sets get one result."""
-    hit = kir.__dict__.get("_tile_lifetimes")
+    memo = per_kernel(kir)
+    hit = memo.get("tile_lifetimes")
     if hit is not None:
         return hit
     if same_body is None:
@@ -183,7 +186,7 @@ def tile_lifetimes(kir: ir.KernelIR, same_body: Optional[dict] = None) -> Lifeti
         lt = same_body.get(key)
         if lt is None:
             lt = same_body[key] = _tile_lifetimes(kir)
-    object.__setattr__(kir, "_tile_lifetimes", lt)   # KernelIR is frozen; not a field (no eq, repr)
+    memo["tile_lifetimes"] = lt
     return lt
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
 
 from .. import ir
+from ..caches import per_kernel
 
 REGISTER_BUDGET = 176     # 32-bit registers per thread the promoted tiles may take together
 ELEMENTWISE = (ir.Unary, ir.Binary, ir.Math, ir.Convert)
@@ -352,13 +353,10 @@ def mma_register_tiles(kir: ir.KernelIR, gemm_accs: Optional[List[ir.Sym]] = Non
 
     gemm_accs: the GEMM-loop accumulators (`lifetimes.gemm_accumulators`); a group made of those
     alone is not returned (they keep their own layout). Computed once per KernelIR object and
-    set of accumulators, and kept on the KernelIR (the lifetimes and the code generator's layouts
-    both ask); each call returns a new dict."""
-    key = tuple(id(a) for a in (gemm_accs or ()))
-    memo = kir.__dict__.get("_mma_register_tiles")
-    if memo is None:
-        memo = {}
-        object.__setattr__(kir, "_mma_register_tiles", memo)   # KernelIR is frozen; not a field
+    set of accumulators, and kept in the KernelIR's `tilenb.caches.per_kernel` dict (the
+    lifetimes and the code generator's layouts both ask); each call returns a new dict."""
+    key = ("mma_register_tiles",) + tuple(id(a) for a in (gemm_accs or ()))
+    memo = per_kernel(kir)
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = (_mma_register_tiles(kir, gemm_accs), tuple(gemm_accs or ()))   # keeps the ids valid

@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .. import caches
 from ..lang.diagnostics import UnsupportedError
 from ..target import target
 
@@ -50,6 +51,15 @@ class NvrtcUnavailable(UnsupportedError):
 _lock = threading.Lock()
 _mem_cache: Dict[str, bytes] = {}
 _files: Dict[int, Tuple[bytes, Path]] = {}   # id(result) -> (result, the disk-cache file holding it)
+
+
+def clear_cache() -> None:
+    """Forget the NVRTC results kept in memory (the disk cache, `cache_dir()`, stays)."""
+    _mem_cache.clear()
+    _files.clear()
+
+
+caches.register(__name__, clear_cache)
 _lib = None
 _lib_error: Optional[str] = None
 

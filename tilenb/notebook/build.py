@@ -229,7 +229,7 @@ def compulsory_bytes(kernel, variant: Optional[dict], dims: Optional[dict]) -> O
 
 def timing_record(kernel) -> dict:
     """What the timing view shows, from `kernel.module.backend` and `kernel.last_run` (a
-    `tilenb.runtime.launch.RunReport`: `seconds`, `variant`, `note`, and in `extra` the CUDA
+    `tilenb.runtime.checks.RunReport`: `seconds`, `variant`, `note`, and in `extra` the CUDA
     backend's `kernel_ms` (CUDA events), `wall_s`, `timings` per autotune variant, and where
     reported `device`, `bytes`, `flops`, `dims`).
 
@@ -345,7 +345,7 @@ def _device_arch(kernel):
     if getattr(kernel.module, "backend", None) != "cuda":
         return None
     try:
-        from ..runtime.cuda import device_target
+        from ..runtime.gpu.cuda import device_target
         return device_target()
     except Exception:  # no CuPy or no device: the code for any target
         return None

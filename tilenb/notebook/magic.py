@@ -163,7 +163,7 @@ class CellCompiler:
         """-> (module, labels). Raises TileError with lines as the user sees them.
         remember=False leaves the cell's functions unrecorded until `remember(module)`: the
         magic records them only once the whole cell (its options too) has succeeded."""
-        import tilenb
+        from ..api import compile as compile_program  # noqa: PLC0415
         # lines end at "\n" only, as the lexer counts them
         body_lines = body.split("\n")
         if body_lines and body_lines[-1] == "":
@@ -190,8 +190,8 @@ class CellCompiler:
             cell, n = where(line)
             return str(n) if cell is None else f"{cell}:{n}"
         try:
-            module = tilenb.compile(text, backend=backend, filename=origin, debug=debug,
-                                    line_offset=0)
+            module = compile_program(text, backend=backend, filename=origin, debug=debug,
+                                     line_offset=0)
         except TileError as e:
             for d in e.diagnostics:
                 if d.line is not None and d.line > nbody + self.HEADER_LINES:

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .render import _fmt_rate, _fmt_time, _labels, copy_title
+from .summary import copy_title, fmt_rate, fmt_time, line_labels, text as summary_text
 
 _MONO = "DejaVu Sans Mono"
 _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
@@ -78,7 +78,7 @@ def _threadmap(s) -> bytes:
     ax.set_xlabel("column" + (f" (rows wrap every {width})" if segs > 1 else ""), fontsize=8)
     ax.set_ylabel("row", fontsize=8)
     ax.tick_params(labelsize=7)
-    labels = _labels(s)
+    labels = line_labels(s)
     line = labels.get(int(c["line"]), str(c["line"]))
     tile_dt = next((t.get("dtype") or "" for t in s.get("tiles") or [] if t.get("name") == c.get("tile")), "")
     fig.text(0.01, 0.95, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c, tile_dt)} "
@@ -95,7 +95,7 @@ def _ruler(s) -> bytes:
     tiles = s.get("tiles") or []
     colour = {t["name"]: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(tiles)}
     fp, budget = int(s.get("footprint") or 0), int(s.get("budget") or 0)
-    labels = _labels(s)
+    labels = line_labels(s)
     n = max(1, len(ruler))
     fig = Figure(figsize=(7, 1.2 + 0.28 * n))
     ax = fig.add_axes((0.1, 0.18 if n > 3 else 0.3, 0.86, 0.6 if n > 3 else 0.4))
@@ -120,8 +120,7 @@ def _ruler(s) -> bytes:
 def _timing(s) -> bytes:
     tm = s.get("timing") or {}
     if tm.get("backend") != "cuda" or not tm.get("kernel_ms"):
-        from .render import _text_timing
-        return _text_figure(f"Timing of {s.get('kernel')}", [("", x) for x in _text_timing(s).splitlines()[:1]])
+        return _text_figure(f"Timing of {s.get('kernel')}", [("", x) for x in summary_text("timing", s).splitlines()[:1]])
     variants = [v for v in tm.get("variants") or [] if v.get("ms") is not None]
     peak = tm.get("peak")
     fig = Figure(figsize=(8, 2.4 + 0.2 * len(variants)))
@@ -144,9 +143,9 @@ def _timing(s) -> bytes:
         ax2.invert_yaxis()
         ax2.set_xlabel("kernel time per variant (ms)", fontsize=8)
         ax2.tick_params(axis="x", labelsize=7)
-    fig.text(0.01, 0.9, f"Timing of {s.get('kernel')} on {tm.get('device')}: {_fmt_time(tm.get('kernel_ms'))} "
-             f"(host {_fmt_time(tm.get('host_ms'))}), {_fmt_rate(tm.get('bytes_per_s'), 'B/s')}, "
-             f"{_fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}", fontsize=9, weight="bold")
+    fig.text(0.01, 0.9, f"Timing of {s.get('kernel')} on {tm.get('device')}: {fmt_time(tm.get('kernel_ms'))} "
+             f"(host {fmt_time(tm.get('host_ms'))}), {fmt_rate(tm.get('bytes_per_s'), 'B/s')}, "
+             f"{fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}", fontsize=9, weight="bold")
     return _png(fig)
 
 

@@ -51,8 +51,8 @@ from . import catalog as C
 from .coverage import constructs_of
 from .explain import Trace
 # the words for element sets and invalid values are shared with a debug launch's notes
-from ..runtime.unwritten import covers_text, describe_set, elem_text as _elem, invalid_text as _invalid_text  # noqa: F401
-from ..runtime.unwritten import runs_text as _runs
+from ..runtime.cpu.unwritten import covers_text, describe_set, elem_text as _elem, invalid_text as _invalid_text  # noqa: F401
+from ..runtime.cpu.unwritten import runs_text as _runs
 
 SPEC_8 = "spec section 8"
 
@@ -316,7 +316,7 @@ def _check(p: C.Puzzle, answer) -> CheckResult:
         inputs, expected, outs, args = _arguments(p, cpu, si)
         try:
             with warnings.catch_warnings():      # the checker explains unwritten elements itself, in
-                warnings.simplefilter("ignore", EdgeWarning)   # more detail (the same words: runtime.unwritten)
+                warnings.simplefilter("ignore", EdgeWarning)   # more detail (the same words: runtime.cpu.unwritten)
                 cpu(*args, debug=True)
         except RaceError as e:
             run.error = "race"

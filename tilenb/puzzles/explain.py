@@ -18,7 +18,7 @@ From those:
   tensor, a window outside its tile, a tile whose whole-tile assignment took such a slice's valid
   region), following spec section 8's rules through elementwise operators, broadcasts,
   reductions, dots, transposes, windows, views and tile variables: the walk of
-  `tilenb.runtime.unwritten.why_invalid`, which a debug launch's notes use too, fed with the
+  `tilenb.runtime.cpu.unwritten.why_invalid`, which a debug launch's notes use too, fed with the
   replay's scalars.
 
 Guarantees: nothing here raises for a checked kernel: what cannot be replayed (a value read from a
@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import ir
 from ..analysis.partition import as_2d, owners
-from ..runtime.unwritten import Invalid, Unknown, fit, origins_of, root_tensor, span_text, why_invalid  # noqa: F401
+from ..runtime.cpu.unwritten import Invalid, Unknown, fit, origins_of, root_tensor, span_text, why_invalid  # noqa: F401
 
 MAX_INSTANCES = 200_000       # store instances recorded per trace (beyond: incomplete)
 MAX_TURNS = 200_000           # loop turns replayed in all (beyond: incomplete)
@@ -137,7 +137,7 @@ class Trace:
         self.instances: List[Instance] = []
         self._order = 0
         self._turns = 0
-        origins = origins_of(kir)             # shared with the debug launch's notes (runtime.unwritten)
+        origins = origins_of(kir)             # shared with the debug launch's notes (runtime.cpu.unwritten)
         self.origins = origins
         self.position = origins.position
         self.defs = origins.defs                 # tile sym -> [(position, op, value expr, stmt)]
@@ -482,7 +482,7 @@ class Trace:
     # ---- why a stored value is invalid -------------------------------------------------------------
     def why_invalid(self, inst: Instance, coord: Tuple[int, ...]) -> Optional[Invalid]:
         """The operand that makes the value of tile store `inst` invalid at tensor element `coord`
-        (None: valid there as far as the replay can tell, or unknown): `runtime.unwritten.why_invalid`,
+        (None: valid there as far as the replay can tell, or unknown): `runtime.cpu.unwritten.why_invalid`,
         which a debug launch uses too, with the replay's scalars of that store instance."""
         if inst.window is None:
             return None

@@ -5,7 +5,7 @@ attributes and entries of `module.kernels`. `kernel[grid](*args)` launches on th
 backend after the launch checks (`tilenb.runtime.launch`), so a bad launch raises a
 `LaunchError` before anything runs. On the CUDA backend a call without keywords that repeats an
 earlier launch (same shapes, dtypes, scalars, grid, device) goes straight to the launch cache
-(`tilenb.runtime.cuda.run_cached`): it is queued on the current stream like a CuPy kernel launch
+(`tilenb.runtime.gpu.cuda.run_cached`): it is queued on the current stream like a CuPy kernel launch
 (a first launch, with its checks, waits for the kernel), and `kernel.last_run` is built when read.
 """
 from __future__ import annotations
@@ -41,12 +41,12 @@ class Kernel:
         self._last_run = None
         self._pending = None   # a repeat launch whose RunReport is built when last_run is read
         # The CUDA backend's repeat-launch cache, kept with the checked kernel: a Module compiled
-        # again from the same text (a re-run cell) shares it (tilenb.runtime.cuda.repeat_key).
+        # again from the same text (a re-run cell) shares it (tilenb.runtime.gpu.cuda.repeat_key).
         self._repeat = checked.__dict__.setdefault("_tilenb_repeat", {}) if module.backend == "cuda" else None
 
     @property
     def last_run(self):
-        """What the backend reports about the latest launch (a `tilenb.runtime.launch.RunReport`),
+        """What the backend reports about the latest launch (a `tilenb.runtime.checks.RunReport`),
         or None before the first."""
         if self._pending is not None:
             p, self._pending = self._pending, None
@@ -135,9 +135,9 @@ class Kernel:
 
 
 def _run_cached(kernel, grid, args) -> bool:
-    """tilenb.runtime.cuda.run_cached, imported on first use (this name is then rebound to it)."""
+    """tilenb.runtime.gpu.cuda.run_cached, imported on first use (this name is then rebound to it)."""
     global _run_cached
-    from .cuda import run_cached
+    from .gpu.cuda import run_cached
     _run_cached = run_cached
     return run_cached(kernel, grid, args)
 

@@ -1,7 +1,7 @@
 """The CUDA backend: generated CUDA C++, compiled by NVRTC, launched through CuPy.
 
 Guarantees:
-- `run_cuda(kernel, prepared, debug=False)` runs a launch that `tilenb.runtime.launch.prepare`
+- `run_cuda(kernel, prepared, debug=False)` runs a launch that `tilenb.runtime.checks.prepare`
   checked. Tensor arguments may be numpy arrays (copied to the GPU; the tensors the kernel
   writes are copied back in place), CuPy arrays, or any GPU object with
   `__cuda_array_interface__` or DLPack (torch tensors): those are used in place, without a
@@ -51,10 +51,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import ir
-from ..lang.diagnostics import LaunchError, TileError, UnsupportedError
-from ..target import STATIC_SMEM, Target, from_device, target as as_target
-from ..types import DTYPES
+from ... import caches, ir
+from ...lang.diagnostics import LaunchError, TileError, UnsupportedError
+from ...target import STATIC_SMEM, Target, from_device, target as as_target
+from ...types import DTYPES
 from .tma import extra_args
 
 PROGRESS = True
@@ -64,6 +64,16 @@ _generated: Dict[int, tuple] = {}        # id(kir) -> (kir, KernelSource)
 _loaded: Dict[Tuple[str, str], object] = {}   # (sha of source, NVRTC arch) -> cupy RawKernel
 _tuned: Dict[str, dict] = {}
 
+
+def clear_cache() -> None:
+    """Forget the generated sources, loaded kernels and autotune choices kept in memory (the
+    choices saved on disk stay, and are read again at the next launch that needs them)."""
+    _generated.clear()
+    _loaded.clear()
+    _tuned.clear()
+
+
+caches.register(__name__, clear_cache)
 
 _CP = None
 
@@ -108,7 +118,7 @@ def kernel_source(kernel, kir: ir.KernelIR, arch="device"):
     `tilenb.target.target` accepts, or a Target: sm_90 lowers GEMM loops to TMA + wgmma; None:
     code for any target; by default the current device's) (a re-run cell that compiles the same
     text again reuses it)."""
-    from ..codegen import generate  # noqa: PLC0415
+    from ...codegen import generate  # noqa: PLC0415
     if isinstance(arch, str) and arch == "device":   # the current GPU's, where there is one
         try:
             arch = device_target()
@@ -136,7 +146,7 @@ def compile_target(ks, arch) -> Target:
 
 def cubin_path(ks, arch):
     """The file `load_kernel` keeps the cubin of `ks` for target `arch` in."""
-    from ..codegen.nvrtc import cache_dir  # noqa: PLC0415
+    from ...codegen.nvrtc import cache_dir  # noqa: PLC0415
     name = compile_target(ks, arch).nvrtc_arch()
     return cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{name}.cubin"
 
@@ -146,7 +156,7 @@ def load_kernel(ks, arch):
     one; compiled once, cached); a source that names its own target (`ks.arch`, e.g. sm_90a for
     wgmma) is compiled for that."""
     cp = _cupy()
-    from ..codegen import nvrtc  # noqa: PLC0415
+    from ...codegen import nvrtc  # noqa: PLC0415
     tgt = compile_target(ks, arch)
     key = (hashlib.sha256(ks.source.encode()).hexdigest(), tgt.nvrtc_arch())
     with _lock:
@@ -211,6 +221,18 @@ def _ptr_of(a) -> int:
         return int(obj.data_ptr())
     cp = _cupy()
     return int(cp.from_dlpack(obj).data.ptr)
+
+
+def to_host(a) -> np.ndarray:
+    """A host copy (numpy, C order, the argument's shape and dtype) of the GPU array behind the
+    bound argument `a` (a `checks.ArrayArg` with no host view), taken after the device has
+    finished the work queued before it (the argument's producers)."""
+    cp = _cupy()
+    cp.cuda.Device().synchronize()
+    host = np.empty(a.shape, a.dtype)
+    if host.nbytes:
+        cp.cuda.runtime.memcpy(host.__array_interface__["data"][0], _ptr_of(a), host.nbytes, 2)  # device to host
+    return host
 
 
 def _nbytes(a, dt: str) -> int:
@@ -338,7 +360,7 @@ def _signature(kernel, launch, arch: str) -> str:
 
 
 def _tune_path():
-    from ..codegen.nvrtc import cache_dir  # noqa: PLC0415
+    from ...codegen.nvrtc import cache_dir  # noqa: PLC0415
     return cache_dir() / "autotune.json"
 
 
@@ -475,7 +497,7 @@ class _Repeat:
     def report(self, kernel):
         """The RunReport of the latest launch from this entry (built when someone reads
         `kernel.last_run`; when timed, it waits for the launch's end event first)."""
-        from .launch import RunReport  # noqa: PLC0415
+        from ..checks import RunReport  # noqa: PLC0415
         extra = dict(self.extra)
         note = self.note
         if self.timed:
@@ -488,7 +510,7 @@ class _Repeat:
             extra["kernel_ms"] = ms
         else:   # TIME_REPEATS off: the time of the launch this entry was made from
             ms = extra.get("kernel_ms") or 0.0
-            note += ("; repeats are not timed (set tilenb.runtime.cuda.TIME_REPEATS = True to time each): "
+            note += ("; repeats are not timed (set tilenb.runtime.gpu.cuda.TIME_REPEATS = True to time each): "
                      "kernel_ms is that of the first launch with these arguments")
         g = self.grid
         return RunReport("cuda", kernel.name, dict(self.tune), note, g, self.ks.threads, g[0] * g[1] * g[2],
@@ -656,7 +678,7 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None).
     debug: a debug launch (`tilenb.runtime.launch` then checks it on the reference executor):
     reported as one, and not remembered for repeats."""
-    from .launch import RunReport, written_tensors  # noqa: PLC0415
+    from ..checks import RunReport, written_tensors  # noqa: PLC0415
     cp = _cupy()
     tgt = device_target()
     arch = tgt.name                     # names the device in autotune signatures and the report

@@ -30,7 +30,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import ir
+from ... import ir
+from ...caches import per_kernel
 
 SPEC_8 = "spec section 8"
 
@@ -75,10 +76,12 @@ class Origins:
 
 
 def origins_of(kir: ir.KernelIR) -> Origins:
-    hit = kir.__dict__.get("_origins")
+    """The `Origins` of `kir`, made once per KernelIR object (kept in its
+    `tilenb.caches.per_kernel` dict)."""
+    memo = per_kernel(kir)
+    hit = memo.get("origins")
     if hit is None:
-        hit = Origins(kir)
-        object.__setattr__(kir, "_origins", hit)   # KernelIR is frozen; not a field
+        hit = memo["origins"] = Origins(kir)
     return hit
 
 

@@ -31,7 +31,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from ..types import DTYPES
+from ...types import DTYPES
 
 Region = Optional[Tuple[np.ndarray, np.ndarray]]   # (lo, hi), each (B or 1, rank) int64
 

@@ -1,6 +1,9 @@
-"""Whether a CUDA GPU is usable from this process (through CuPy).
+"""The CUDA backend (`cuda`: compile through NVRTC, autotune, launch through CuPy; `tma`: the
+tensor maps of Hopper's bulk copies; `traffic`: the bytes and FLOPs a launch must move), and
+whether a CUDA GPU is usable from this process.
 
 Guarantees: `gpu_available()` never raises; it answers False without CuPy or a device.
+Importing this package loads neither CuPy nor the backend's modules.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .cpu_values import TileVal, broadcast_region, region_mask, store_cast, tile_data, npdt
+from .values import TileVal, broadcast_region, region_mask, store_cast, tile_data, npdt
 
 
 class TileStore:
@@ -40,7 +40,7 @@ class TileStore:
         self.shape = tuple(sym.type.shape)
         self.data = np.zeros((batch,) + self.shape, npdt(self.dtype))
         self.region = None          # None: wholly valid; else (lo, hi), each (B, rank)
-        self.shadow = None          # debug-mode access records (cpu_debug.Shadow)
+        self.shadow = None          # debug-mode access records (debug.Shadow)
 
     def flat_data(self):
         return self.data.reshape(self.data.shape[0], 1, -1)

@@ -18,15 +18,15 @@ each other's order), and the threads of a CTA in lockstep, as vectorized lanes:
   on entry. `for<unroll n>` runs exactly the iterations of the plain loop.
 * barrier() synchronizes the CTA: a no-op in lockstep, but debug mode checks races per barrier
   interval, the intervals the GPU code has: ended by barrier() and by the barriers the compiler
-  places (tilenb.runtime.cpu_debug).
+  places (tilenb.runtime.cpu.debug).
 * Several threads storing to one element in one statement: the highest thread of the last CTA
   wins. Atomics (add, max on one tensor element) are applied one lane at a time, in CTA then
   thread order, each rounded to the tensor's type; a tile atomic (into a tensor slice) applies
   each element valid in its value and inside the tensor once per CTA, in CTA order.
 
-Numeric semantics are in `cpu_values`, memory (tensors, tiles, windows, views) in `cpu_memory`.
+Numeric semantics are in `values`, memory (tensors, tiles, windows, views) in `memory`.
 
-Errors: `run_cpu` raises the debug errors of `cpu_debug` (RaceError, OutOfBoundsError) in
+Errors: `run_cpu` raises the debug errors of `debug` (RaceError, OutOfBoundsError) in
 debug mode; any internal failure is reported as a TileError naming
 the source line being executed, never as a bare Python exception.
 """
@@ -38,15 +38,15 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from .. import ir
-from ..lang.diagnostics import TileError
-from ..types import DTYPES, operand_dtype
-from . import cpu_debug as D
+from ... import ir
+from ...lang.diagnostics import TileError
+from ...types import DTYPES, operand_dtype
+from . import debug as D
 from .unwritten import EdgeRecorder, Unknown
-from .cpu_memory import (TensorRef, TileStore, Window, atomic_window, element_address, lanes_of, linear,
+from .memory import (TensorRef, TileStore, Window, atomic_window, element_address, lanes_of, linear,
                          read_element, read_window, sub_window, whole_window, window_positions,
                          write_element, write_window, base_extents, base_array)
-from .cpu_values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
+from .values import (TileVal, arith, as_compute, broadcast_region, combine_regions, compare,
                          const_value, convert, dot_tiles, full_region, math1, math2, npdt,
                          reduce_tile, region_mask, store_cast, tile_data, transpose_tile)
 
@@ -59,7 +59,7 @@ DEBUG_BATCH = 32
 @dataclass(frozen=True)
 class CpuStats:
     """What a CPU run reports: grid, threads per CTA, CTAs run, batch size and seconds; with
-    debug, `notes`: what stores left unwritten (tilenb.runtime.unwritten.EdgeRecorder.notes)."""
+    debug, `notes`: what stores left unwritten (tilenb.runtime.cpu.unwritten.EdgeRecorder.notes)."""
     grid: Tuple[int, int, int]
     threads: int
     ctas: int
@@ -163,7 +163,7 @@ class _Executor:
         self.bar_before, self.bar_after = D.barrier_points(kir) if debug else (set(), set())
         lines, offset, filename = source if source is not None else (None, 0, "<cell>")
         self.dbg = D.DebugContext(kir.name, lines, offset, filename, self._cta_coords)
-        # debug: what each tile store into a tensor leaves unwritten (tilenb.runtime.unwritten)
+        # debug: what each tile store into a tensor leaves unwritten (tilenb.runtime.cpu.unwritten)
         self.edges = EdgeRecorder(kir, lines, offset, grid, {k: v.shape for k, v in tensors.items()}) \
             if debug else None
         self.span = None
@@ -206,7 +206,7 @@ class _Executor:
         self.epoch = 0
         self.all_act = np.ones((nb, 1), bool)
         self.stores = {}          # debug: the live store of each tile Sym
-        self.tensor_shadows = {}  # debug: tensor name -> its access records (cpu_debug.Shadow)
+        self.tensor_shadows = {}  # debug: tensor name -> its access records (debug.Shadow)
 
     def run_batch(self, c0, nb):
         self.setup_batch(c0, nb)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from .. import ir
+from ... import ir
 
 
 def _tensor_use(kir: ir.KernelIR):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lang.diagnostics import OutOfBoundsError, RaceError
+from ...lang.diagnostics import OutOfBoundsError, RaceError
 
 NONE = -1
 ALL = -2            # written by every thread of the CTA (a uniform store)
@@ -137,7 +137,7 @@ def barrier_points(kir):
     within or after): the analysis' barriers (`tilenb.analysis.analyze(kir).barriers`), the ones
     the GPU code runs, so that the CPU's barrier intervals are the GPU's. A barrier within a
     statement falls after its element reads, like one after it."""
-    from ..analysis import analyze
+    from ...analysis import analyze
     a = analyze(kir)
     at = dict(a.lifetimes.positions)
     before, after = set(), set()

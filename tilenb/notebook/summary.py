@@ -1,0 +1,277 @@
+"""The plain-text summary of each view, from its traits alone (no kernel, no widget).
+
+Guarantees: `text(name, state)` is deterministic: the same traits give the same string, with no
+memory addresses, ids or clock readings (measured times appear only in the timing view, as
+measured). nbval and plain frontends compare and show it; the HTML picture (`render`) and the
+PNG drawings (`png`) reuse its labels, copy titles and number formats, so the three forms of a
+view say the same things in the same words.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ..target import STATIC_SMEM
+
+
+def line_labels(state) -> Dict[int, str]:
+    return {int(line): str(label) for line, label, _ in state.get("lines", [])}
+
+
+def _texts(state) -> Dict[int, str]:
+    return {int(line): str(text) for line, _, text in state.get("lines", [])}
+
+
+def _label(labels, line) -> str:
+    return labels.get(int(line), str(line))
+
+
+def _n(n, word: str) -> str:
+    """'1 element', '4 elements'."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _bytes(n) -> str:
+    return f"{int(n):,} B"
+
+
+def _shape(shape) -> str:
+    return "[" + ", ".join(str(s) for s in shape) + "]"
+
+
+def _ranges(items: List[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'"""
+    out, start, prev = [], None, None
+    for i in items:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = prev = i
+    if start is not None:
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+    return ", ".join(out)
+
+
+def copy_title(c: dict, tile_dtype: str = "") -> str:
+    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'; where the tile's
+    dtype (`tile_dtype`) and the tensor's (c["tensor_dtype"]) differ, both are named, as in
+    'store x (f32) -> Q (i8)'."""
+    tile = c.get("tile")
+    if c.get("is_view"):
+        return f"let {tile or 'view'} views {c.get('tensor')} (no tile is made; read into registers)"
+    tdt = c.get("tensor_dtype") or ""
+    both = bool(tile_dtype and tdt and tile_dtype != tdt)
+    tensor = f"{c.get('tensor')} ({tdt})" if both else f"{c.get('tensor')}"
+    if c.get("direction") == "store":
+        src = f"{tile} ({tile_dtype})" if both and tile else (tile or "an expression")
+        return f"store {src} -> {tensor}"
+    dst = f"{tile} ({tile_dtype})" if both and tile else (tile or "registers")
+    return f"load {tensor} -> {dst}"
+
+
+def fix_text(fix: dict) -> str:
+    """The layout the analysis proposes against bank conflicts, in words."""
+    if fix.get("kind") == "pad":
+        how = f"pad each tile row by {_n(fix.get('pad'), 'element')} (rows of {fix.get('row_length')})"
+    else:
+        how = f"swizzle the tile (XOR, bits={fix.get('bits')}, base={fix.get('base')}, shift={fix.get('shift')})"
+    vec = "" if fix.get("keeps_vectors", True) else "; vector accesses are lost"
+    return (f"fix: {how}: {_n(fix.get('wavefronts'), 'wavefront')} (ideal {fix.get('ideal_wavefronts')}), "
+            f"tile {int(fix.get('bytes', 0)):,} B{vec}")
+
+
+def _text_threadmap(s) -> str:
+    labels = line_labels(s)
+    threads = int(s.get("threads") or 0)
+    copies = s.get("copies") or []
+    dtypes = {t["name"]: t.get("dtype") for t in s.get("tiles") or []}
+    head = (f"thread map of {s.get('kernel')}: {threads} threads per CTA "
+            f"({(threads + 31) // 32} warps), {len(copies)} copy statement{'s' * (len(copies) != 1)}")
+    out = [head]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    for c in copies:
+        runs = c.get("runs") or []
+        dt = dtypes.get(c.get("tile") or "", "")
+        title = copy_title(c, dt)
+        if dt and dt != (c.get("tensor_dtype") or dt):
+            dt = ""     # the title names both dtypes
+        out.append(f"line {_label(labels, c['line'])}: {title}, {_shape(c.get('shape', []))}"
+                   f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
+                   f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
+        if c.get("is_view"):
+            out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
+                       "no shared-memory side")
+            continue
+        out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
+                   f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
+        groups: List[list] = []
+        for w in c.get("warps") or []:
+            key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
+            if groups and groups[-1][0] == key and groups[-1][1][-1] == w["warp"] - 1:
+                groups[-1][1].append(w["warp"])
+            else:
+                groups.append([key, [w["warp"]]])
+        fix = c.get("fix")
+        if fix:
+            out.append(f"  {fix_text(fix)}")
+        for key, ws in groups:
+            name = "warp" if len(ws) == 1 else "warps"
+            flag = ""
+            if key[0] > key[1]:
+                flag += "  <- uncoalesced"
+            if key[2] > key[3]:
+                flag += "  <- bank conflicts"
+            out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
+                       f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
+    return "\n".join(out)
+
+
+STATIC_BUDGET = STATIC_SMEM   # bytes of static shared memory a CTA may have without @dynshared (tilenb.target)
+
+
+def _text_ruler(s) -> str:
+    labels = line_labels(s)
+    fp, budget = int(s.get("footprint") or 0), int(s.get("budget") or 0)
+    pct = f" ({100.0 * fp / budget:.1f}%)" if budget else ""
+    kind = "static budget" if budget == STATIC_BUDGET else "dynamic shared-memory limit"
+    out = [f"shared memory of {s.get('kernel')}: footprint {_bytes(fp)} of {_bytes(budget)} {kind}{pct}"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    tiles = s.get("tiles") or []
+    if tiles:
+        w = max(len(t["name"]) for t in tiles)
+        out.append("tiles:")
+        for t in tiles:
+            where = ("registers" if t.get("space") == "registers" or t.get("offset") is None
+                     else f"{_bytes(t['bytes'])} at offset {t['offset']}")
+            out.append(f"  {t['name']:<{w}}  {t['dtype']} {_shape(t['shape'])}  {where}, "
+                       f"lines {_label(labels, t['first_line'])}-{_label(labels, t['last_line'])}")
+    ruler = s.get("ruler") or []
+    if ruler:
+        out.append("live tiles after each line (name@offset+bytes; [bracketed]: what the compiler adds):")
+        for r in ruler:
+            live = r.get("tiles") or []
+            total = sum(int(x["bytes"]) for x in live)
+            parts = " ".join(f"{x['name']}@{x['offset']}+{x['bytes']}" if not x.get("kind")
+                             else f"[{x['name']}]@{x['offset']}+{x['bytes']}" for x in live) or "-"
+            out.append(f"  line {_label(labels, r['line'])}: {parts}  ({_bytes(total)})")
+    loops = s.get("loops") or []
+    if loops:
+        out.append("loops:")
+        for lp in loops:
+            out.append(f"  line {_label(labels, lp['line'])}: {lp['lowering']}: {lp['why']}")
+    return "\n".join(out)
+
+
+def _text_barriers(s) -> str:
+    bars = s.get("barriers") or []
+    out = [f"barriers of {s.get('kernel')}: {len(bars)} CTA barrier{'s' * (len(bars) != 1)} placed by the compiler"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    lines = s.get("lines") or []
+    width = max([len(str(lab)) for _, lab, _ in lines] + [1])
+    before: Dict[int, list] = {}
+    after: Dict[int, list] = {}
+    for b in bars:
+        (after if b.get("where") == "after" else before).setdefault(int(b["line"]), []).append(b)
+    labels = line_labels(s)
+
+    def mark(b):
+        tile = f" ({b['tile']})" if b.get("tile") else ""
+        return (f"{' ' * width}   ---- barrier {b.get('where') or 'before'} line {_label(labels, b['line'])}"
+                f"{tile}: {b.get('reason', '')}")
+    shown = set()
+    prev = None
+    for line, label, text in lines:
+        if prev is not None and line != prev + 1:
+            out.append(f"{' ' * width}   ...")
+        prev = line
+        for b in before.get(line, []):
+            out.append(mark(b))
+        out.append(f"{label:>{width}} | {text}")
+        for b in after.get(line, []):
+            out.append(mark(b))
+        shown.add(line)
+    for b in bars:
+        if int(b["line"]) not in shown:
+            out.append(mark(b))
+    return "\n".join(out)
+
+
+def fmt_time(ms) -> str:
+    if ms is None:
+        return "n/a"
+    ms = float(ms)
+    if ms >= 1.0:
+        return f"{ms:.3f} ms"
+    return f"{ms * 1000:.1f} us"
+
+
+def fmt_rate(x, unit) -> str:
+    if x is None:
+        return "not reported"
+    x = float(x)
+    for scale, p in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if x >= scale:
+            return f"{x / scale:.2f} {p}{unit}"
+    return f"{x:.2f} {unit}"
+
+
+def _text_timing(s) -> str:
+    tm = s.get("timing") or {}
+    name = s.get("kernel")
+    out = []
+    if tm.get("backend") != "cuda":
+        out.append(f"timing of {name}: no GPU time exists: {tm.get('reason') or 'this kernel runs on the CPU backend (the numpy reference executor)'}.")
+    elif not tm.get("kernel_ms"):
+        out.append(f"timing of {name}: not launched on the GPU yet{': ' + tm['reason'] if tm.get('reason') else ''}.")
+    else:
+        out.append(f"timing of {name} on {tm.get('device') or 'the GPU'} ({tm.get('launches', 1)} launch"
+                   f"{'es' if tm.get('launches', 1) != 1 else ''}, {tm.get('variant_label') or 'default variant'}):")
+        out.append(f"  kernel time (CUDA events): {fmt_time(tm.get('kernel_ms'))}")
+        out.append(f"  host time of the call beyond the kernel: {fmt_time(tm.get('host_ms'))}"
+                   f"{' (' + tm['host_note'] + ')' if tm.get('host_note') else ''}")
+        out.append(f"  achieved: {fmt_rate(tm.get('bytes_per_s'), 'B/s')}, {fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}")
+        peak = tm.get("peak")
+        if peak:
+            bw = tm.get("bytes_per_s")
+            if bw:
+                out.append(f"  {100.0 * bw / peak['bytes_per_s']:.1f}% of {peak['device']} memory bandwidth "
+                           f"{fmt_rate(peak['bytes_per_s'], 'B/s')} ({peak['bytes_source']})")
+            if tm.get("flops_per_s") and peak.get("flops_per_s"):
+                out.append(f"  {100.0 * tm['flops_per_s'] / peak['flops_per_s']:.2f}% of peak "
+                           f"{peak['flops_kind']} {fmt_rate(peak['flops_per_s'], 'FLOP/s')} ({peak['flops_source']})")
+        else:
+            out.append("  peak figures: not known for this device")
+        for v in tm.get("variants") or []:
+            if v.get("ms") is None:
+                out.append(f"  variant {v['label']}: {v.get('note') or 'not timed'}")
+                continue
+            best = "  (fastest)" if v.get("best") else ""
+            out.append(f"  variant {v['label']}: {fmt_time(v.get('ms'))}{best}")
+        if tm.get("note"):
+            out.append(f"  {tm['note']}")
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    return "\n".join(out)
+
+
+def _text_cuda(s) -> str:
+    code = ["".join(tok for _, tok in line) for line in s.get("cuda") or []]
+    out = [f"generated CUDA of {s.get('kernel')}: {len(code)} lines"]
+    if s.get("note"):
+        out.append(f"  note: {s['note']}")
+    out.extend(code)
+    return "\n".join(out)
+
+
+_TEXT = {"threadmap": _text_threadmap, "ruler": _text_ruler, "barriers": _text_barriers,
+         "timing": _text_timing, "cuda": _text_cuda}
+
+
+def text(name: str, state: dict) -> str:
+    """The deterministic plain-text summary of one view."""
+    return _TEXT[name](state)
