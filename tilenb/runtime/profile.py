@@ -211,6 +211,32 @@ class Profile:
         from ..analysis import analyze
         return analyze(kernel.ir(**self.variant), extents=self.dims, arch=arch)
 
+    def view_data(self, analysis, full_ctas: Optional[int] = None) -> dict:
+        """The measured figures the notebook views show beside their predictions (one home for
+        the thread map, barriers and timing views): {"lines": {line: {"sectors", "requests",
+        "wavefronts", "bank_conflicts", "predicted_sectors", "predicted_wavefronts", "ok",
+        "reasons"}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
+        {"duration_ns", "dram_bytes", "l2_bytes", "achieved_occupancy_pct", "dram_bytes_per_s"},
+        "ctas"}."""
+        lines: Dict[int, dict] = {}
+        for r in self.compare(analysis, full_ctas):
+            f = self.lines.get(r["line"], LineFigures(r["line"]))
+            d = lines.setdefault(r["line"], {"sectors": f.sectors, "requests": f.requests, "wavefronts": f.wavefronts,
+                                             "bank_conflicts": f.bank_conflicts, "ok": True, "reasons": []})
+            key = "predicted_sectors" if r["metric"] == "global sectors" else "predicted_wavefronts"
+            d[key] = r["predicted"] if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+            if not r["ok"]:
+                d["ok"] = False
+                d["reasons"].append(f"{r['metric']}: {r['reason']}")
+        m = self.kernel_metrics
+        dur = m.get("duration_ns")
+        timing = {"duration_ns": dur, "dram_bytes": self.dram_bytes, "l2_bytes": int(m.get("l2_bytes", 0)),
+                  "achieved_occupancy_pct": m.get("achieved_occupancy_pct"),
+                  "dram_bytes_per_s": self.dram_bytes / (dur * 1e-9) if dur else None}
+        bars = {(b["where"], int(b["line"])): {"share": b["share"], "barrier_samples": b["barrier_samples"]}
+                for b in self.barriers}
+        return {"lines": lines, "barriers": bars, "timing": timing, "ctas": self.ctas}
+
     def measured_for(self, line: int) -> Optional[LineFigures]:
         return self.lines.get(int(line))
 
@@ -247,8 +273,13 @@ class Profile:
             out.append("  " + self.note)
         return "\n".join(out)
 
+    predicted: object = None          # the analysis profile() attaches (the launch's extents)
+
     def __str__(self):
-        return self.text()
+        return self.text(self.predicted)
+
+    def __repr__(self):
+        return self.text(self.predicted)
 
 
 def _reason(metric, plans, f: LineFigures, lo, hi) -> str:
@@ -445,6 +476,13 @@ def profile(kernel, grid, args, tune: Optional[dict] = None, ncu: Optional[str] 
                     np.copyto(a.view(np.uint16) if a.dtype.name == "bfloat16" else a, h)
                 elif hasattr(a, "set") and type(a).__module__.startswith("cupy"):
                     a.set(h.view(a.dtype) if a.dtype.name != h.dtype.name else h)
+                elif hasattr(a, "copy_") and h.dtype.kind != "V":      # a torch tensor
+                    import torch
+                    a.copy_(torch.from_numpy(np.ascontiguousarray(h)).to(a.device))
+        try:
+            prof.predicted = prof.analysis(kernel)
+        except TileError:
+            prof.predicted = None
         prof.seconds = time.perf_counter() - t0
         prof.note = (f"ncu replayed the kernel in a separate process ({prof.seconds:.1f} s in all); it restores "
                      "device memory between replays, and the outputs were written back as one launch writes them")
