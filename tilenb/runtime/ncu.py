@@ -177,7 +177,9 @@ _KERNEL = re.compile(r'^extern "C" __global__ ')
 @dataclass(frozen=True)
 class LinedSource:
     """The profiled variant's CUDA (`text`), and what its pseudo-files hold: `barriers`, one
-    (where, tile line) per line of the barrier list in the order the code has them."""
+    (where, tile line) per line of the barrier list in the order the code has them; `where` is
+    "before" / "after" / "within" for a barrier the analysis placed, "internal" for one the
+    code generator adds inside a statement's code (its tile line is the statement's)."""
     text: str
     barriers: Tuple[Tuple[str, int], ...]
     files: Tuple[str, str, str]          # the names the #line directives use: tile, CUDA, barriers
@@ -200,8 +202,10 @@ def lined_source(cuda: str, line_offset: int = 0, tile_file: str = TILE_FILE, cu
         if in_kernel and m:
             current = int(m.group(1)) - line_offset
         b = _BARRIER.search(ln) if in_kernel else None
-        if b:
-            bars.append((b.group(1), int(b.group(2)) - line_offset))
+        if b or (in_kernel and "__syncthreads();" in ln):
+            # a barrier the analysis placed (before / after / within a line), or one the code
+            # generator adds inside a statement's own code ("internal", at the current line)
+            bars.append((b.group(1), int(b.group(2)) - line_offset) if b else ("internal", current or 0))
             out.append(f'#line {len(bars)} "{barrier_file}"')
         elif in_kernel and current is not None and current > 0:
             out.append(f'#line {current} "{tile_file}"')

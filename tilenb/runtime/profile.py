@@ -150,9 +150,11 @@ class LineFigures:
 @dataclass
 class Profile:
     """One launch measured by Nsight Compute (see the module docstring). Figures are whole-launch
-    totals (all CTAs). `lines`: tile line -> LineFigures; `barriers`: per CTA barrier the compiler
-    placed, {"where", "line", "samples" (warp-stall samples at it), "barrier_samples" (those
-    stalled on the barrier), "share" (of the kernel's samples)}; `kernel_metrics`: duration_ns,
+    totals (all CTAs). `lines`: tile line -> LineFigures; `barriers`: per CTA barrier in the
+    code, in code order, {"where" ("before" / "after" / "within" a line: placed by the analysis;
+    "internal": added by the code generator inside that line's code), "line", "samples"
+    (warp-stall samples at it), "barrier_samples" (those stalled on the barrier), "share" (of
+    the kernel's samples)}; `kernel_metrics`: duration_ns,
     dram_read_bytes, dram_write_bytes, l2_bytes, achieved_occupancy_pct and the launch totals
     of `ncu.METRICS`; `stalls`: (reason, samples) most first; `other`: counters on lines that are
     no tile line ("set-up" code, or a helper called from several lines)."""
@@ -233,8 +235,12 @@ class Profile:
         timing = {"duration_ns": dur, "dram_bytes": self.dram_bytes, "l2_bytes": int(m.get("l2_bytes", 0)),
                   "achieved_occupancy_pct": m.get("achieved_occupancy_pct"),
                   "dram_bytes_per_s": self.dram_bytes / (dur * 1e-9) if dur else None}
-        bars = {(b["where"], int(b["line"])): {"share": b["share"], "barrier_samples": b["barrier_samples"]}
-                for b in self.barriers}
+        bars: Dict[tuple, dict] = {}
+        for b in self.barriers:         # the analysis' barriers (a line may have two in code: both)
+            if b["where"] != "internal":
+                d = bars.setdefault((b["where"], int(b["line"])), {"share": 0.0, "barrier_samples": 0})
+                d["share"] += b["share"]
+                d["barrier_samples"] += b["barrier_samples"]
         return {"lines": lines, "barriers": bars, "timing": timing, "ctas": self.ctas}
 
     def measured_for(self, line: int) -> Optional[LineFigures]:
@@ -267,7 +273,9 @@ class Profile:
                     out.append(f"  line {ln}: {f.sectors} sectors in {f.requests} requests, {f.wavefronts} shared "
                                f"wavefronts ({f.bank_conflicts} from bank conflicts)")
         for b in self.barriers:
-            out.append(f"  barrier {b['where']} line {b['line']}: {100.0 * b['share']:.1f}% of warp-stall samples "
+            what = (f"code-generator barrier inside line {b['line']}" if b["where"] == "internal"
+                    else f"barrier {b['where']} line {b['line']}")
+            out.append(f"  {what}: {100.0 * b['share']:.1f}% of warp-stall samples "
                        f"({b['barrier_samples']} stalled at the barrier)")
         if self.note:
             out.append("  " + self.note)
