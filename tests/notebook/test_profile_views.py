@@ -58,9 +58,13 @@ def test_tileprofile_magic_refuses_on_cpu():
     X = np.ones((40, 64), np.float32)
     ip.user_ns.update(k=m.scale_rows, X=X, S=np.ones((40, 1), np.float32), Y=np.zeros_like(X))
     from tilenb.notebook.magic import CellError
-    with pytest.raises(CellError) as e:
-        ip.run_line_magic("tileprofile", "k[2](X, S, Y)")
-    assert "CPU backend" in str(e.value)
-    with pytest.raises(CellError) as e:
-        ip.run_line_magic("tileprofile", "k(X, S, Y)")
-    assert "KERNEL[GRID](ARGS)" in str(e.value)
+    try:
+        with pytest.raises(CellError) as e:
+            ip.run_line_magic("tileprofile", "k[2](X, S, Y)")
+        assert "CPU backend" in str(e.value)
+        with pytest.raises(CellError) as e:
+            ip.run_line_magic("tileprofile", "k(X, S, Y)")
+        assert "KERNEL[GRID](ARGS)" in str(e.value)
+    finally:        # the shell is shared with other tests: leave its namespace as found
+        for name in ("k", "X", "S", "Y"):
+            ip.user_ns.pop(name, None)
