@@ -487,8 +487,9 @@ def profile(kernel, grid, args, tune: Optional[dict] = None, ncu: Optional[str] 
                 elif hasattr(a, "copy_") and h.dtype.kind != "V":      # a torch tensor
                     import torch
                     a.copy_(torch.from_numpy(np.ascontiguousarray(h)).to(a.device))
-        try:
-            prof.predicted = prof.analysis(kernel)
+        try:                # for the GPU that ran it (its loops and shared-memory map are that target's)
+            from .cuda import device_target
+            prof.predicted = prof.analysis(kernel, arch=device_target())
         except TileError:
             prof.predicted = None
         prof.seconds = time.perf_counter() - t0
