@@ -48,7 +48,6 @@ to and from the device with memcpy, which is not a kernel.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from dataclasses import dataclass, field
@@ -68,15 +67,8 @@ from tilenb.codegen import kernel_symbol  # noqa: E402
 
 import suite_kernels  # noqa: E402
 
-METRICS = {
-    "global_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-    "global_st_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-    "shared_ld_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "shared_st_wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-}
-EXTRA_METRICS = ("smsp__inst_executed_op_global_st.sum", "smsp__inst_executed_op_global_ld.sum",
-                 "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum", "smsp__inst_executed_op_ldgsts.sum")
-LDGSTS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"
+# the metric names and the raw-page reader live in the package (kernel.profile reads the same)
+from tilenb.runtime.gpu.ncu import EXTRA_METRICS, LDGSTS, METRICS, read_raw  # noqa: E402
 
 
 def cdiv(a: int, b: int) -> int:
@@ -235,23 +227,7 @@ def ncu_command() -> str:
 
 def read_ncu(path: Path) -> List[dict]:
     """Rows of ncu's raw-page CSV (one per profiled kernel launch), metric values as floats."""
-    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.startswith('"')]
-    rows = list(csv.DictReader(lines))
-    out = []
-    for r in rows:
-        name = (r.get("Kernel Name") or "").split("(")[0].strip()
-        if not name or name == "Kernel Name":
-            continue
-        vals = {}
-        for k, v in r.items():
-            try:
-                vals[k] = float(str(v).replace(",", ""))
-            except (TypeError, ValueError):
-                pass
-        if not vals:            # the units row
-            continue
-        out.append({"name": name, "values": vals})
-    return out
+    return read_raw(path.read_text(errors="replace"))
 
 
 def compare(path: Path) -> int:

@@ -290,9 +290,15 @@ def _tune_label(tune) -> str:
 
 # ---- the views -------------------------------------------------------------------------
 def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict] = None,
-               labels: Optional[Labels] = None) -> list:
+               labels: Optional[Labels] = None, profile=None) -> list:
     """One widget per name in `show` (see VIEW_NAMES) for `kernel` at the @autotune values
-    `tune` (default: the first of each). Raises TileError for an unknown view name."""
+    `tune` (default: the first of each). profile: a `tilenb.runtime.gpu.profile.Profile` of the
+    kernel; its measured figures (`Profile.view_data`) go beside the predictions: each copy of
+    the thread map gains `measured`, each barrier `measured` (its share of the warp-stall
+    samples), the timing record `measured` (DRAM and L2 bytes, duration, occupancy). Raises
+    TileError for an unknown view name."""
+    if profile is not None:
+        tune = dict(profile.variant)
     from . import widgets as W
     bad = [s for s in show if s not in VIEW_NAMES]
     if bad:
@@ -300,6 +306,14 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
     labels = labels or default_labels(kernel)
     a, why = (analysis_record(kernel, tune) if set(show) & {"threads", "lifetimes", "barriers"}
               else (None, ""))
+    measured = None
+    if profile is not None:
+        measured = profile.view_data(profile.predicted if profile.predicted is not None else profile.analysis(kernel))
+        if a:
+            a = dict(a, copies=[dict(c, measured=measured["lines"].get(int(c["line"])))
+                                for c in a.get("copies", [])],
+                     barriers=[dict(b, measured=measured["barriers"].get((b.get("where") or "before", int(b["line"]))))
+                               for b in a.get("barriers", [])])
     wanted = _lines_in(a) if a else []
     lines = listing(kernel, wanted, labels)
     name = kernel.name
@@ -321,7 +335,12 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
             out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars))
         elif view == "timing":
-            out.append(W.TimingView(kernel=name, lines=[], timing=timing_record(kernel)))
+            rec = timing_record(kernel)
+            if measured is not None:
+                rec = dict(rec, measured=dict(measured["timing"], ctas=measured["ctas"]))
+                if not rec.get("bytes"):    # the minimal bytes of the profiled launch
+                    rec["bytes"] = compulsory_bytes(kernel, profile.variant, profile.dims)
+            out.append(W.TimingView(kernel=name, lines=[], timing=rec))
         elif view == "cuda":
             code, note = "", ""
             try:

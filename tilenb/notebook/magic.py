@@ -1,4 +1,4 @@
-"""The `%%tilekernel` cell magic (`%load_ext tilenb` registers it).
+"""The `%%tilekernel` cell magic and the `%tileprofile` line magic (`%load_ext tilenb` registers them).
 
     %%tilekernel [--backend cpu|cuda|auto] [--tune NAME=V,...] [--show VIEWS] [--debug] [--module NAME]
     <tile-language source>
@@ -341,6 +341,47 @@ class TileMagics:
                     display(w)
         return None
 
+    # -- the line magic: one launch under Nsight Compute
+    def tileprofile(self, line: str):
+        """%tileprofile KERNEL[GRID](ARGS, NAME=V, ...)
+
+        Run the launch once under Nsight Compute (`kernel.profile(GRID, *ARGS, NAME=V...)`; the
+        keywords are @autotune values) and show the thread map, barriers and timing views with
+        the measured figures beside the predictions. Returns the `Profile` (`p = %tileprofile
+        ...`). The outputs are written as by one launch; a profile takes seconds (ncu replays
+        the kernel). Where it cannot measure (CPU backend, no ncu, counters refused) one
+        sentence says why and what to do."""
+        import ast
+        from IPython.display import display
+        from . import build
+        from ..runtime.gpu.profile import ProfileUnavailable
+        text = line.strip()
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            node = None
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+            raise CellError("%tileprofile takes one launch, written as KERNEL[GRID](ARGS), such as "
+                            "%tileprofile scale_rows[10](X, S, Y)")
+        ns = self.shell.user_ns
+
+        def value(n):
+            return eval(compile(ast.Expression(n), "<tileprofile>", "eval"), ns)   # noqa: S307
+        kernel = value(node.func.value)
+        if not hasattr(kernel, "profile"):
+            raise CellError(f"%tileprofile: {ast.unparse(node.func.value)} is not a tilenb kernel")
+        grid = value(node.func.slice)
+        args = [value(a) for a in node.args]
+        tune = {k.arg: value(k.value) for k in node.keywords}
+        try:
+            prof = kernel.profile(grid, *args, **tune)
+        except ProfileUnavailable as e:
+            raise CellError(str(e)) from None
+        display({"text/plain": prof.text(prof.predicted)}, raw=True)
+        for w in build.make_views(kernel, ("threads", "barriers", "timing"), profile=prof):
+            display(w)
+        return prof
+
     def track(self, view, kernel, handle) -> None:
         """Keep the timing view `view` of `kernel` (displayed under the DisplayHandle `handle`)
         up to date: after every cell it is re-displayed in place when the kernel's latest launch
@@ -407,5 +448,6 @@ def register(ipython) -> TileMagics:
         magics.cells = old.cells            # keep the functions earlier cells defined
     ipython._tilenb_magics = magics
     ipython.register_magic_function(magics.tilekernel, magic_kind="cell", magic_name="tilekernel")
+    ipython.register_magic_function(magics.tileprofile, magic_kind="line", magic_name="tileprofile")
     ipython.events.register("post_run_cell", magics.refresh_timing)
     return magics

@@ -82,6 +82,15 @@ def fix_text(fix: dict) -> str:
             f"tile {int(fix.get('bytes', 0)):,} B{vec}")
 
 
+def _measured_text(m: dict) -> str:
+    """A copy line's measured figures (Nsight Compute, whole launch) beside the prediction."""
+    verdict = "matches the prediction" if m.get("ok") else "DIFFERS: " + "; ".join(m.get("reasons") or [])
+    return (f"  measured (Nsight Compute, whole launch): {_n(m.get('sectors'), 'sector')} in "
+            f"{_n(m.get('requests'), 'request')} (predicted {m.get('predicted_sectors', '-')}), "
+            f"{_n(m.get('wavefronts'), 'wavefront')} with {m.get('bank_conflicts', 0)} from bank conflicts "
+            f"(predicted {m.get('predicted_wavefronts', '-')}): {verdict}")
+
+
 def _text_threadmap(s) -> str:
     labels = line_labels(s)
     threads = int(s.get("threads") or 0)
@@ -104,9 +113,13 @@ def _text_threadmap(s) -> str:
         if c.get("is_view"):
             out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                        "no shared-memory side")
+            if c.get("measured"):
+                out.append(_measured_text(c["measured"]))
             continue
         out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                    f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
+        if c.get("measured"):
+            out.append(_measured_text(c["measured"]))
         groups: List[list] = []
         for w in c.get("warps") or []:
             key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
@@ -181,8 +194,11 @@ def _text_barriers(s) -> str:
 
     def mark(b):
         tile = f" ({b['tile']})" if b.get("tile") else ""
+        m = b.get("measured")
+        stall = (f" [measured: {100.0 * m['share']:.1f}% of warp-stall samples here, "
+                 f"{m['barrier_samples']} waiting at the barrier]" if m else "")
         return (f"{' ' * width}   ---- barrier {b.get('where') or 'before'} line {_label(labels, b['line'])}"
-                f"{tile}: {b.get('reason', '')}")
+                f"{tile}: {b.get('reason', '')}{stall}")
     shown = set()
     prev = None
     for line, label, text in lines:
@@ -254,6 +270,20 @@ def _text_timing(s) -> str:
             out.append(f"  variant {v['label']}: {fmt_time(v.get('ms'))}{best}")
         if tm.get("note"):
             out.append(f"  {tm['note']}")
+    m = tm.get("measured")
+    if m:
+        line = (f"  measured by Nsight Compute ({m.get('ctas')} CTAs): DRAM {m.get('dram_bytes')} bytes"
+                + (f" against {tm['bytes']} bytes the launch must move ({m['dram_bytes'] / tm['bytes']:.2f}x)"
+                   if tm.get("bytes") else "")
+                + f", L2 {m.get('l2_bytes')} bytes")
+        out.append(line)
+        if m.get("duration_ns"):
+            bw = m.get("dram_bytes_per_s")
+            peak = (tm.get("peak") or {}).get("bytes_per_s")
+            out.append(f"  duration under ncu {fmt_time(m['duration_ns'] / 1e6)}, DRAM {fmt_rate(bw, 'B/s')}"
+                       + (f" ({100.0 * bw / peak:.1f}% of peak)" if bw and peak else "")
+                       + (f", achieved occupancy {m['achieved_occupancy_pct']:.1f}%"
+                          if m.get("achieved_occupancy_pct") is not None else ""))
     if s.get("note"):
         out.append(f"  note: {s['note']}")
     return "\n".join(out)

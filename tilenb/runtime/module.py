@@ -102,6 +102,20 @@ class Kernel:
         src = self.module.checked.source
         return cuda_source(self.ir(**tune), src.text, src.line_offset, arch=tgt)
 
+    def profile(self, grid, *args, ncu: Optional[str] = None, keep: Optional[str] = None, **tune):
+        """Run one launch of `grid` (as `kernel[grid](*args)`, at the @autotune values `tune`)
+        under Nsight Compute and return a `tilenb.runtime.gpu.profile.Profile`: per tile-language
+        line the global sectors and requests and shared wavefronts and bank conflicts the GPU
+        counted, per kernel duration, DRAM / L2 bytes, achieved occupancy and warp stalls (with
+        the barriers' share). `profile.compare(profile.analysis(kernel))` sets them beside the
+        prediction. ncu: the ncu program (default $TILENB_NCU, then PATH); keep: a folder to
+        leave ncu's report in. The outputs are written as by one launch; ncu replays the kernel
+        tens of times in a new process, so a profile takes seconds. Raises ProfileUnavailable
+        (a TileError, one sentence) on the CPU backend, without ncu, or where the GPU refuses
+        its counters (ERR_NVGPUCTRPERM)."""
+        from .gpu.profile import profile
+        return profile(self, grid, args, tune or None, ncu=ncu, keep=keep)
+
     # -- launching
     def __getitem__(self, grid):
         def launch(*args, **kw):

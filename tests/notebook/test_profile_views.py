@@ -1,0 +1,70 @@
+"""The views beside a Profile: measured columns in the thread map, barriers and timing views
+(static text form), read from a saved Nsight Compute capture; and %tileprofile's refusals."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilenb
+from tilenb.notebook import build, render
+from tilenb.runtime.gpu.profile import build_profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+import test_profile as T  # noqa: E402
+
+
+def _profile():
+    d = T.fixture_dir()
+    job = json.loads((d / "job.json").read_text())
+    prof = build_profile((d / "raw.csv").read_text(), (d / "source.csv").read_text(), job)
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    prof.predicted = prof.analysis(m.scale_rows)
+    return m, prof
+
+
+def test_views_carry_measured_figures():
+    m, prof = _profile()
+    views = {w._name: w for w in build.make_views(m.scale_rows, ("threads", "barriers", "timing"), profile=prof)}
+    tm = render.text("threadmap", views["threadmap"].state())
+    for cp in prof.predicted.copies:
+        f = prof.lines[cp.line]
+        assert f"{f.sectors} sectors in {f.requests} requests (predicted {cp.sectors * prof.ctas})" in tm
+    flagged = [r for r in prof.compare(prof.predicted) if not r["ok"]]
+    assert tm.count("DIFFERS") == len({r["line"] for r in flagged})
+    bt = render.text("barriers", views["barriers"].state())
+    for b in prof.barriers:
+        assert f"{100.0 * b['share']:.1f}% of warp-stall samples" in bt
+    tt = render.text("timing", views["timing"].state())
+    assert f"DRAM {prof.dram_bytes} bytes" in tt
+    # the minimal bytes of the launch: X and S read, Y written, at M rows
+    M = prof.dims["M"]
+    assert f"against {4 * (M * 64 + M + M * 64)} bytes" in tt
+
+
+def test_views_without_profile_are_unchanged():
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    tm = render.text("threadmap", build.make_views(m.scale_rows, ("threads",))[0].state())
+    assert "measured" not in tm
+
+
+def test_tileprofile_magic_refuses_on_cpu():
+    IPython = pytest.importorskip("IPython")
+    from IPython.testing.globalipapp import get_ipython
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "tilenb")
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    X = np.ones((40, 64), np.float32)
+    ip.user_ns.update(k=m.scale_rows, X=X, S=np.ones((40, 1), np.float32), Y=np.zeros_like(X))
+    from tilenb.notebook.magic import CellError
+    try:
+        with pytest.raises(CellError) as e:
+            ip.run_line_magic("tileprofile", "k[2](X, S, Y)")
+        assert "CPU backend" in str(e.value)
+        with pytest.raises(CellError) as e:
+            ip.run_line_magic("tileprofile", "k(X, S, Y)")
+        assert "KERNEL[GRID](ARGS)" in str(e.value)
+    finally:        # the shell is shared with other tests: leave its namespace as found
+        for name in ("k", "X", "S", "Y"):
+            ip.user_ns.pop(name, None)

@@ -1,0 +1,228 @@
+"""kernel.profile: the profiled variant's #line mapping, reading Nsight Compute's pages into a
+Profile beside the analysis, and the one-sentence refusals (no ncu, CPU backend, counters
+refused). The page files under data/ are a saved capture (data/ncu_h200, when present, from
+scripts/capture_ncu_fixture.py on an H200) or the hand-made provisional one (data/ncu_provisional).
+"""
+import csv
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tilenb
+from tilenb.analysis import analyze
+from tilenb.runtime.gpu import ncu as N
+from tilenb.runtime.module import Module
+from tilenb.runtime.gpu.profile import ProfileUnavailable, build_profile, find_ncu
+
+DATA = Path(__file__).parent / "data"
+SOURCE = '''
+@launch(256)
+kernel scale_rows(X: tensor<f32>[M, 64], S: tensor<f32>[M, 1], Y: tensor<f32>[M, 64]) {
+  let r = ctx.block.x * 32
+  var x = X[r :+ 32, :]
+  var s = S[r :+ 32, :]
+  Y[r :+ 32, :] = x * s
+}
+'''
+
+
+def fixture_dir() -> Path:
+    real = DATA / "ncu_h200"
+    return real if (real / "source.csv").exists() else DATA / "ncu_provisional"
+
+
+def _args(m, rng):
+    X = rng.standard_normal((m, 64)).astype(np.float32)
+    S = rng.standard_normal((m, 1)).astype(np.float32)
+    return X, S, np.zeros_like(X)
+
+
+# ---- the profiled variant's source ---------------------------------------------------------
+def test_lined_source_only_adds_line_directives():
+    m = tilenb.compile(SOURCE, backend="cpu")
+    plain = m.scale_rows.cuda_source(arch="sm_90")
+    lined = N.lined_source(plain)
+    body = [ln for ln in lined.text.splitlines() if not ln.startswith("#line ")]
+    assert body == plain.splitlines()
+    # every line of the plain text is preceded by exactly one directive
+    lines = lined.text.splitlines()
+    assert all(lines[i].startswith("#line ") for i in range(0, len(lines), 2))
+    # each statement comment is mapped to its own tile line, and so is the code below it
+    for i in range(1, len(lines), 2):
+        c = lines[i].strip()
+        if c.startswith("// line ") and ":" in c:
+            n = int(c[len("// line "):c.index(":")])
+            assert lines[i - 1] == f'#line {n} "{N.TILE_FILE}"'
+    # the barriers, in code order, are those the analysis placed
+    a = analyze(m.scale_rows.ir(), arch="sm_90")
+    assert [b for b in lined.barriers if b[0] != "internal"] == [(b.where, b.line) for b in a.barriers]
+    assert f'#line 1 "{N.BARRIER_FILE}"' in lines[lines.index(next(ln for ln in lines if "__syncthreads();  // barrier" in ln)) - 1]
+
+
+def test_lined_source_compiles_with_nvrtc():
+    from tilenb.codegen import nvrtc_available, nvrtc_compile
+    if not nvrtc_available():
+        pytest.skip("no NVRTC library here")
+    m = tilenb.compile(SOURCE, backend="cpu")
+    lined = N.lined_source(m.scale_rows.cuda_source(arch="sm_90"))
+    assert len(nvrtc_compile(lined.text, "sm_90")) > 0
+
+
+def test_helper_calls_name_the_calling_line():
+    m = tilenb.compile(SOURCE, backend="cpu")
+    plain = m.scale_rows.cuda_source()
+    calls = N.helper_calls(plain)
+    assert calls["tnb_stg"] == [7]          # the vector store of Y at line 7
+    of = N.helper_of_line(plain)
+    stg_lines = [i for i, name in of.items() if name == "tnb_stg"]
+    assert stg_lines and "tnb_stg" in plain.splitlines()[stg_lines[0] - 1]
+
+
+# ---- reading the pages -----------------------------------------------------------------------
+def _independent_sums(path: Path):
+    """Per (file base name, line): the sums of the SASS rows' sectors and wavefronts, read with
+    the csv module alone."""
+    sums, fname, header, line = {}, None, None, None
+    for row in csv.reader(path.read_text().splitlines()):
+        if not row:
+            continue
+        if row[0] in ("File Name", "File Path"):
+            fname, header = os.path.basename(row[1]), None
+            continue
+        if row[0] == "Line No":
+            header = row
+            continue
+        if header is None or row[0] in ("Kernel Name", "Function Name"):
+            continue
+        if row[0].isdigit():
+            line = int(row[0])
+            continue
+        rec = dict(zip(header[4:], row[4:]))
+        s = sums.setdefault((fname, line), [0, 0])
+        s[0] += int(float(rec.get(N.COL_SECTORS, "0").replace(",", "") or 0))
+        s[1] += int(float(rec.get(N.COL_WAVEFRONTS, "0").replace(",", "") or 0))
+    return sums
+
+
+def test_profile_from_saved_pages_maps_to_tile_lines():
+    d = fixture_dir()
+    job = json.loads((d / "job.json").read_text())
+    prof = build_profile((d / "raw.csv").read_text(), (d / "source.csv").read_text(), job)
+    sums = _independent_sums(d / "source.csv")
+    # the tile lines' own instructions
+    for (f, ln), (sec, wf) in sums.items():
+        if f == N.TILE_FILE:
+            got = prof.lines[ln]
+            helper_sec = sum(v[0] for (ff, ll), v in sums.items()
+                             if ff == N.CUDA_FILE and job["helper_lines"].get(str(ll)) in got.via)
+            helper_wf = sum(v[1] for (ff, ll), v in sums.items()
+                            if ff == N.CUDA_FILE and job["helper_lines"].get(str(ll)) in got.via)
+            assert got.sectors == sec + helper_sec
+            assert got.wavefronts == wf + helper_wf
+    # the store of Y runs in the prelude's tnb_stg, called from line 7 only
+    assert "tnb_stg" in prof.lines[7].via and prof.lines[7].st_sectors > 0
+    # the barrier's samples
+    bars = [(f, ln) for f, ln in sums if f == N.BARRIER_FILE]
+    assert len(prof.barriers) == len(job["barriers"]) and len(bars) <= len(prof.barriers)
+    assert all(0.0 <= b["share"] <= 1.0 for b in prof.barriers)
+    assert prof.kernel_metrics["duration_ns"] > 0 and prof.dram_bytes > 0
+
+
+def test_profile_beside_the_analysis():
+    d = fixture_dir()
+    job = json.loads((d / "job.json").read_text())
+    prof = build_profile((d / "raw.csv").read_text(), (d / "source.csv").read_text(), job)
+    m = tilenb.compile(job.get("source") or SOURCE, backend="cpu")
+    a = prof.analysis(m.scale_rows)
+    rows = {(r["line"], r["metric"]): r for r in prof.compare(a)}
+    ctas = prof.ctas
+    for cp in a.copies:
+        r = rows[(cp.line, "global sectors")]
+        assert r["predicted"] == cp.sectors * ctas
+        assert r["measured"] == prof.lines[cp.line].sectors
+        assert r["ok"] == (r["measured"] == r["predicted"])
+        if not r["ok"]:
+            assert r["reason"]
+    # line 7 also reads s once per element (a broadcast the copy plan does not count): flagged
+    r7 = rows[(7, "shared wavefronts")]
+    if r7["measured"] != r7["predicted"]:
+        assert not r7["ok"] and r7["reason"]
+    text = prof.text(a)
+    assert "line | metric | predicted | measured" in text and "barrier before line 7" in text
+
+
+# ---- refusals ------------------------------------------------------------------------------
+def _cuda_module():
+    return Module(tilenb.compile(SOURCE, backend="cpu").checked, "cuda")
+
+
+def _one_sentence(msg: str):
+    assert msg.endswith(".") and ". " not in msg, msg
+
+
+def test_cpu_backend_says_why():
+    m = tilenb.compile(SOURCE, backend="cpu")
+    with pytest.raises(ProfileUnavailable) as e:
+        m.scale_rows.profile(10, *_args(320, np.random.default_rng(0)))
+    assert "CPU backend" in str(e.value)
+    _one_sentence(str(e.value))
+
+
+def test_missing_ncu_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("TILENB_NCU", raising=False)
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr("tilenb.runtime.gpu.profile.TOOLKIT_NCU", "/nonexistent/ncu")
+    assert find_ncu() is None
+    X, S, Y = _args(320, np.random.default_rng(1))
+    with pytest.raises(ProfileUnavailable) as e:
+        _cuda_module().scale_rows.profile(10, X, S, Y)
+    msg = str(e.value)
+    assert "ncu" in msg and "install Nsight Compute" in msg
+    _one_sentence(msg)
+    assert not Y.any()          # nothing ran
+
+
+def test_counters_refused_says_what_to_do(tmp_path):
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+                    "NVIDIA GPU Performance Counters on the target device 0.'\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    X, S, Y = _args(300, np.random.default_rng(2))
+    with pytest.raises(ProfileUnavailable) as e:
+        _cuda_module().scale_rows.profile(10, X, S, Y, ncu=str(fake))
+    msg = str(e.value)
+    assert "ERR_NVGPUCTRPERM" in msg and "root" in msg
+    _one_sentence(msg)
+
+
+# ---- on the GPU, under ncu -----------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, full", [(320, 10), (300, 9)])   # 300: the last CTA holds 12 of 32 rows
+def test_profile_copy_kernel_on_gpu(m, full):
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    mod = tilenb.compile(SOURCE, backend="cuda")
+    X, S, Y = _args(m, np.random.default_rng(3))
+    grid = (m + 31) // 32
+    try:
+        prof = mod.scale_rows.profile(grid, X, S, Y)
+    except ProfileUnavailable as e:
+        if "ERR_NVGPUCTRPERM" in str(e):
+            pytest.skip(str(e))
+        raise
+    np.testing.assert_allclose(Y, X * S, rtol=1e-6)        # the outputs are one launch's
+    a = prof.analysis(mod.scale_rows)
+    rows = {(r["line"], r["metric"]): r for r in prof.compare(a, full_ctas=full)}
+    for cp in a.copies:                 # loads of X and S, the store of Y
+        r = rows[(cp.line, "global sectors")]
+        assert r["ok"], (r, prof.text(a))
+        if m == 320:
+            assert r["measured"] == cp.sectors * grid
+    # the whole launch's global sectors equal the per-line sums (nothing left unattributed)
+    total = prof.kernel_metrics["global_ld_sectors"] + prof.kernel_metrics["global_st_sectors"]
+    assert total == sum(f.ld_sectors + f.st_sectors for f in prof.lines.values())
+    assert len([b for b in prof.barriers if b["where"] != "internal"]) == len(a.barriers)
