@@ -15,7 +15,9 @@ phases of 32 / 16 / 8 lanes for 4 / 8 / 16-byte accesses):
   (`rowsum((x - mean) * (x - mean))`) is read once a chunk, one element, by every lane of the warp;
 - "partials store": lane 0 of every warp stores the warp's partial of every row (one wavefront
   per (row, warp)); "partials load": the owner of output o reads the NW partials of its row, which
-  NVRTC merges into 16-byte loads (LDS.128: NW * 4 / 16 of them for f32 partials);
+  NVRTC merges into the widest loads of 16, 8 or 4 bytes that divide them (LDS.128: NW * 4 / 16
+  of them for f32 partials and 8 or more warps, as the H200's row kernels of 8 warps show; the
+  narrower merges are the same rule, not measured);
 - "reduction result": the owner of each output element writes it to the destination tile;
 - "register scalar": a [1, 1] shared tile broadcast to every element of a vector statement
   (`x * inv * g`) is read once per thread into a register before the sweep (`register_scalars`,
@@ -259,7 +261,7 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
         o = np.arange(Rx, dtype=np.int64)
         ot = o % T
         ostep = o // T
-        vb = 16 if (NW * pb) % 16 == 0 else pb
+        vb = next(b for b in (16, 8, 4, 2, 1) if (NW * pb) % b == 0 and b >= pb or b == pb)
         per_out = NW * pb // vb
         q = np.tile(np.arange(per_out, dtype=np.int64), Rx)
         oo = np.repeat(o, per_out)
