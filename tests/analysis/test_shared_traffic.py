@@ -229,3 +229,20 @@ def test_two_atomics_cpu_gives_numpys_result(M):
     Out = np.zeros((2, 70), np.float32)
     mod.twice(X, Out, debug=True)
     np.testing.assert_array_equal(Out, _twice_numpy(X))
+
+
+def test_the_thread_map_view_shows_the_shared_traffic_and_the_totals():
+    from tilenb.notebook import build, render
+    k = tilenb.compile(RMS.format(R=1, D=1536, T=128), backend="cpu").rms
+    a = k.analysis()
+    (view,) = build.make_views(k, show=("threads",))
+    assert view.shared == [t.to_json() for t in a.shared_traffic] and view.traffic == a.traffic()
+    text = render.text("threadmap", view.state())
+    ld, st = expected_rms(1, 1536, 128, next(p for p in a.statements if p.row_reductions).row_reductions[0][1])
+    assert "reduction pass of x, ld" in text and "register scalar of inv (kept in a register)" in text
+    tot = a.traffic()
+    assert f"shared {tot['shared_ld_wavefronts']} load / {tot['shared_st_wavefronts']} store wavefronts" in text
+    # the totals: the copies' shared sides (x written once, read once by the store) plus these
+    copy_wf = sum(c.wavefronts for c in a.copies if c.tile == "x")
+    assert tot["shared_ld_wavefronts"] == copy_wf // 2 + ld + 128 // 32
+    assert tot["shared_st_wavefronts"] == copy_wf // 2 + st
