@@ -28,10 +28,12 @@ model the guarded edge CTAs (fewer sectors and wavefronts). So every case is one
 - "edge": some CTAs are partial; the prediction is then given as a range, from the full CTAs only
   (lower) to all CTAs counted as full (upper), and the measurement should fall inside it.
 
-What the copy plans do not cover, so a mismatch there is expected and is reported, not hidden:
-shared memory read by row reductions (`rowsum(x * x)` reads the shared tile x) and the
-cross-warp partials of a reduction; tensors read inline by a reduction (no copy plan). For the
-row kernels this makes measured shared loads exceed the prediction.
+The shared-memory accesses that are not a tensor copy's shared side are added from
+`kernel.analysis().shared_traffic` (tilenb/analysis/shared_traffic.py): a CTA-wide reduction's
+passes over its shared tiles (`rowsum(x * x)` reads x), a tile broadcast in a pass, the partials'
+stores and loads, the result's store, and the [1, 1] tiles a vector statement reads once into a
+register; the totals are `Analysis.traffic()`. Tensors read inline by a reduction (no copy plan)
+are still not counted.
 
 Copies into a whole shared tile may be issued as cp.async (LDGSTS; tilenb/codegen/cuda.py
 `async_copy`): Nsight Compute counts their global sectors under ..._op_ldgsts, not ..._op_ld, and
@@ -189,6 +191,11 @@ def predict(case: Case, module) -> dict:
                       "shape": list(cp.shape), "vector_width": cp.vector_width, "warps": len(cp.warps),
                       "sectors_per_cta": sec, "wavefronts_per_cta": wf, "is_view": cp.is_view, "worst_start_byte": cp.worst_start_byte,
                       "swizzle": None if cp.swizzle is None else str(cp.swizzle)})
+    extra = []
+    for t in a.shared_traffic:      # reductions' passes and partials, broadcasts, register scalars
+        per_cta["shared_ld_wavefronts" if t.direction == "load" else "shared_st_wavefronts"] += t.wavefronts
+        extra.append(t.to_json())
+    assert per_cta == a.traffic(), case.name
     low = dict(per_cta)
     high = dict(per_cta)
     for m in METRICS:
@@ -197,7 +204,7 @@ def predict(case: Case, module) -> dict:
     return {"kernel": case.name, "symbol": case.symbol, "module": case.module, "tune": case.tune,
             "dims": case.dims, "grid": list(case.grid), "ctas": case.ctas, "full_ctas": case.full_ctas,
             "kind": case.kind, "threads": a.threads, "per_cta": per_cta, "predicted": low,
-            "predicted_upper": high, "copies": plans, "notes": case.notes}
+            "predicted_upper": high, "copies": plans, "shared_traffic": extra, "notes": case.notes}
 
 
 def predictions(backend: str = "cpu"):

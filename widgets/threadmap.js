@@ -175,6 +175,45 @@ function warpTable(copy, onWarp) {
   return table;
 }
 
+function warpText(warps) {
+  // (warp, wavefronts) pairs as "warps 0–7: 4 each", runs of equal figures grouped
+  const out = [];
+  for (const [w, n] of warps) {
+    const last = out[out.length - 1];
+    if (last && last.n === n && last.hi === w - 1) last.hi = w; else out.push({ lo: w, hi: w, n });
+  }
+  return out.map((g) => (g.lo === g.hi ? `warp ${g.lo}: ${g.n}` : `warps ${g.lo}–${g.hi}: ${g.n} each`)).join("; ");
+}
+
+function sharedTable(model) {
+  // the analysis' shared_traffic: shared-memory accesses that are not a copy's tile side
+  const recs = model.get("shared") || [];
+  const tot = model.get("traffic") || {};
+  const box = h("div", { class: "tn-shared" });
+  if (recs.length) {
+    const table = h("table", { class: "tn-warps" });
+    table.append(h("caption", { text: "Shared memory besides the copies, per CTA: reduction passes and partials, " +
+      "broadcasts, values kept in a register (read once per thread). Wavefronts by the same bank model as the copies." }));
+    const head = h("tr", {});
+    for (const t of ["line", "tile", "access", "op", "requests", "wavefronts", "per warp"]) head.append(h("th", { scope: "col", text: t }));
+    table.append(h("thead", {}, head));
+    const tb = h("tbody", {});
+    for (const r of recs) {
+      tb.append(h("tr", {}, h("td", { text: String(labelOf(model, r.line)) }), h("td", { text: r.tile }),
+        h("td", { text: r.kind + (r.in_registers ? " (in a register)" : "") }), h("td", { text: r.direction === "load" ? "ld" : "st" }),
+        h("td", { text: String(r.requests) }), h("td", { text: String(r.wavefronts) }),
+        h("td", { class: "tn-sub", text: warpText(r.warps || []) })));
+    }
+    table.append(tb);
+    box.append(table);
+  }
+  if (tot && tot.global_ld_sectors !== undefined) {
+    box.append(h("p", { class: "tn-sub", text: `Per CTA (every window inside its tensor): global ${tot.global_ld_sectors} load / ` +
+      `${tot.global_st_sectors} store sectors; shared ${tot.shared_ld_wavefronts} load / ${tot.shared_st_wavefronts} store wavefronts.` }));
+  }
+  return box;
+}
+
 function draw(model, el) {
   el.textContent = "";
   const root = viewRoot("tn-threadmap");
@@ -186,6 +225,7 @@ function draw(model, el) {
   if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
   if (!copies.length) {
     root.append(h("p", { class: "tn-sub", text: "This kernel has no copy statement between a tensor and a tile." }));
+    root.append(sharedTable(model));
     return () => {};
   }
   let sel = Math.max(0, Math.min(copies.length - 1, model.get("selected") || 0));
@@ -346,6 +386,7 @@ function draw(model, el) {
     }
   };
   if ((copy.warps || []).length) root.append(warpTable(copy, onWarp));
+  root.append(sharedTable(model));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a run: the same run lights up on the other side and the thread's other runs are outlined. " +
     "Keys: ←/→ along the rows, ↑/↓ to the row above or below, Home/End. Hover a warp in the table to pick out its runs." }));
   return () => onWarp(null);
@@ -354,7 +395,7 @@ function draw(model, el) {
 function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
-  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel"];
+  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

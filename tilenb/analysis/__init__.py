@@ -60,6 +60,7 @@ from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, sta
 from .uniformity import Uniformity, uniformity
 from .partition import chunks, owners, thread_chunks, vector_width
 from .smem import Region, SmemMap, build as build_smem_map
+from .shared_traffic import SharedTraffic, register_scalars, shared_traffic as _shared_traffic
 
 # Shared-memory budgets, the checker's too (tilenb.target.ANY: code for any GPU): 48 KB of static
 # shared memory per CTA, and with @dynshared the largest GPUs' opt-in per-block limit.
@@ -70,7 +71,7 @@ __all__ = ["analyze", "Analysis", "TileInfo", "RulerLine", "RulerTile", "Barrier
            "LayoutFix", "StatementPlan", "Access", "Layout", "Swizzle", "SwizzledLayout", "row_major",
            "Lifetimes", "TileLife", "tile_lifetimes", "gemm_accumulators", "chunks", "owners",
            "thread_chunks", "vector_width", "DEFAULT_EXTENT", "Region", "SmemMap", "LoopLowering",
-           "target_key", "Uniformity", "uniformity"]
+           "target_key", "Uniformity", "uniformity", "SharedTraffic", "register_scalars"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,44 @@ class Analysis:
             self._shared["copies"] = hit
         return hit
 
+    @property
+    def shared_traffic(self) -> Tuple[SharedTraffic, ...]:
+        """The shared-memory accesses the copy plans do not count (`tilenb.analysis.shared_traffic`:
+        reduction passes, partials, results, broadcasts, register scalars), computed on first use."""
+        key = ("shared_traffic", None if self.target is None else str(self.target))
+        hit = self._shared.get(key)
+        if hit is None:
+            lives = {id(t.sym): t for t in self.lifetimes.tiles}
+
+            def space_of(sym):
+                t = lives.get(id(sym))
+                return None if t is None else t.space
+
+            def base_of(sym):
+                t = lives.get(id(sym))
+                return 0 if t is None or t.offset is None else t.offset
+            hit = _shared_traffic(self.statements, self.smem, self.copies, self.threads, space_of, base_of)
+            self._shared[key] = hit
+        return hit
+
+    def traffic(self) -> Dict[str, int]:
+        """Per CTA (a CTA whose windows lie wholly inside the tensors): global load and store
+        sectors (the copy plans) and shared load and store wavefronts (the copy plans' shared
+        sides plus `shared_traffic`), as {"global_ld_sectors", "global_st_sectors",
+        "shared_ld_wavefronts", "shared_st_wavefronts"}."""
+        out = dict.fromkeys(("global_ld_sectors", "global_st_sectors", "shared_ld_wavefronts",
+                             "shared_st_wavefronts"), 0)
+        for cp in self.copies:
+            if cp.direction == "load":
+                out["global_ld_sectors"] += cp.sectors
+                out["shared_st_wavefronts"] += cp.wavefronts
+            else:
+                out["global_st_sectors"] += cp.sectors
+                out["shared_ld_wavefronts"] += cp.wavefronts
+        for t in self.shared_traffic:
+            out["shared_ld_wavefronts" if t.direction == "load" else "shared_st_wavefronts"] += t.wavefronts
+        return out
+
     def tile(self, name: str) -> TileInfo:
         """The first tile of that name; KeyError names the tiles there are."""
         for t in self.tiles:
@@ -184,6 +223,8 @@ class Analysis:
             "barriers": [{"line": b.line, "position": b.position, "where": b.where, "tile": b.tile,
                           "reason": b.reason} for b in self.barriers],
             "copies": [c.to_json() for c in self.copies],
+            "shared_traffic": [t.to_json() for t in self.shared_traffic],
+            "traffic": self.traffic(),
         }
 
     def json_text(self) -> str:

@@ -297,6 +297,13 @@ class _Placer:
         for plan, a, cells, thread in self.globals.effects:
             self.effects.append(_Effect(plan, a, a.rw, cells + self.nshared, thread))
         self.ncells = self.nshared + self.globals.ncells
+        # per effect, a code of its tile atomic's op (-1: not an atomic), and a sentinel -1 last so
+        # that a source index of -1 (none) reads -1: atomics of one op commute, so two of them at one
+        # element, by different threads, need no barrier between them (spec 13.1)
+        ops: Dict[str, int] = {}
+        self.atomic_op = np.array([ops.setdefault(getattr(e.plan.stmt, "op", ""), len(ops))
+                                   if getattr(e.access, "atomic", False) else -1 for e in self.effects] + [-1],
+                                  dtype=np.int32)
         self.clear_at = {lp: c + self.nshared for lp, c in self.globals.clear_at.items()}
         self.relabel_at = {lp: c + self.nshared for lp, c in (self.globals.relabel_at or {}).items()}
         self.by_pos: Dict[int, List[int]] = {}
@@ -474,8 +481,10 @@ class _Placer:
             c = _clashes(state.w[e.idx], e)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False, _first(e, c))
-        for _, e in writes:
+        for i, e in writes:
             c = _clashes(state.w[e.idx], e)
+            if c.any() and self.atomic_op[i] >= 0:
+                c = c & ~self._same_atomic(state, i, e)
             if c.any():
                 raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False, _first(e, c))
             c = _clashes(state.r[e.idx], e)
@@ -500,10 +509,27 @@ class _Placer:
             raise _Hazard(within.later, within.earlier, within.kind, True)
         for i, e in writes:
             k = e.idx
+            if self.atomic_op[i] >= 0:
+                # after two atomics of one op by different threads, both threads wrote the element
+                same = self._same_atomic(state, i, e) & (state.w[k] != NONE) & (state.w[k] != e.thread)
+                if same.any():
+                    state.wsrc2[k] = np.where(same, state.wsrc[k], -1)
+                    state.w[k] = np.where(same, ANY, e.thread)
+                    state.wsrc[k] = i
+                    continue
             state.w[k] = e.thread
             state.wsrc[k] = i
             state.wsrc2[k] = -1
         return state
+
+    def _same_atomic(self, state: _State, i: int, e: _Effect) -> np.ndarray:
+        """Per cell of write effect i (a tile atomic): every write recorded there since the last
+        barrier is an atomic of the same op."""
+        op = self.atomic_op[i]
+        k = e.idx
+        a = self.atomic_op[state.wsrc[k]] == op
+        b2 = state.wsrc2[k]
+        return a & ((b2 < 0) | (self.atomic_op[b2] == op))
 
     def _src(self, src: np.ndarray, src2: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
         """The recorded effect that clashes with `e` at its first clashing cell."""

@@ -20,7 +20,10 @@ The figures, per warp request (a warp's lanes in one step of the canonical parti
   the bytes moved / 32, rounded up. The tensor's row pitch is computed with the literal dims and,
   for runtime dims, with representative extents (`extents`, default 1024 elements); the slice's
   start is only known as a multiple of its provable alignment, so the figure is the worst over
-  the start's possible positions within a sector.
+  the start's possible positions within a sector. A tensor operand that is not contiguous along
+  the row (a broadcast `S[r :+ R, :]` of shape [R, 1], a column) is read one element at a time,
+  each element of a chunk a request of its own (summed per chunk's request here), as the
+  generated code does.
 - `wavefronts`: shared-memory wavefronts of the tile side (32 banks of 4 bytes; see
   `tilenb.analysis.layout.wavefronts_per_request`); `ideal_wavefronts`: bytes / 128, at least 1.
 - When wavefronts exceed the ideal, `fix` proposes the tile layout that removes the conflicts:
@@ -383,13 +386,18 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                 partner = full[0] if full else None
                 tile = partner.name if partner is not None else None
             # global side: sectors, worst over the slice start's possible byte positions in a sector
+            # (a non-contiguous operand of a vector statement, a broadcast `S[r :+ R, :]` or a column,
+            # is read by the generated code once per element of the chunk: NVRTC does not merge the
+            # loads of one address, as the H200's sectors show; so each element is a request)
             eb = g.elem_bytes
             nbytes = plan.vector_width * eb if g.contiguous else eb
-            off = g.layouts[0].offsets()[ch.row, ch.col]
+            per_elem = 1 if g.contiguous else plan.vector_width
+            offs = g.layouts[0].offsets()
             step = gcd(g.origin_div * eb, SECTOR_BYTES) if g.origin_div else SECTOR_BYTES
             worst, worst_res = None, 0
             for res in range(0, SECTOR_BYTES, step):
-                sec = sectors_per_request(req, res + off * eb, nbytes)
+                sec = sum(sectors_per_request(req, res + offs[ch.row, ch.col + v] * eb, nbytes)
+                          for v in range(per_elem))
                 if worst is None or sec.sum() > worst.sum():
                     worst, worst_res = sec, res
             active = np.bincount(req, minlength=n_req)

@@ -61,6 +61,7 @@ from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
 from ..analysis.smem import identity_reductions
+from ..analysis.shared_traffic import register_scalars
 
 STATIC_SMEM_LIMIT = STATIC_SMEM   # tilenb.target: the 48 KB of static shared memory a CTA may have
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
@@ -2262,25 +2263,15 @@ class _Gen(MmaGen):
         broadcast set to restore after the sweep."""
         saved = (dict(self.pre), set(self.pre_bcast))
         seen = {}
-
-        def visit(e):
-            if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT) and shape2(e.type.shape) == (1, 1):
-                tv = self.tile_of(e.sym)
-                if tv is not None and tv.space == "shared" and e.type.dtype in C.VALUE_C:
-                    if id(e.sym) not in seen:
-                        u = self.new("u")
-                        self.emit(f"const {C.VALUE_C[e.type.dtype]} {u} = {self.ev(e, At(0, 0, None, None, True))};"
-                                  f"  // {e.sym.name}, the same for every element")
-                        seen[id(e.sym)] = u
-                    self.pre[id(e)] = seen[id(e.sym)]
-                    self.pre_bcast.add(id(e))
-                return
-            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
-                return
-            for c in ir.sub_exprs(e):
-                visit(c)
-        if isinstance(value.type, ir.TileT):
-            visit(value)
+        # which reads: the analysis' decision (shared_traffic.register_scalars), counted in its traffic
+        for e in register_scalars(value, lambda sym: getattr(self.tile_of(sym), "space", None)):
+            if id(e.sym) not in seen:
+                u = self.new("u")
+                self.emit(f"const {C.VALUE_C[e.type.dtype]} {u} = {self.ev(e, At(0, 0, None, None, True))};"
+                          f"  // {e.sym.name}, the same for every element")
+                seen[id(e.sym)] = u
+            self.pre[id(e)] = seen[id(e.sym)]
+            self.pre_bcast.add(id(e))
         return saved
 
     def async_copy(self, domain, V, e, loc, vt):

@@ -324,7 +324,8 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
         if view == "threads":
             copies = (a or {}).get("copies", [])
             out.append(W.ThreadMap(kernel=name, lines=lines, note=why, threads=int((a or {}).get("threads", 0)),
-                                   copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies)))
+                                   copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies),
+                                   shared=(a or {}).get("shared_traffic", []), traffic=(a or {}).get("traffic", {})))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
                                        budget=int((a or {}).get("budget", STATIC_SMEM)), tiles=(a or {}).get("tiles", []),
@@ -383,7 +384,8 @@ def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS
     for view in show:
         if view == "threads":
             out.append(W.ThreadMap(kernel=name, lines=lines, threads=int(record.get("threads", 0)),
-                                   copies=record.get("copies", []), tiles=record.get("tiles", [])))
+                                   copies=record.get("copies", []), tiles=record.get("tiles", []),
+                                   shared=record.get("shared_traffic", []), traffic=record.get("traffic", {})))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, footprint=int(record.get("footprint", 0)),
                                        budget=int(record.get("budget", STATIC_SMEM)), tiles=record.get("tiles", []),

@@ -139,6 +139,26 @@ def _text_threadmap(s) -> str:
                 flag += "  <- bank conflicts"
             out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
                        f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
+    shared = s.get("shared") or []
+    if shared:
+        out.append("shared memory besides the copies (per CTA):")
+        for r in shared:
+            groups: List[list] = []
+            for w, n in r.get("warps") or []:
+                if groups and groups[-1][0] == n and groups[-1][1][-1] == w - 1:
+                    groups[-1][1].append(w)
+                else:
+                    groups.append([n, [w]])
+            per = "; ".join(f"warp {_ranges(ws)}: {n}" if len(ws) == 1 else f"warps {_ranges(ws)}: {n} each"
+                            for n, ws in groups)
+            held = " (kept in a register)" if r.get("in_registers") else ""
+            out.append(f"  line {_label(labels, r['line'])}: {r.get('kind')} of {r.get('tile')}{held}, "
+                       f"{'ld' if r.get('direction') == 'load' else 'st'}: {_n(r.get('requests'), 'request')}, "
+                       f"{_n(r.get('wavefronts'), 'wavefront')} ({per})")
+    tot = s.get("traffic") or {}
+    if tot:
+        out.append(f"per CTA: global {tot.get('global_ld_sectors')} load / {tot.get('global_st_sectors')} store sectors; "
+                   f"shared {tot.get('shared_ld_wavefronts')} load / {tot.get('shared_st_wavefronts')} store wavefronts")
     return "\n".join(out)
 
 

@@ -60,13 +60,17 @@ class TileView(t.HasTraits):
 class ThreadMap(TileView):
     """Per copy statement, which thread moves which elements: the tensor slice and the tile side
     by side, runs coloured by thread (hue by warp), and per-warp coalescing (32-byte sectors
-    against the ideal) and bank conflicts (shared-memory wavefronts against the ideal)."""
+    against the ideal) and bank conflicts (shared-memory wavefronts against the ideal); then the
+    shared-memory accesses that are not a copy's tile side (`Analysis.shared_traffic`) and the
+    kernel's per-CTA totals (`Analysis.traffic()`)."""
 
     _name = "threadmap"
     threads = t.Int(0).tag(sync=True)          # threads per CTA
     copies = t.List().tag(sync=True)           # analysis "copies" records
     tiles = t.List().tag(sync=True)            # analysis "tiles" records (dtype of each tile)
     selected = t.Int(0).tag(sync=True)         # index of the copy shown
+    shared = t.List().tag(sync=True)           # analysis "shared_traffic" records (besides the copies)
+    traffic = t.Dict().tag(sync=True)          # analysis "traffic": the per-CTA totals
 
 
 class LifetimeRuler(TileView):
