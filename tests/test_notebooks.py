@@ -117,7 +117,27 @@ LESSONS = {
            "linear_gelu: MiniLM layer-0 feed-forward"],
     "08": ["flash_attention, 12 heads", "MiniLM layer-0 attention context", "acc      f32 [16, 32]  registers"],
     "09": ["i8 weights, exactly", "packed bytes, exactly", "relative (Frobenius)"],
+    "10": ["elements never written: [  0 999]", "EdgeWarning: Y[0] and Y[999] not written",
+           "`X[s - 1 :+ 514]` (line 6) reaches X[-1]", "edge warnings: 0", "load X -> x, [514] f32",
+           "uncoalesced: warp 0, step 0: the slice of X may start 28 B into a 32-byte sector",
+           "avg3 with zero padding", "30,522 rows in 477 x 6 CTAs", "softmax_cluster, 7 rows", "first_over"],
 }
+
+
+def test_the_tutorials_alone_use_what_a_newcomer_missed():
+    # issue 21: constructs the tutorials never used, now each in an executed cell of one
+    from tilenb.puzzles import coverage
+    used = coverage.executed_constructs(t for n in NAMES for t in coverage.notebook_programs(NB_DIR / f"{n}.ipynb"))
+    for name in ("where", "break", "continue", "colmax", "exp2", "@cluster", "cluster_sum", "cluster_max",
+                 "atomic_add", "atomic_max", "ctx.cluster.x", "ctx.cluster.rank"):
+        assert name in used, name
+
+
+def test_the_first_tutorial_points_to_the_builtins_table():
+    first = "".join("".join(c["source"]) for c in load(NAMES[0])["cells"] if c["cell_type"] == "markdown")
+    assert "spec.md#10-built-ins" in first
+    spec = (ROOT / "docs" / "spec.md").read_text(encoding="utf-8")
+    assert "\n## 10. Built-ins\n" in spec                 # the anchor GitHub makes of that heading
 
 
 @pytest.mark.parametrize("number", sorted(LESSONS))

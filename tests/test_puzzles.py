@@ -285,7 +285,7 @@ def test_owner_of_a_wrong_element_in_a_tile_store_is_its_chunks_thread():
     assert f"the first is Y[{j}]" in r.report
     line = _line_of(src, "Y[i :+ 1024] =")
     assert f"thread {thread} of CTA ({cta}, 0, 0) writes it, in the store at line {line}" in r.report
-    assert f"element {pos} of the stored slice, in the chunk of 4 elements that thread owns" in r.report
+    assert f"element {pos} of the stored slice, in the run of 4 elements that thread moves" in r.report
 
 
 def test_owner_of_a_wrong_element_in_per_thread_code_is_the_thread_whose_index_lands_there():

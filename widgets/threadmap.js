@@ -252,7 +252,7 @@ function draw(model, el) {
   const dtype = tile ? tile.dtype : (copy.dtype || "");
   const itemsize = ITEMSIZE[dtype] || 0;
   const g = geometry(copy);
-  const shapeText = `[${copy.shape.join(", ")}]`;
+  const shapeText = `[${(copy.slice_shape || copy.shape).join(", ")}]`;   // at the declared rank
 
   root.append(h("div", { class: "tn-srcline" }, h("span", { class: "tn-sub", text: `line ${labelOf(model, copy.line)}  ` }),
     h("code", { text: textOf(model, copy.line) })));
@@ -270,6 +270,9 @@ function draw(model, el) {
       text: `bank conflicts: ${plural(copy.wavefronts, "wavefront")} (ideal ${copy.ideal_wavefronts})` }));
   if (!(copy.is_view && !g.runs.length)) root.append(coal);
   if (copy.fix) root.append(h("div", { class: "tn-fix", text: fixText(copy.fix) }));
+  // each flag's cause and fix, as the analysis words them (tilenb.analysis.copies)
+  if (copy.coalescing_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Uncoalesced: ${copy.coalescing_note}` }));
+  if (copy.conflict_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Bank conflicts: ${copy.conflict_note}` }));
 
   const sides = h("div", { class: "tn-sides" });
   root.append(sides);

@@ -218,5 +218,10 @@ err = tilenb.verify(Y, -1.0 * Xok + 0.25, what="the earlier shift_scale, still b
 #
 # - Tutorial 2 opens the tile: `var` and `let`, slicing, and the **thread map**, which shows which
 #   thread moves which elements.
+# - Every built-in function (math such as `exp`, `log`, `rsqrt`; `min`/`max` and `where`; the row
+#   and column reductions `rowsum` ... `colmax`; `dot` and `dot_t`; `transpose`, `flat`, `cdiv`;
+#   conversions; atomics and cluster reductions), with its operands and result shape, is in one
+#   table: spec section 10, [docs/spec.md](../docs/spec.md#10-built-ins). The operators (`&&`,
+#   `||`, `%`, the comparisons, ...) are in section 4.2.
 # - On a GPU, launches of thousands of CTAs are normal; here the sizes stay small so that the CPU
 #   executor answers in well under a second.

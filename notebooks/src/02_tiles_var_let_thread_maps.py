@@ -53,11 +53,11 @@ err = tilenb.verify(Y, 0.3 * X + 0.7 * R, what="blend (var tile + let view)")
 # %% [markdown]
 # ## Reading the thread map
 #
-# Each copy statement iterates over the elements of its slice, row by row, in **chunks** of a few
+# Each copy statement iterates over the elements of its slice, row by row, in **runs** of a few
 # consecutive elements (the **vector width**: 4 `f32` = 16 bytes, the widest load a thread issues).
-# Chunk `k` goes to thread `k % 128`. So in the copy into `x` (8 rows of 64 = 512 elements = 128
-# chunks) thread 0 takes elements 0-3 of row 0, thread 1 elements 4-7, ..., thread 16 elements
-# 0-3 of row 1, and every thread moves exactly one chunk.
+# Run `k` goes to thread `k % 128` (the thread map draws each run in its thread's colour). So in
+# the copy into `x` (8 rows of 64 = 512 elements = 128 runs) thread 0 takes elements 0-3 of row 0, thread 1 elements 4-7, ..., thread 16 elements
+# 0-3 of row 1, and every thread moves exactly one run.
 #
 # The figures per **warp** (32 threads that issue their loads together) say how good that is:
 #
@@ -158,7 +158,10 @@ for c in a.copies:
 # same column. The swizzle moves whole 16-byte units, so a column can reach only 8 of the 32
 # banks: 4 lanes share each bank, 4 wavefronts where one would do. The thread map flags the warp
 # ("bank conflicts") and proposes a fix: pad each row of the tile by one element, so consecutive
-# rows start in consecutive banks (which costs the tile its 16-byte vector accesses).
+# rows start in consecutive banks (which costs the tile its 16-byte vector accesses). The line
+# "bank conflicts: ..." under the copy's figures names the cause: the first warp that conflicts,
+# two of its lanes that touch one bank at different words (with the tile elements they touch),
+# and the fix.
 
 # %%
 %%tilekernel --show threads
@@ -211,7 +214,7 @@ err = tilenb.verify(out, X.max(axis=1), what="row_max, one row per thread")
 #
 # | statement | shared memory | who moves the data |
 # | --- | --- | --- |
-# | `var a = A[...]` | a tile of the slice's shape | all threads, chunk `k` by thread `k % threads` |
+# | `var a = A[...]` | a tile of the slice's shape | all threads, run `k` by thread `k % threads` |
 # | `let v = A[...]` | none (a view) | each thread reads what it needs where `v` is used |
 # | `var t: tile<T>[R, C] = s` | a tile | all threads fill it |
 # | `var s: f32 = ...` | none (a register per thread) | each thread its own |

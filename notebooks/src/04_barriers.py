@@ -28,7 +28,7 @@ rng = np.random.default_rng(4)
 # `center_rows` scales a block of rows, subtracts each row's mean, and stores the result.
 #
 # - Line 5 copies `X` into `x`; line 6 scales `x` in place. Both statements split the `[8, 64]`
-#   tile into the same chunks at the same vector width, so every thread rewrites exactly the
+#   tile into the same runs at the same vector width, so every thread rewrites exactly the
 #   elements it copied itself: **no barrier**.
 # - Line 7 sums each row. A row's 64 elements were copied by 16 different threads, so the sum must
 #   wait for all of them: **a barrier before line 7**.
@@ -41,7 +41,7 @@ rng = np.random.default_rng(4)
 kernel center_rows(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64], s: f32) {
   let r = ctx.block.x * 8
   var x = X[r :+ 8, :]
-  x = x * s                        // same chunks, same threads: nothing to wait for
+  x = x * s                        // same runs, same threads: nothing to wait for
   var m = rowsum(x) / 64.0         // reads elements other threads wrote
   Y[r :+ 8, :] = x - m             // reads m, written by other threads
 }

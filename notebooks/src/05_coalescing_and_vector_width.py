@@ -37,10 +37,10 @@ print(f"N = {N:,} elements per vector, backend {'cuda' if ON_GPU else 'cpu'}")
 # %% [markdown]
 # ## 1. Vectorized and coalesced
 #
-# One tile statement over a 1024-element slice per CTA. The compiler cuts the slice into chunks of
-# 4 `f32` (16 bytes, the widest load a thread can issue), because it can prove every chunk starts
+# One tile statement over a 1024-element slice per CTA. The compiler cuts the slice into runs of
+# 4 `f32` (16 bytes, the widest load a thread can issue), because it can prove every run starts
 # 16-byte aligned: `base` is a multiple of 1024 and the tensors start aligned. Thread `t` takes
-# chunk `t`, so in one step a warp's 32 lanes cover 32 x 16 = 512 consecutive bytes: 16 sectors,
+# run `t`, so in one step a warp's 32 lanes cover 32 x 16 = 512 consecutive bytes: 16 sectors,
 # the minimum. The thread map says "vector width 4" and every warp meets the ideal.
 
 # %%
@@ -63,7 +63,7 @@ err = tilenb.verify(Y, A + B, what="add_vec")
 #
 # Now give each thread its own block of 32 consecutive elements, as a CPU programmer would: view
 # the vectors as `[N / 32, 32]` matrices, one row per thread. Reading a row block *transposed*
-# into a `[32, 128]` tile makes the compiler's chunk `k` (row `k / 128`, column `k % 128` of the
+# into a `[32, 128]` tile makes the compiler's run `k` (row `k / 128`, column `k % 128` of the
 # tile) go to thread `k % 128`: thread `t` gets tile column `t`, which is row `t` of the tensor,
 # one element per step, in order. Each thread walks its own 128 contiguous bytes, and that is
 # exactly the problem: in any one step, lane `t` of a warp reads element `i` of row `t`, so the
@@ -71,7 +71,10 @@ err = tilenb.verify(Y, A + B, what="add_vec")
 # bytes it needs.
 #
 # The thread map flags every warp of both loads as uncoalesced: 4,096 sectors for what could take
-# 512, 8 times the traffic. (The store goes through `transpose` back to row order; it is coalesced,
+# 512, 8 times the traffic. Under each load's figures the view says why and what to change:
+# lanes 0 and 1 read 4 bytes each 128 bytes apart, because consecutive lanes step along a column
+# of the tensor; the fix is to make the fastest-moving index the last one, or to transpose
+# through a tile (read rows, as section 1 does, and take the tile's columns). (The store goes through `transpose` back to row order; it is coalesced,
 # and its *shared-memory* side reads columns of the tiles, which the compiler lays out swizzled so
 # that those columns cost no bank conflicts.)
 
@@ -123,7 +126,7 @@ err = tilenb.verify(Y, A + B, what="add_per_thread")
 # The tile language has no width to shadow: the compiler chooses the vector width of each
 # statement from what it can **prove** about alignment. The same silent drop happens when it
 # cannot prove it. `add_from` adds the vectors from a start index given at the launch; `start`
-# could be odd, so no chunk is provably 16-byte aligned, and every access falls back to one
+# could be odd, so no run is provably 16-byte aligned, and every access falls back to one
 # element. Results are right; the thread map says "vector width 1", and each warp now reads 128
 # bytes per step where it could read 512, with the worst-case start straddling an extra sector.
 
@@ -232,7 +235,7 @@ show(add_vec, "timing")
 #
 # - Coalescing is about the **warp**: in one step, the 32 lanes' addresses should be consecutive.
 #   Consecutive addresses *within one thread* across steps buy nothing on a GPU.
-# - Tile statements in this language are coalesced by construction (chunk `k` to thread `k % T`);
+# - Tile statements in this language are coalesced by construction (run `k` to thread `k % T`);
 #   layouts that walk the tensor against its rows (`transpose` of a global slice) are where it is
 #   lost, and the thread map flags them.
 # - Vector width is chosen from provable alignment. When the thread map says width 1 where you

@@ -108,9 +108,11 @@ class _Effect:
 
 
 class _Hazard(Exception):
-    def __init__(self, later: _Effect, earlier: Optional[_Effect], kind: str, within: bool, cell: int = -1):
+    def __init__(self, later: _Effect, earlier: Optional[_Effect], kind: str, within: bool, cell: int = -1,
+                 also: Optional[_Effect] = None):
         self.later, self.earlier, self.kind, self.within = later, earlier, kind, within
         self.cell = cell        # the first cell where the two clash
+        self.also = also        # another effect that reaches the later access on another path and clashes too
 
 
 class _State:
@@ -480,16 +482,16 @@ class _Placer:
         for _, e in reads:
             c = _clashes(state.w[e.idx], e)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "read after write", False, _first(e, c))
+                raise self._hazard(e, state.wsrc, state.wsrc2, c, "read after write")
         for i, e in writes:
             c = _clashes(state.w[e.idx], e)
             if c.any() and self.atomic_op[i] >= 0:
                 c = c & ~self._same_atomic(state, i, e)
             if c.any():
-                raise _Hazard(e, self._src(state.wsrc, state.wsrc2, e, c), "write after write", False, _first(e, c))
+                raise self._hazard(e, state.wsrc, state.wsrc2, c, "write after write")
             c = _clashes(state.r[e.idx], e)
             if c.any():
-                raise _Hazard(e, self._src(state.rsrc, state.rsrc2, e, c), "write after read", False, _first(e, c))
+                raise self._hazard(e, state.rsrc, state.rsrc2, c, "write after read")
         for i, e in reads:
             k = e.idx
             x = state.r[k]                  # a view when k is a slice: read all of it before writing
@@ -530,6 +532,22 @@ class _Placer:
         a = self.atomic_op[state.wsrc[k]] == op
         b2 = state.wsrc2[k]
         return a & ((b2 < 0) | (self.atomic_op[b2] == op))
+
+    def _hazard(self, e: _Effect, src: np.ndarray, src2: np.ndarray, c: np.ndarray, kind: str) -> _Hazard:
+        """The hazard `e` completes at its first clashing cell `c`: the effect placement goes by
+        (`_src`), and the other recorded effect there when it clashes too (for the reason)."""
+        earlier = self._src(src, src2, e, c)
+        i = int(np.flatnonzero(c)[0])
+        b, t = e.cells[i], e.thread[i]
+        also = None
+        for k in (int(src[b]), int(src2[b])):
+            if k < 0 or earlier is None or self.effects[k] is earlier:
+                continue
+            cand = self.effects[k]
+            j = np.searchsorted(cand.cells, b)
+            if j < len(cand.cells) and cand.cells[j] == b and _conflicts(np.array([cand.thread[j]]), np.array([t]))[0]:
+                also = cand
+        return _Hazard(e, earlier, kind, False, _first(e, c), also)
 
     def _src(self, src: np.ndarray, src2: np.ndarray, e: _Effect, c: np.ndarray) -> Optional[_Effect]:
         """The recorded effect that clashes with `e` at its first clashing cell."""
@@ -635,6 +653,12 @@ class _Placer:
         now_verb = "reads" if later.rw == "read" else "writes"
         if earlier is None:
             return f"{la.name}: {later.plan.what} at line {later.plan.line} {now_verb} bytes other threads touched"
+        other = None
+        alt = h.also
+        if (alt is not None and not carried and earlier.plan.position < alt.plan.position < later.plan.position):
+            # two accesses reach the later one on different paths (a fill before a loop and the `+=`
+            # in it): name the nearest one, the one a reader expects, and the other one after it
+            earlier, other = alt, earlier
         ea = earlier.access
         then_verb = "wrote" if earlier.rw == "write" else "read"
         same_tile = ea.storage is la.storage
@@ -649,7 +673,21 @@ class _Placer:
                 f"{bytes_of} ({_who(later)})")
         if carried:
             head = f"around the loop at line {loop_line}, from one turn to the next: " + head
+        if other is not None:
+            skip = self._skipping_loop(earlier.plan.position, other.plan.position)
+            path = (f"when the loop at line {self.stmt[skip].span.line} runs no turn" if skip is not None
+                    else f"on a path that skips line {earlier.plan.line}")
+            why += (f" (and {other.plan.what} at line {other.plan.line} "
+                    f"{'wrote' if other.rw == 'write' else 'read'} {other.access.name} {path})")
         return f"{head}: {why}"
+
+    def _skipping_loop(self, p: int, q: int) -> Optional[int]:
+        """The outermost loop holding position p but not q, or None."""
+        best = None
+        for lp, (a, b) in self.loops.items():
+            if a <= p <= b and not (a <= q <= b) and (best is None or lp < best):
+                best = lp
+        return best
 
     def _global_reason(self, h: _Hazard, carried: bool, loop_line: Optional[int]) -> str:
         """A hazard through a tensor: which element and threads (where the model knows them),
@@ -752,7 +790,7 @@ def _who(e: _Effect) -> str:
     a = e.access
     if a.mode == "partition":
         v = e.plan.vector_width
-        return f"each thread its own {v}-element chunks" if v > 1 else "each thread its own elements"
+        return f"each thread its own {v}-element runs" if v > 1 else "each thread its own elements"
     if a.mode == "any":
         return "any thread"
     return "per-thread code, threads unknown"

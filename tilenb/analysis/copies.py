@@ -22,8 +22,10 @@ The figures, per warp request (a warp's lanes in one step of the canonical parti
   start is only known as a multiple of its provable alignment, so the figure is the worst over
   the start's possible positions within a sector. A tensor operand that is not contiguous along
   the row (a broadcast `S[r :+ R, :]` of shape [R, 1], a column) is read one element at a time,
-  each element of a chunk a request of its own (summed per chunk's request here), as the
+  each element of a run a request of its own (summed per run's request here), as the
   generated code does.
+- `shape` is the 2-D iteration space the runs are in; `slice_shape` the same slice at the rank the
+  program declares (one number for a 1-D slice), as the views print it.
 - `wavefronts`: shared-memory wavefronts of the tile side (32 banks of 4 bytes; see
   `tilenb.analysis.layout.wavefronts_per_request`); `ideal_wavefronts`: bytes / 128, at least 1.
 - When wavefronts exceed the ideal, `fix` proposes the tile layout that removes the conflicts:
@@ -113,18 +115,23 @@ class CopyPlan:
     worst_start_byte: int = 0      # the slice start's position in a sector the figures are for
     tensor_dtype: str = ""         # the element type of `tensor` (a tile's may differ: stores convert)
     swizzle: Optional[Swizzle] = None   # the tile's layout in the generated code (None: row-major)
+    slice_shape: Tuple[int, ...] = ()   # the tensor slice's shape at its declared rank ([514] for a 1-D slice)
+    coalescing_note: str = ""      # when sectors exceed the ideal: which lanes, why, and what to change
+    conflict_note: str = ""        # when wavefronts exceed the ideal: which lanes share a bank, and the fix
 
     def to_json(self) -> dict:
         """A JSON-ready dict; "swizzle" ({"bits", "base", "shift"}) appears only for a swizzled tile."""
         d = {
             "line": self.line, "direction": self.direction, "tensor": self.tensor, "tile": self.tile,
-            "shape": list(self.shape), "vector_width": self.vector_width,
+            "shape": list(self.shape), "slice_shape": list(self.slice_shape or self.shape),
+            "vector_width": self.vector_width,
             "runs": [list(r) for r in self.runs],
             "sectors": self.sectors, "ideal_sectors": self.ideal_sectors,
             "wavefronts": self.wavefronts, "ideal_wavefronts": self.ideal_wavefronts,
             "warps": [{"warp": w.warp, "sectors": w.sectors, "ideal_sectors": w.ideal_sectors,
                        "wavefronts": w.wavefronts, "ideal_wavefronts": w.ideal_wavefronts} for w in self.warps],
             "is_view": self.is_view, "tensor_dtype": self.tensor_dtype,
+            "coalescing_note": self.coalescing_note, "conflict_note": self.conflict_note,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
         if self.swizzle is not None:
@@ -354,6 +361,99 @@ def _fix(acc: Access, plan: StatementPlan, ch, req, lane, current: int, ideal: i
     return best if best.wavefronts < current else None
 
 
+def _declared_shape(g: Access, shape) -> Tuple[int, ...]:
+    """The slice's shape at the rank the program declares it (the iteration space `shape` is
+    always 2-D: a 1-D slice of 514 elements is [1, 514] there and [514] here)."""
+    declared = tuple(getattr(getattr(g.node, "type", None), "shape", ()) or ())
+    if len(declared) == 1 and tuple(shape)[0] == 1 and isinstance(declared[0], int) and declared[0] == shape[1]:
+        return (int(declared[0]),)
+    return tuple(shape)
+
+
+def _lanes_of(req, lane, r):
+    """The chunk indices of request r, in lane order."""
+    sel = np.nonzero(req == r)[0]
+    return sel[np.argsort(lane[sel], kind="stable")]
+
+
+def _coalescing_note(g: Access, direction, ch, req, lane, nwarps, rel, nbytes, worst, ideal_s, worst_res, step) -> str:
+    """Why the first warp request over the ideal touches more sectors than its bytes need, and
+    what to change; '' when every request meets the ideal. `rel`: each chunk's byte offset from
+    the slice's first element; the slice start is `worst_res` bytes into a sector (the worst case)."""
+    bad = np.nonzero(worst > ideal_s)[0]
+    if not len(bad):
+        return ""
+    r = int(bad[0])
+    idx = _lanes_of(req, lane, r)
+    warp = r % nwarps
+    verb = "write" if direction == "store" else "read"
+    addr = rel[idx]
+    gaps = np.diff(addr)
+    far = np.nonzero(gaps != nbytes)[0]
+    where = f"warp {warp}, step {r // nwarps}"
+    if len(far):
+        i = int(far[0])
+        l0, l1 = int(lane[idx[i]]), int(lane[idx[i + 1]])
+        e0 = (int(ch.row[idx[i]]), int(ch.col[idx[i]]))
+        e1 = (int(ch.row[idx[i + 1]]), int(ch.col[idx[i + 1]]))
+        gap = int(gaps[i])
+        if not g.contiguous:
+            return (f"{where}: lanes {l0} and {l1} {verb} {nbytes} B each, {gap:,} B apart (elements {list(e0)} "
+                    f"and {list(e1)} of the statement): consecutive lanes step along a column of {g.name}, so each lane "
+                    f"needs a sector of its own. Fix: make the fastest-moving index the last one (lanes along a "
+                    f"row of {g.name}), or transpose through a tile (copy rows of {g.name} into a tile, then read "
+                    f"the tile's columns)")
+        return (f"{where}: lanes {l0} and {l1} {verb} elements {list(e0)} and {list(e1)} of the slice of {g.name}, "
+                f"{gap:,} B apart: a row of the slice ends inside the warp and the next row starts elsewhere in {g.name}, so "
+                f"the warp's bytes are not one run of sectors. Fix: make the slice's rows longer (a warp's lanes "
+                f"within one row: a multiple of 32 B a row), or let the tile cover whole rows of {g.name}")
+    if worst_res:
+        elems = SECTOR_BYTES // g.elem_bytes if g.elem_bytes else 0
+        return (f"{where}: the slice of {g.name} may start {worst_res} B into a 32-byte sector (the compiler "
+                f"cannot prove its start is a multiple of {elems} elements), so the warp's bytes straddle one more "
+                f"sector than they fill. Fix: start the slice on a multiple of {elems} elements (for a halo: load "
+                f"an aligned, wider window and index into the tile), or accept the extra sector")
+    return ""
+
+
+def _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix) -> str:
+    """Which lanes of the first conflicting warp request share a shared-memory bank, and the fix;
+    '' when every request meets the ideal."""
+    if partner is None or partner.space != "shared":
+        return ""
+    bad = np.nonzero(wf > ideal_w)[0]
+    if not len(bad):
+        return ""
+    r = int(bad[0])
+    idx = _lanes_of(req, lane, r)
+    raw = partner.layouts[0].offsets()[ch.row[idx], ch.col[idx]]
+    offs = sw(raw) if sw is not None else raw
+    start = partner.base_byte + offs * partner.elem_bytes
+    word = start // 4
+    bank = word % 32
+    tshape = tuple(getattr(partner.storage.type, "shape", ()) or ())
+    cols = tshape[-1] if tshape and isinstance(tshape[-1], int) and tshape[-1] > 0 else 0
+
+    def elem(i):
+        o = int(raw[i])
+        return f"[{o // cols}, {o % cols}]" if cols and len(tshape) == 2 else f"[{o}]"
+    pair = ""
+    for i in range(len(idx)):
+        for j in range(i):
+            if bank[i] == bank[j] and word[i] != word[j]:
+                pair = (f"lanes {int(lane[idx[j]])} and {int(lane[idx[i]])} touch bank {int(bank[i])} at different "
+                        f"words ({partner.name}{elem(j)} and {partner.name}{elem(i)})")
+                break
+        if pair:
+            break
+    how = "pad the tile's row by one element or swizzle it"
+    if fix is not None:
+        how = (f"pad {partner.name}'s row by {fix.pad} element{'s' * (fix.pad != 1)} (rows of {fix.row_length})"
+               if fix.kind == "pad" else f"swizzle {partner.name} (XOR {1 << fix.base}-element units by the row)")
+    return (f"warp {r % nwarps}, step {r // nwarps}: {int(wf[r])} wavefronts where {int(ideal_w[r])} would do: "
+            f"{pair or 'several lanes share a bank'}. Fix: {how}")
+
+
 def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan, ...]:
     out: List[CopyPlan] = []
     swizzles = tile_swizzles(plans, threads)
@@ -420,5 +520,8 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                           for w in range(nwarps) if busy[w])
             out.append(CopyPlan(plan.line, plan.position, direction, g.storage.name, tile, plan.shape, plan.vector_width,
                                 runs, int(worst.sum()), int(ideal_s.sum()), int(wf.sum()), int(ideal_w.sum()),
-                                warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", ""), sw))
+                                warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", ""), sw,
+                                _declared_shape(g, plan.shape),
+                                _coalescing_note(g, direction, ch, req, lane, nwarps, offs[ch.row, ch.col] * eb, nbytes, worst, ideal_s, worst_res, step),
+                                _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix)))
     return tuple(out)

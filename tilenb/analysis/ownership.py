@@ -141,7 +141,7 @@ class StatementPlan:
     position: int
     line: int
     kind: str
-    what: str                       # e.g. "the copy of X into x", "rowsum", "dot", "the store of t into Y"
+    what: str                       # e.g. "the copy of X into x", "rowsum", "dot", "the store of t into Y", "the += into acc"
     shape: Tuple[int, int]          # the iteration space (tile statements)
     vector_width: int               # tile statements; 1 otherwise
     accesses: Tuple[Access, ...]    # tile statements: the destination write first
@@ -498,7 +498,9 @@ class _Planner:
             self._value_reads(s.value, shape, acc)
             tname = leaf.name if leaf is not None else "?"
             store_into = tname if leaf is not None and leaf.space == "global" else None
-            return self._tile_plan(p, s, shape, acc, _describe(s.value, tname, store_into))
+            what = _describe(s.value, tname, store_into) if s.op is None else (
+                f"the {s.op}= into {tname}" + (f" (with {_collective(s.value)})" if _collective(s.value) else ""))
+            return self._tile_plan(p, s, shape, acc, what)
         if isinstance(s, ir.Atomic) and s.tile:
             # a tile atomic: the owner of each element of the slice updates it (one access, "write")
             shape = as_2d(s.target.type.shape)

@@ -72,8 +72,15 @@ def _threadmap(s) -> bytes:
         rgb = thread_rgb(thread)
         for k in range(col, col + length):
             img[row * segs + k // width, k % width] = rgb
-    fig = Figure(figsize=(7, 1.4 + min(6.0, 0.09 * rows * segs + 0.6)))
-    ax = fig.add_axes((0.08, 0.08, 0.9, 0.62))
+    import textwrap
+    # each flag's cause and fix (tilenb.analysis.copies), printed between the figures and the map
+    notes = "\n".join(textwrap.fill(f"{what}: {c[key]}", 140) for what, key in
+                      (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key))
+    head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0)   # inches above the map
+    map_in = min(6.0, 0.09 * rows * segs + 0.6)
+    H = 0.3 + map_in + head_in
+    fig = Figure(figsize=(7, H))
+    ax = fig.add_axes((0.08, 0.25 / H, 0.9, map_in / H))
     ax.imshow(img, aspect="auto", interpolation="nearest")
     ax.set_xlabel("column" + (f" (rows wrap every {width})" if segs > 1 else ""), fontsize=8)
     ax.set_ylabel("row", fontsize=8)
@@ -81,12 +88,14 @@ def _threadmap(s) -> bytes:
     labels = line_labels(s)
     line = labels.get(int(c["line"]), str(c["line"]))
     tile_dt = next((t.get("dtype") or "" for t in s.get("tiles") or [] if t.get("name") == c.get("tile")), "")
-    fig.text(0.01, 0.95, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c, tile_dt)} "
-             f"[{', '.join(str(x) for x in shape)}], vector width {c.get('vector_width')}",
+    fig.text(0.01, 1 - 0.2 / H, f"Thread map of {s.get('kernel')}, line {line}: {copy_title(c, tile_dt)} "
+             f"[{', '.join(str(x) for x in (c.get('slice_shape') or shape))}], vector width {c.get('vector_width')}",
              fontsize=10, weight="bold")
-    fig.text(0.01, 0.87, f"coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
+    fig.text(0.01, 1 - 0.38 / H, f"coalescing: {c.get('sectors')} sectors (ideal {c.get('ideal_sectors')}); "
              f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')}); "
              "colour = thread (hue by warp)", fontsize=8)
+    if notes:
+        fig.text(0.01, 1 - 0.46 / H, notes, fontsize=6.5, va="top", color="#a00000")
     return _png(fig)
 
 

@@ -107,7 +107,7 @@ def _text_threadmap(s) -> str:
         title = copy_title(c, dt)
         if dt and dt != (c.get("tensor_dtype") or dt):
             dt = ""     # the title names both dtypes
-        out.append(f"line {_label(labels, c['line'])}: {title}, {_shape(c.get('shape', []))}"
+        out.append(f"line {_label(labels, c['line'])}: {title}, {_shape(c.get('slice_shape') or c.get('shape', []))}"
                    f"{' ' + dt if dt else ''}, vector width {c.get('vector_width')}, "
                    f"{len(runs)} run{'s' * (len(runs) != 1)} by {len({r[0] for r in runs})} threads")
         if c.get("is_view"):
@@ -130,6 +130,10 @@ def _text_threadmap(s) -> str:
         fix = c.get("fix")
         if fix:
             out.append(f"  {fix_text(fix)}")
+        if c.get("coalescing_note"):     # cause and fix, from the analysis (tilenb.analysis.copies)
+            out.append(f"  uncoalesced: {c['coalescing_note']}")
+        if c.get("conflict_note"):
+            out.append(f"  bank conflicts: {c['conflict_note']}")
         for key, ws in groups:
             name = "warp" if len(ws) == 1 else "warps"
             flag = ""

@@ -415,7 +415,7 @@ PUZZLES: Tuple[Puzzle, ...] = (
         18, "log_softmax", "Log-softmax of rows longer than a tile",
         "Write `Y[r, j] = X[r, j] - m - log(sum_k exp(X[r, k] - m))` for rows of any length (here up "
         "to 1100 elements) with one CTA per row and tiles of 256 columns. One tile no longer holds a "
-        "row: loop over the row in chunks, keeping the running maximum m and the running sum l of "
+        "row: loop over the row one tile at a time, keeping the running maximum m and the running sum l of "
         "`exp(x - m)` (rescale l by `exp(m_old - m_new)` when the maximum grows), then loop again to "
         "write. A tile narrower than the row silently leaves the rest unwritten: the checker says so.",
         "@launch(256)\n@grid(M)\nkernel log_softmax(X: tensor<f32>[M, N], Y: tensor<f32>[M, N])",

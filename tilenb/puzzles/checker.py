@@ -442,7 +442,7 @@ def _owner_text(o, would=False) -> str:
     if o.chunk is not None:
         r, c, v = o.chunk
         at = "element " + (str(o.position[0]) if len(o.position) == 1 else "(" + ", ".join(map(str, o.position)) + ")")
-        s += f": {at} of the stored slice" + (f", in the chunk of {v} elements that thread owns" if v > 1 else "")
+        s += f": {at} of the stored slice" + (f", in the run of {v} elements that thread moves" if v > 1 else "")
     elif len(o.threads) > 1:
         s += (f" (threads {_runs(np.asarray(o.threads))} all write it; the highest wins on the CPU, any one may on a "
               f"GPU)")
