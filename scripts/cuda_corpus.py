@@ -4,9 +4,10 @@ change to the code generator can be compared byte for byte before and after.
     python scripts/cuda_corpus.py OUT_DIR          # writes OUT_DIR/<source>.<kernel>.<variant>.<arch>.cu
     diff -r BEFORE_DIR AFTER_DIR                   # what the change altered
 
-Sources: the suite's program (bench/suite_kernels.py), the shipped examples (tilenb/examples),
+Sources: the suite's program (tilenb/examples/suite_kernels.py), the shipped examples (tilenb/examples),
+the notebook fixture's rms_norm kernel compiled alone (tilenb/notebook/fixture.py),
 every `%%tilekernel` cell of the tutorials (notebooks/*.ipynb), and every string constant in
-tests/*.py that compiles as a tile program. Each kernel is generated for every @autotune variant
+tests/**/*.py that compiles as a tile program. Each kernel is generated for every @autotune variant
 (at most 64 per kernel) and for the targets None (any GPU) and "sm_90". A kernel whose generation
 raises is written as a file holding the error's type and message, so a change in what is refused
 shows too. Prints the number of files written.
@@ -30,11 +31,12 @@ MAX_VARIANTS = 64
 
 
 def _sources():
-    sys.path.insert(0, str(ROOT / "bench"))
-    import suite_kernels   # noqa: E402
+    from tilenb.examples import suite_kernels
     yield "suite", suite_kernels.program()
     for f in sorted((ROOT / "tilenb" / "examples").glob("*.tile")):
         yield f"example-{f.stem}", f.read_text()
+    from tilenb.notebook.fixture import RMS_NORM_SOURCE   # the widgets' record kernel, alone
+    yield "fixture-rms_norm", RMS_NORM_SOURCE
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
         for i, c in enumerate(cells):
