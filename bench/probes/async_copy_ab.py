@@ -3,7 +3,7 @@ process, on the suite's row kernels: for each kernel and shape, both forms are g
 module flag `tilenb.codegen.cuda.ASYNC_COPIES`), each autotuned on its own, checked against torch,
 then timed in alternating rounds (median of each form's rounds). Prints ms and B/A.
 
-    python bench/async_copy_ab.py [--rounds 5] [--only REGEX]     # on a GPU (CuPy + torch)
+    python bench/probes/async_copy_ab.py [--rounds 5] [--only REGEX]     # on a GPU (CuPy + torch)
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 CASES = [(op, form, dt, shape)
          for shape, forms in (((4096, 131072), ("cluster", "wide")), ((16384, 16384), ("",)), ((32768, 4096), ("",)))
@@ -31,7 +32,7 @@ def main(argv=None):
     import tilenb.codegen.cuda as gen
     import tilenb.runtime.cuda as tc
     import suite as SU
-    import suite_kernels as SK
+    from tilenb.examples import suite_kernels as SK
     SU.S.torch = torch
     tc.PROGRESS = False
     text = SK.program()

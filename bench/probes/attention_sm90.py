@@ -1,8 +1,8 @@
-"""Flash attention on the H200: each variant of tilenb's attention kernel (bench/suite_kernels.py)
+"""Flash attention on the H200: each variant of tilenb's attention kernel (tilenb/examples/suite_kernels.py)
 timed alone, against torch SDPA (cuDNN and flash backends), in one process. Prints one line per
 variant and shape: time, TFLOP/s (4 N Nk D H B flops), share of the best SDPA backend.
 
-    python bench/attention_sm90.py [--shapes 2x16x4096] [--dims 64,128] [--variants BR.BC.NT,...]
+    python bench/probes/attention_sm90.py [--shapes 2x16x4096] [--dims 64,128] [--variants BR.BC.NT,...]
                                    [--nk 4096,16384] [--no-sdpa]
 
 `--nk` sets the key length apart from the query length (BxHxN): the time per key block and the
@@ -10,7 +10,7 @@ fixed cost of a CTA (Q load, pipeline fill, epilogue) follow from two key length
 `--no-sdpa` skips the peers and the error check (for ncu runs).
 
 Each time is the median of CUDA-event timings after warm-up; outputs are checked against SDPA
-(relative Frobenius error). bench/suite.py holds the figures of record; this script is for
+(relative Frobenius error). bench/suite/suite.py holds the figures of record; this script is for
 working on the lowering (tilenb/codegen/streamed_sm90.py).
 """
 from __future__ import annotations
@@ -19,14 +19,15 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 from gemm_sm90 import time_ms  # noqa: E402
 
 
 # Forms of the attention kernel kept for comparison (not in the suite): the natural-base form,
 # exp(s - m) of scores scaled after the dot, which the suite's kernel used until the base-2 form
-# (bench/suite_kernels.py) measured 4-6% faster on the H200.
+# (tilenb/examples/suite_kernels.py) measured 4-6% faster on the H200.
 TRIALS = {"attention_exp_bf16": """
 @autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
 @launch(NT)
@@ -70,14 +71,14 @@ def main():
                          "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot); "
                          "ss (mma.A_BY_DESCRIPTOR, a shared q read by wgmma by descriptor)")
     ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16", *TRIALS],
-                    help="which attention kernel of bench/suite_kernels.py")
+                    help="which attention kernel of tilenb/examples/suite_kernels.py")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import tilenb
     import suite
-    import suite_kernels
+    from tilenb.examples import suite_kernels
     suite.S.torch = torch
     from suite import GpuArray
     k = tilenb.compile(_kernel_text(suite_kernels, args.kernel), backend="cuda").kernels[args.kernel]
@@ -126,7 +127,7 @@ def ab_choice(torch, tilenb, suite, name, w, var, flop, which):
     """One variant built with a code-generator choice off and on (fresh caches for each), timed
     in alternation so that clock drift falls on both alike."""
     import statistics
-    import suite_kernels
+    from tilenb.examples import suite_kernels
     import tilenb.api
     import tilenb.codegen.mma as MMA
     import tilenb.codegen.streamed_sm90 as S9

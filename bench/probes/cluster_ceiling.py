@@ -5,18 +5,19 @@ the cluster (distributed shared memory) and row i is written. Not tilenb code: a
 for what `@cluster` kernels would gain from cluster reductions inside loops plus an asynchronous
 copy a row ahead (docs/benchmarks.md, long rows).
 
-    python bench/cluster_ceiling.py            # on an sm_90 GPU (CuPy + torch): prints % of copy bandwidth
+    python bench/probes/cluster_ceiling.py            # on an sm_90 GPU (CuPy + torch): prints % of copy bandwidth
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 from gemm_sm90 import time_ms  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tilenb.target import target  # noqa: E402
 
 H100 = target("sm_90")   # the shared-memory limits of the GPU these probes are written for

@@ -2,7 +2,7 @@
 the same per-CTA work timed with the cluster reduction, without it, and without the cluster at
 all, each variant alone, against the device-to-device copy in the same process.
 
-    python bench/cluster_probe.py [--dtypes f32,bf16] [--variants K.NT,...]
+    python bench/probes/cluster_probe.py [--dtypes f32,bf16] [--variants K.NT,...]
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 from gemm_sm90 import time_ms  # noqa: E402
 

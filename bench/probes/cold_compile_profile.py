@@ -1,8 +1,8 @@
-"""Where a cold first launch spends its time (bench/suite.py's compile rows): cProfile of
+"""Where a cold first launch spends its time (bench/suite/suite.py's compile rows): cProfile of
 tilenb.compile + the first launch of one compile case, caches empty, then the same CUDA source
 through NVRTC alone. Prints the top functions by cumulative time.
 
-    python bench/cold_compile_profile.py gemm_f16 [attention_bf16 ...]
+    python bench/probes/cold_compile_profile.py gemm_f16 [attention_bf16 ...]
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 
 def main():

@@ -2,7 +2,7 @@
 
 Runs a few tutorial-size kernels on the CPU backend and prints, per kernel, the wall time of
 one launch (best of `--repeat`), tensor elements processed per second and CTAs per second.
-Usage: python bench/cpu_executor.py [--repeat 3] [--scale 1.0]
+Usage: python bench/probes/cpu_executor.py [--repeat 3] [--scale 1.0]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A few timings of generated kernels on the GPU (correct-first code; figures for the record).
 
-Usage: python bench/cuda_bench.py   (needs a CUDA GPU and CuPy). Prints one line per kernel:
+Usage: python bench/probes/cuda_bench.py   (needs a CUDA GPU and CuPy). Prints one line per kernel:
 the kernel time from CUDA events (best of 5 launches, data already on the GPU) and the rate.
 """
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -16,8 +16,7 @@ import cupy as cp  # noqa: E402
 
 import tilenb  # noqa: E402
 import tilenb.runtime.cuda as tcuda  # noqa: E402
-from test_check_programs import PROGRAMS  # noqa: E402
-from test_cuda_kernels import SEED  # noqa: E402
+from support.programs import PROGRAMS, SEED  # noqa: E402
 
 
 def best_ms(launch, n=5):

@@ -1,7 +1,7 @@
 """Launch every kernel of the CUDA test corpus once on the GPU (for compute-sanitizer runs).
 
-Usage: python bench/cuda_launch_all.py [--compare]
-Each case of tests/test_cuda_kernels.py runs once on the CUDA backend; with --compare its
+Usage: python bench/probes/cuda_launch_all.py [--compare]
+Each case of tests/runtime/test_cuda_kernels.py runs once on the CUDA backend; with --compare its
 outputs are checked against the CPU executor. Prints one line per kernel and a summary; exits
 non-zero if a launch fails (or, with --compare, an output differs).
 """
@@ -10,9 +10,10 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "runtime"))
 
 import tilenb.runtime.cuda as tcuda  # noqa: E402
 import test_cuda_kernels as T  # noqa: E402

@@ -1,10 +1,10 @@
 """GEMM on the H200: tilenb's wgmma lowering (every variant of a small space, each timed alone)
 against cuBLAS through torch.matmul, in one process. Prints one line per variant and shape.
 
-    python bench/gemm_sm90.py [--shapes 4096,8192] [--dtypes bf16,f16] [--ncu]
+    python bench/probes/gemm_sm90.py [--shapes 4096,8192] [--dtypes bf16,f16] [--ncu]
 
 Each time is the median of CUDA-event timings of repeated launches after warm-up; the output is
-checked against torch's (relative Frobenius error). The full suite (bench/suite.py) holds the
+checked against torch's (relative Frobenius error). The full suite (bench/suite/suite.py) holds the
 figures of record; this script is for working on the lowering.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 KERNEL = """
 @autotune(TM in [128, 256], TN in [128, 256], TK in [32, 64], NT in [256])

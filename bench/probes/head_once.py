@@ -1,13 +1,14 @@
 """Launch one of the suite's long-row head kernels once, at 4096 x 131072, with a given head size
-and CTA size (for Nsight Compute):   python bench/head_once.py NAME K NT"""
+and CTA size (for Nsight Compute):   python bench/probes/head_once.py NAME K NT"""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 import torch  # noqa: E402
 
 import suite as SU  # noqa: E402
-import suite_kernels as SK  # noqa: E402
+from tilenb.examples import suite_kernels as SK  # noqa: E402
 import tilenb  # noqa: E402
 
 name, K, NT = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

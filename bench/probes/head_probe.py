@@ -15,8 +15,8 @@ The kernel, one CTA of 1024 threads a row, statement by statement:
 Switches: VB (bytes a vector access: 8 = tilenb's bf16 width for a runtime row length, 16), DEFER,
 B (chunks a batch in step 5: 8 = tilenb's, or all of them).
 
-    python bench/head_probe.py gen DIR      # here: NVRTC -> DIR/*.cubin + manifest.json
-    python bench/head_probe.py run DIR      # on the GPU: checked on sampled rows, timed
+    python bench/probes/head_probe.py gen DIR      # here: NVRTC -> DIR/*.cubin + manifest.json
+    python bench/probes/head_probe.py run DIR      # on the GPU: checked on sampled rows, timed
 """
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def tag(v):
 
 def _one(args):
     v, d = args
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tilenb.codegen import nvrtc_compile
     src = SRC.replace("{K}", str(K)).replace("{T}", str(T_))
     for k, x in v.items():

@@ -1,15 +1,15 @@
 """The host-side cost of tilenb (issue 8's three overhead targets), with CuPy alone (no torch).
 
-Usage: python bench/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch]
+Usage: python bench/probes/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch]
   on a CUDA GPU: the launch overhead of the public call against a CuPy RawKernel of the same CUDA
   (both followed by a synchronize), the warm re-run of a cell (compile of the same text + a
-  launch), and the cold compile of the five kernels of bench/suite.py's cold_compile rows
+  launch), and the cold compile of the five kernels of bench/suite/suite.py's cold_compile rows
   against NVRTC + module load + launch of the same CUDA; writes DIR/host_overhead.json.
   --launch-only: the launch overhead alone.
   --cpu (no GPU needed): the cold-compile part without the GPU: tilenb's own part (parse, check,
   analyses, generation of one variant) against NVRTC alone on the generated source.
   --cpu-launch (no GPU needed): the Python cost of a repeat call (`module.add_f32(x, y, z)` on
-  4096 elements, the launch row's call) with tests/fake_cupy.py standing in for CuPy and a
+  4096 elements, the launch row's call) with tests/support/fake_cupy.py standing in for CuPy and a
   no-op for the CUDA launch, minus a bare call of that no-op; the arguments are real CuPy
   arrays over host memory where CuPy imports (their attributes cost what they cost on a GPU
   machine), else the stand-in's. It leaves out what CuPy's launch itself costs.
@@ -31,13 +31,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "suite"))
 
 import numpy as np  # noqa: E402
 
-import suite_kernels as SK  # noqa: E402
+from tilenb.examples import suite_kernels as SK  # noqa: E402
 import tilenb  # noqa: E402
 import tilenb.api  # noqa: E402
 
@@ -69,7 +69,7 @@ def cpu_model() -> str:
 
 
 def args_for(cp, name):
-    """The arguments of bench/suite.py's cold_compile case `name`, on the GPU (bf16 tensors as
+    """The arguments of bench/suite/suite.py's cold_compile case `name`, on the GPU (bf16 tensors as
     CuPy uint16 memory seen through `Bf16View`)."""
     import ml_dtypes
     rng = np.random.default_rng(0)
@@ -240,7 +240,7 @@ def cpu_launch(calls=20000, batches=7):
 
     import pytest
     sys.path.insert(0, str(ROOT / "tests"))
-    import fake_cupy
+    from support import fake_cupy
 
     import tilenb.runtime.cuda as tc
     mp = pytest.MonkeyPatch()

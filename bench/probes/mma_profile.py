@@ -1,11 +1,11 @@
-"""Launch flash attention (bench/suite_kernels.py ATTENTION) per @autotune variant at the suite's
+"""Launch flash attention (tilenb/examples/suite_kernels.py ATTENTION) per @autotune variant at the suite's
 shape, print each variant's time from CUDA events, and serve as the target of Nsight Compute.
 
-    python bench/mma_profile.py [--d 64] [--variant BR=64,NT=128] [--reps 20]
+    python bench/probes/mma_profile.py [--d 64] [--variant BR=64,NT=128] [--reps 20]
     ncu --clock-control none -k regex:attention_bf16 --launch-skip 1 --launch-count 1 \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
-        python bench/mma_profile.py --variant BR=64,NT=128 --reps 1
+        python bench/probes/mma_profile.py --variant BR=64,NT=128 --reps 1
 
 Guarantees: inputs are random bf16 on the GPU (32 heads of sequence 4096: the suite's 2 x 16);
 before timing, the output of 2 heads is compared with float64 softmax(q k^T * scale) v (relative
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
 
 
 class _Dev:
@@ -49,7 +50,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import torch
     import tilenb
-    import suite_kernels as SK
+    from tilenb.examples import suite_kernels as SK
     mod = tilenb.compile(SK.ATTENTION, backend="cuda")
     k = mod.attention_bf16
     for D in (int(x) for x in a.d.split(",")):

@@ -4,10 +4,10 @@ The question, per kernel and per launch: do Nsight Compute's global load / store
 shared load / store wavefronts equal the totals the copy plans (`kernel.analysis().copies`,
 tilenb/analysis/copies.py) predict? Three modes:
 
-    python3 bench/ncu_vs_analysis.py --json            # predictions only, no GPU needed
-    python3 bench/ncu_vs_analysis.py --run             # launch each kernel once (under ncu)
-    python3 bench/ncu_vs_analysis.py --compare CSV     # ncu's CSV (--csv --page raw) vs predictions
-    python3 bench/ncu_vs_analysis.py --ncu-command     # the ncu command line to run --run under
+    python3 bench/probes/ncu_vs_analysis.py --json            # predictions only, no GPU needed
+    python3 bench/probes/ncu_vs_analysis.py --run             # launch each kernel once (under ncu)
+    python3 bench/probes/ncu_vs_analysis.py --compare CSV     # ncu's CSV (--csv --page raw) vs predictions
+    python3 bench/probes/ncu_vs_analysis.py --ncu-command     # the ncu command line to run --run under
 
 How a prediction is made (one launch). A copy plan's figures are per CTA: `CopyPlan.warps` holds,
 for each busy warp, its sectors and wavefronts summed over the warp's requests; their sum over the
@@ -57,16 +57,17 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "suite"))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
 import tilenb  # noqa: E402
 from tilenb.analysis import analyze  # noqa: E402
 from tilenb.codegen import kernel_symbol  # noqa: E402
 
-import suite_kernels  # noqa: E402
+from tilenb.examples import suite_kernels  # noqa: E402
 
 METRICS = {
     "global_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
@@ -151,7 +152,7 @@ def cases() -> List[Case]:
                                             _zeros((m, d), dt), np.float32(1e-5))))
         out.append(Case("suite", f"softmax_{dt}", tune, {"M": m}, (m, 1), m,
                         lambda rng, dt=dt, m=m: (_arr(rng, (m, d), dt), _zeros((m, d), dt))))
-    # the store-width probes (tests/test_sass_widths.py STORES): rows of 8 per CTA, M = 1000 rows
+    # the store-width probes (tests/codegen/test_sass_widths.py STORES): rows of 8 per CTA, M = 1000 rows
     if (ROOT / "bench" / "store_width_probe.py").exists():
         m = 1000
         out.append(Case("stores", "scale_f32", {}, {"M": m}, (m // 8, 1), m // 8,
@@ -230,7 +231,7 @@ def ncu_command() -> str:
     regex = "|".join(sorted({c.symbol for c in cs}))
     metrics = ",".join(list(METRICS.values()) + list(EXTRA_METRICS))
     return (f"ncu --csv --page raw --clock-control none -k 'regex:^({regex})$' --metrics {metrics} "
-            f".venv/bin/python bench/ncu_vs_analysis.py --run > /tmp/ncu.csv")
+            f".venv/bin/python bench/probes/ncu_vs_analysis.py --run > /tmp/ncu.csv")
 
 
 def read_ncu(path: Path) -> List[dict]:

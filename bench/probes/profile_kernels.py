@@ -1,14 +1,14 @@
 """Launch a few of the suite's chosen tilenb kernels once each, for a profiler (Nsight Compute).
 
-Usage (on the GPU machine, after bench/suite.py wrote its results):
+Usage (on the GPU machine, after bench/suite/suite.py wrote its results):
     ncu --clock-control none -k regex:'^(rms_norm|softmax|transpose|gemm|attention)' \
         --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        python bench/profile_kernels.py RESULTS.json [RESULTS2.json ...] [NAME ...]
+        python bench/probes/profile_kernels.py RESULTS.json [RESULTS2.json ...] [NAME ...]
 
 Guarantees: each kernel runs exactly once, with the @autotune variant the suite chose (read from
 the RESULTS files; the first variant when the suite has none) and at the suite's shapes (attention
 with fewer heads, to keep the profiler's replays short), on random inputs; nothing is timed or
-checked here (bench/suite.py does that). Prints one line per launch.
+checked here (bench/suite/suite.py does that). Prints one line per launch.
 """
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench" / "suite"))
 
 import tilenb  # noqa: E402
-import suite_kernels as SK  # noqa: E402
+from tilenb.examples import suite_kernels as SK  # noqa: E402
 
 
 def chosen_variants(results: Path):

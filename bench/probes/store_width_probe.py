@@ -1,9 +1,9 @@
-"""Launch the guarded-vector-store kernels of tests/test_sass_widths.py once each, for Nsight Compute.
+"""Launch the guarded-vector-store kernels of tests/codegen/test_sass_widths.py once each, for Nsight Compute.
 
     ncu -k regex:'scale_f32|scale_bf16|widen_i8|offset_window' \\
         --metrics smsp__inst_executed_op_global_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,\\
 smsp__inst_executed_op_global_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum \\
-        .venv/bin/python bench/store_width_probe.py
+        .venv/bin/python bench/probes/store_width_probe.py
 
 Each kernel runs over [4096, 256] (offset_window over [4096, 260]) and is checked against numpy.
 Before launching, it prints what the analysis predicts for the store of each kernel: the bytes
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "codegen"))
 
 import ml_dtypes  # noqa: E402
 

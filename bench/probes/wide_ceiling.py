@@ -2,8 +2,8 @@
 two-pass row kernel go on this GPU at all, and which of a reverse second pass, L2 eviction hints,
 CTAs per SM and a head kept in shared memory matter. Not tilenb code: a measuring stick for it.
 
-    python bench/wide_ceiling.py gen DIR     # here: NVRTC -> DIR/*.cubin + manifest.json
-    python bench/wide_ceiling.py run DIR     # on the GPU: checked on sampled rows, timed (CUDA events)
+    python bench/probes/wide_ceiling.py gen DIR     # here: NVRTC -> DIR/*.cubin + manifest.json
+    python bench/probes/wide_ceiling.py run DIR     # on the GPU: checked on sampled rows, timed (CUDA events)
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def smem_for(v):
 
 def _one(args):
     v, d = args
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tilenb.codegen import nvrtc_compile
     src = SRC
     for k, x in v.items():

@@ -2,9 +2,9 @@
 row ops, and which L2 eviction hints, let the second read of a row come from L2.
 
 Two steps, so that the GPU call spends no time compiling:
-    python bench/wide_probe.py gen DIR      # here: tile-language candidates -> CUDA (sm_90) -> cubins
+    python bench/probes/wide_probe.py gen DIR      # here: tile-language candidates -> CUDA (sm_90) -> cubins
                                             # in DIR, with DIR/manifest.json (NVRTC, no GPU)
-    python bench/wide_probe.py run DIR      # on the GPU (CuPy): each cubin checked against float64
+    python bench/probes/wide_probe.py run DIR      # on the GPU (CuPy): each cubin checked against float64
                                             # numpy on sampled rows, then timed with CUDA events
                                             # (median of 10 after 2 warm-ups); a table of ms, GB/s
                                             # and % of the device-to-device copy bandwidth measured
@@ -172,7 +172,7 @@ def patch_head_hint(src: str) -> str:
 
 def _gen_one(args):
     op, form, T, tune, hint, outdir = args
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     import tilenb
     from tilenb.codegen import generate, nvrtc_compile
     text, name = kernel_text(op, form, T, tune)

@@ -2,7 +2,7 @@
 # One device call for a change to the code generator or the launch path, from the project root:
 #   1. bench/gpu_check.sh (pytest -m gpu, then compute-sanitizer memcheck / racecheck / synccheck),
 #      its logs packed into $OUT/check.tgz;
-#   2. bench/suite.py --only $WORKLOADS on this tree ("after") and on the tree in $BEFORE (a copy of
+#   2. bench/suite/suite.py --only $WORKLOADS on this tree ("after") and on the tree in $BEFORE (a copy of
 #      the last commit, e.g. `git archive HEAD | tar -x -C .gpu/old`, carried with the call) ("before"),
 #      on the same GPU, one after the other: $OUT/{after,before}.json and their logs.
 # Env: OUT (default out), WORKLOADS (default norms,norms_wide,launch), BEFORE (default .gpu/old),
@@ -23,7 +23,7 @@ for side in after before; do
   if [ $side = before ]; then dir=$BEFORE; else dir=.; fi
   [ -d "$dir" ] || { echo "no $dir"; continue; }
   (cd "$dir" && PYTHONPATH=/tmp/site:$PWD TILENB_CACHE_DIR=/tmp/tnb-$side timeout ${SUITE_TIMEOUT:-240} \
-     python3 bench/suite.py --out /tmp/suite-$side --only "$WORKLOADS" $SUITE_FLAGS > /tmp/suite-$side.out 2>&1)
+     python3 bench/suite/suite.py --out /tmp/suite-$side --only "$WORKLOADS" $SUITE_FLAGS > /tmp/suite-$side.out 2>&1)
   echo "suite $side rc $? in $(( $(date +%s) - t1 )) s"
   cp /tmp/suite-$side/*.json "$OUT/$side.json" 2>/dev/null; cp /tmp/suite-$side/suite.log "$OUT/${side}_suite.log" 2>/dev/null
   tail -3 /tmp/suite-$side.out

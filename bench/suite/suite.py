@@ -1,11 +1,11 @@
 """The performance suite of issue 8: each workload in tilenb and its peers, in one process.
 
 Usage, from the project root:
-    python bench/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
-    python bench/suite.py --out DIR --tag memory --only memory,overheads   # the final run, call 1
-    python bench/suite.py --out DIR --tag matrix --only matrix             # the final run, call 2
+    python bench/suite/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
+    python bench/suite/suite.py --out DIR --tag memory --only memory,overheads   # the final run, call 1
+    python bench/suite/suite.py --out DIR --tag matrix --only matrix             # the final run, call 2
                                                # (docs/benchmarks.md gives the exact device commands)
-    python bench/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
+    python bench/suite/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
                                                # the CPU executor at small shapes against numpy,
                                                # every @autotune variant through NVRTC, and (when
                                                # triton is installed) the Triton peers through
@@ -28,7 +28,7 @@ What it guarantees:
 - Before a tilenb kernel is timed, its output is poisoned with NaN, it runs once through the
   public call (`module.kernel[grid](...)`, which also autotunes), and the result is compared with
   the first peer's (relative error ||tilenb - peer|| / ||peer|| in float64, NaN fails). A
-  mismatch is recorded (`verified: false`) and the row kept. The Triton peers (bench/triton_peers.py)
+  mismatch is recorded (`verified: false`) and the row kept. The Triton peers (bench/suite/triton_peers.py)
   are checked the same way against torch's output before they are timed; one that differs, fails
   to compile or fails to run is a row with `peer_status: "failed: ..."` and is not timed.
 - A workload that tilenb cannot express or that fails records its reason in `tilenb_status`;
@@ -41,7 +41,7 @@ What it guarantees:
 - Results: DIR/<gpu>[_TAG].json (`machine`, `copy_bandwidth_GBps`, `rows`: one row per (workload, shape,
   dtype, peer), written after every row; `machine.wall_s`: seconds per workload and per group)
   and DIR/suite[_TAG].log. Every run measures the copy bandwidth it compares against at its start, so
-  the JSON files of a split run stand alone; `bench/report.py` merges them into
+  the JSON files of a split run stand alone; `bench/suite/report.py` merges them into
   docs/benchmarks.md's tables and plot.
 - Ratios: `ratio` = tilenb seconds / peer seconds (above 1: tilenb is slower). `peer_kind` groups
   peers (torch eager, torch.compile, Triton, cuBLAS, SDPA, CuPy, ...). `metric` and `target`
@@ -65,14 +65,13 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 
 import tilenb  # noqa: E402
-import suite_kernels as SK  # noqa: E402
+from tilenb.examples import suite_kernels as SK  # noqa: E402
 import triton_peers as TP  # noqa: E402
 from report import peer_kind  # noqa: E402
 
@@ -479,7 +478,7 @@ def _row_kernels(op: str, N: int, dt: str):
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
     """rms_norm / layer_norm / softmax over [M, N] in dt: tilenb against torch eager,
-    torch.compile and the Triton kernel of bench/triton_peers.py."""
+    torch.compile and the Triton kernel of bench/suite/triton_peers.py."""
     torch = S.torch
     F = torch.nn.functional
     ceiling()
@@ -1113,7 +1112,7 @@ def cpu_check(jobs: int):
     import importlib.util
     if importlib.util.find_spec("triton") is None:
         print("skip triton peers: triton is not installed here "
-              "(where it is: python bench/triton_peers.py --interpret)", flush=True)
+              "(where it is: python bench/suite/triton_peers.py --interpret)", flush=True)
     else:
         pr = subprocess.run([sys.executable, str(ROOT / "bench" / "triton_peers.py"), "--interpret"],
                             capture_output=True, text=True, timeout=600)

@@ -1,4 +1,4 @@
-"""Triton peers of the benchmark suite (bench/suite.py): row softmax, RMSNorm and LayerNorm, a
+"""Triton peers of the benchmark suite (bench/suite/suite.py): row softmax, RMSNorm and LayerNorm, a
 blocked matmul with @triton.autotune, and a flash-attention forward, written for this project in
 the style of Triton's tutorials (their structure, not their code).
 
@@ -21,7 +21,7 @@ Guarantees:
 - attention(Q, K, V [BH, N, D]) -> O: softmax(Q K^T * scale) V without a mask, one program per
   (BLOCK_M query rows, head), an online softmax over BLOCK_N keys at a time in base 2 (exp2 of
   logits pre-scaled by log2 e); @triton.autotune over `ATTENTION_CONFIGS` keyed on (N, D).
-- `python bench/triton_peers.py --interpret` runs every kernel through Triton's interpreter
+- `python bench/suite/triton_peers.py --interpret` runs every kernel through Triton's interpreter
   (TRITON_INTERPRET=1, on the CPU: needs triton and numpy, not torch nor a GPU) at ragged shapes
   against float64 numpy references, and exits 1 on any mismatch.
 """
@@ -422,8 +422,8 @@ class HostTensor:
 def interpret_check() -> int:
     import numpy as np
     import ml_dtypes
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import suite_kernels as SK
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))   # tilenb
+    from tilenb.examples import suite_kernels as SK
     rng = np.random.default_rng(1)
     bad = 0
     dts = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
