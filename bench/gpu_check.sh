@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Question: Do all GPU tests pass, and does compute-sanitizer find nothing in any kernel of the
+# CUDA test corpus?
 # The CUDA backend's whole GPU check in one command, from the project root on a GPU machine:
 #   pytest -m gpu, then compute-sanitizer memcheck, racecheck and synccheck on a script that
 #   launches every kernel of the CUDA test corpus once. Logs go to ${OUT:-out}/.

@@ -1,4 +1,7 @@
-"""A/B of the asynchronous tile copy (`tnb_cpa`, cp.async) against register-staged copies, in one
+"""Question: Are asynchronous tile copies (cp.async) faster than register-staged copies on the suite's
+row kernels?
+
+A/B of the asynchronous tile copy (`tnb_cpa`, cp.async) against register-staged copies, in one
 process, on the suite's row kernels: for each kernel and shape, both forms are generated (the
 module flag `tilenb.codegen.cuda.ASYNC_COPIES`), each autotuned on its own, checked against torch,
 then timed in alternating rounds (median of each form's rounds). Prints ms and B/A.

@@ -1,4 +1,7 @@
-"""Flash attention on the H200: each variant of tilenb's attention kernel (tilenb/examples/suite_kernels.py)
+"""Question: How fast is each variant of tilenb's flash attention against torch SDPA (cuDNN and flash
+backends)?
+
+Flash attention on the H200: each variant of tilenb's attention kernel (tilenb/examples/suite_kernels.py)
 timed alone, against torch SDPA (cuDNN and flash backends), in one process. Prints one line per
 variant and shape: time, TFLOP/s (4 N Nk D H B flops), share of the best SDPA backend.
 

@@ -1,4 +1,6 @@
-"""Hand-written CUDA ceiling for long rows held by a thread block cluster (issue 8, 4096 x 131072):
+"""Question: How fast can long-row RMSNorm on a thread block cluster go at all, written by hand?
+
+Hand-written CUDA ceiling for long rows held by a thread block cluster (issue 8, 4096 x 131072):
 how fast can RMSNorm go when a persistent cluster of K CTAs walks rows, copying row i + 1 into
 a second shared buffer (a 1-D bulk copy on an mbarrier) while row i's partial sums meet across
 the cluster (distributed shared memory) and row i is written. Not tilenb code: a measuring stick

@@ -1,4 +1,7 @@
-"""Where the time of a row kernel held by a thread block cluster goes (issue 8, 4096 x 131072):
+"""Question: Where does the time of a row kernel on a thread block cluster go: the cluster reduction,
+the cluster, or the per-CTA work?
+
+Where the time of a row kernel held by a thread block cluster goes (issue 8, 4096 x 131072):
 the same per-CTA work timed with the cluster reduction, without it, and without the cluster at
 all, each variant alone, against the device-to-device copy in the same process.
 

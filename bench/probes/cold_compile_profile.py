@@ -1,4 +1,6 @@
-"""Where a cold first launch spends its time (bench/suite/suite.py's compile rows): cProfile of
+"""Question: Where does a cold first launch spend its time?
+
+Where a cold first launch spends its time (bench/suite/suite.py's compile rows): cProfile of
 tilenb.compile + the first launch of one compile case, caches empty, then the same CUDA source
 through NVRTC alone. Prints the top functions by cumulative time.
 

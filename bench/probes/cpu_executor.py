@@ -1,4 +1,6 @@
-"""Throughput of the CPU reference executor (a benchmark, not a test).
+"""Question: How fast is the CPU reference executor on tutorial-size kernels?
+
+Throughput of the CPU reference executor (a benchmark, not a test).
 
 Runs a few tutorial-size kernels on the CPU backend and prints, per kernel, the wall time of
 one launch (best of `--repeat`), tensor elements processed per second and CTAs per second.

@@ -1,4 +1,6 @@
-"""A few timings of generated kernels on the GPU (correct-first code; figures for the record).
+"""Question: How fast are a few kernels of the CUDA test corpus (a quick figure after a GPU check)?
+
+A few timings of generated kernels on the GPU (correct-first code; figures for the record).
 
 Usage: python bench/probes/cuda_bench.py   (needs a CUDA GPU and CuPy). Prints one line per kernel:
 the kernel time from CUDA events (best of 5 launches, data already on the GPU) and the rate.

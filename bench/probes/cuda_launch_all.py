@@ -1,4 +1,7 @@
-"""Launch every kernel of the CUDA test corpus once on the GPU (for compute-sanitizer runs).
+"""Question: Does every kernel of the CUDA test corpus launch cleanly (the target of compute-
+sanitizer) and, with --compare, agree with the CPU executor?
+
+Launch every kernel of the CUDA test corpus once on the GPU (for compute-sanitizer runs).
 
 Usage: python bench/probes/cuda_launch_all.py [--compare]
 Each case of tests/runtime/test_cuda_kernels.py runs once on the CUDA backend; with --compare its

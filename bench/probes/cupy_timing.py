@@ -1,4 +1,7 @@
-"""GPU timing for the hand-written CUDA probes (bench/probes/wide_ceiling.py, wide_probe.py,
+"""Question: How long does one launch of a hand-written probe take, and what copy bandwidth is it
+measured against? (helpers of the probes)
+
+GPU timing for the hand-written CUDA probes (bench/probes/wide_ceiling.py, wide_probe.py,
 head_probe.py), with CuPy alone: the time of a launch, the device-to-device copy bandwidth the
 probes report their kernels against, and f32 -> bf16 bits on the GPU.
 

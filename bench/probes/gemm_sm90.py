@@ -1,4 +1,6 @@
-"""GEMM on the H200: tilenb's wgmma lowering (every variant of a small space, each timed alone)
+"""Question: How fast is each variant of tilenb's wgmma GEMM lowering against cuBLAS?
+
+GEMM on the H200: tilenb's wgmma lowering (every variant of a small space, each timed alone)
 against cuBLAS through torch.matmul, in one process. Prints one line per variant and shape.
 
     python bench/probes/gemm_sm90.py [--shapes 4096,8192] [--dtypes bf16,f16] [--ncu]

@@ -1,4 +1,7 @@
-"""Launch one of the suite's long-row head kernels once, at 4096 x 131072, with a given head size
+"""Question: What does Nsight Compute see in one launch of a long-row head kernel at a given head size
+and CTA size?
+
+Launch one of the suite's long-row head kernels once, at 4096 x 131072, with a given head size
 and CTA size (for Nsight Compute):   python bench/probes/head_once.py NAME K NT"""
 import sys
 from pathlib import Path

@@ -1,4 +1,7 @@
-"""What the tile-language "head" form of a long-row RMSNorm (4096 x 131072 bf16) would reach if
+"""Question: What would the head form of long-row RMSNorm reach if the code generator emitted it as
+well as it could?
+
+What the tile-language "head" form of a long-row RMSNorm (4096 x 131072 bf16) would reach if
 the code generator emitted it statement by statement as well as it could: a hand-written kernel in
 the shape of tilenb's generated code, with switches for the generator features that do not exist
 yet. Not tilenb code: a measuring stick that decides whether those features are worth building

@@ -1,4 +1,7 @@
-"""The host-side cost of tilenb (issue 8's three overhead targets), with CuPy alone (no torch).
+"""Question: What does tilenb cost on the host: the launch overhead, the warm re-run of a cell, the
+cold compile?
+
+The host-side cost of tilenb (issue 8's three overhead targets), with CuPy alone (no torch).
 
 Usage: python bench/probes/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch]
   on a CUDA GPU: the launch overhead of the public call against a CuPy RawKernel of the same CUDA

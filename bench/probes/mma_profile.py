@@ -1,4 +1,7 @@
-"""Launch flash attention (tilenb/examples/suite_kernels.py ATTENTION) per @autotune variant at the suite's
+"""Question: How fast is each @autotune variant of flash attention at the suite's shape (and what does
+Nsight Compute see in it)?
+
+Launch flash attention (tilenb/examples/suite_kernels.py ATTENTION) per @autotune variant at the suite's
 shape, print each variant's time from CUDA events, and serve as the target of Nsight Compute.
 
     python bench/probes/mma_profile.py [--d 64] [--variant BR=64,NT=128] [--reps 20]

@@ -153,7 +153,7 @@ def cases() -> List[Case]:
         out.append(Case("suite", f"softmax_{dt}", tune, {"M": m}, (m, 1), m,
                         lambda rng, dt=dt, m=m: (_arr(rng, (m, d), dt), _zeros((m, d), dt))))
     # the store-width probes (tests/codegen/test_sass_widths.py STORES): rows of 8 per CTA, M = 1000 rows
-    if (ROOT / "bench" / "store_width_probe.py").exists():
+    if (ROOT / "bench" / "probes" / "store_width_probe.py").exists():
         m = 1000
         out.append(Case("stores", "scale_f32", {}, {"M": m}, (m // 8, 1), m // 8,
                         lambda rng: (_arr(rng, (m, 256), "f32"), _zeros((m, 256), "f32"))))
@@ -169,7 +169,7 @@ def cases() -> List[Case]:
 
 def sources() -> Dict[str, str]:
     src = {"suite": suite_kernels.program()}
-    if (ROOT / "bench" / "store_width_probe.py").exists():
+    if (ROOT / "bench" / "probes" / "store_width_probe.py").exists():
         from test_sass_widths import STORES
         src["stores"] = STORES
     return src

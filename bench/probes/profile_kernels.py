@@ -1,4 +1,6 @@
-"""Launch a few of the suite's chosen tilenb kernels once each, for a profiler (Nsight Compute).
+"""Question: What do Nsight Compute's sections say about the suite's chosen kernels?
+
+Launch a few of the suite's chosen tilenb kernels once each, for a profiler (Nsight Compute).
 
 Usage (on the GPU machine, after bench/suite/suite.py wrote its results):
     ncu --clock-control none -k regex:'^(rms_norm|softmax|transpose|gemm|attention)' \

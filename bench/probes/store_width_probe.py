@@ -1,4 +1,7 @@
-"""Launch the guarded-vector-store kernels of tests/codegen/test_sass_widths.py once each, for Nsight Compute.
+"""Question: Are guarded vector stores wide stores on the GPU (Nsight Compute's instruction and sector
+counts)?
+
+Launch the guarded-vector-store kernels of tests/codegen/test_sass_widths.py once each, for Nsight Compute.
 
     ncu -k regex:'scale_f32|scale_bf16|widen_i8|offset_window' \\
         --metrics smsp__inst_executed_op_global_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,\\

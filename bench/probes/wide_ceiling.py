@@ -1,4 +1,7 @@
-"""Hand-written CUDA ceiling for RMSNorm over long rows (issue 8, 4096 x 131072): how fast can a
+"""Question: How fast can a two-pass long-row kernel go, and which of a reverse second pass, L2
+eviction hints, CTAs per SM and a head in shared memory matter?
+
+Hand-written CUDA ceiling for RMSNorm over long rows (issue 8, 4096 x 131072): how fast can a
 two-pass row kernel go on this GPU at all, and which of a reverse second pass, L2 eviction hints,
 CTAs per SM and a head kept in shared memory matter. Not tilenb code: a measuring stick for it.
 

@@ -1,4 +1,7 @@
-"""Probe for rows longer than shared memory (issue 8, 4096 x 131072): which way of writing the
+"""Question: Which way of writing the row ops, and which L2 eviction hints, let the second read of a
+long row come from L2?
+
+Probe for rows longer than shared memory (issue 8, 4096 x 131072): which way of writing the
 row ops, and which L2 eviction hints, let the second read of a row come from L2.
 
 Two steps, so that the GPU call spends no time compiling:

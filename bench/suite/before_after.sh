@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Question: Does a change to the code generator or the launch path keep the GPU checks clean, and
+# how does it move the suite's times?
 # One device call for a change to the code generator or the launch path, from the project root:
 #   1. bench/gpu_check.sh (pytest -m gpu, then compute-sanitizer memcheck / racecheck / synccheck),
 #      its logs packed into $OUT/check.tgz;
@@ -22,8 +24,9 @@ for side in after before; do
   t1=$(date +%s)
   if [ $side = before ]; then dir=$BEFORE; else dir=.; fi
   [ -d "$dir" ] || { echo "no $dir"; continue; }
+  suite=bench/suite/suite.py; [ -f "$dir/$suite" ] || suite=bench/suite.py   # a "before" tree may predate bench/suite/
   (cd "$dir" && PYTHONPATH=/tmp/site:$PWD TILENB_CACHE_DIR=/tmp/tnb-$side timeout ${SUITE_TIMEOUT:-240} \
-     python3 bench/suite/suite.py --out /tmp/suite-$side --only "$WORKLOADS" $SUITE_FLAGS > /tmp/suite-$side.out 2>&1)
+     python3 $suite --out /tmp/suite-$side --only "$WORKLOADS" $SUITE_FLAGS > /tmp/suite-$side.out 2>&1)
   echo "suite $side rc $? in $(( $(date +%s) - t1 )) s"
   cp /tmp/suite-$side/*.json "$OUT/$side.json" 2>/dev/null; cp /tmp/suite-$side/suite.log "$OUT/${side}_suite.log" 2>/dev/null
   tail -3 /tmp/suite-$side.out

@@ -1,4 +1,6 @@
-"""Turn the suite's results (bench/results/<gpu>.json, from bench/suite/suite.py) into the report.
+"""Question: What does a run of the suite say, as the tables and the figure of docs/benchmarks.md?
+
+Turn the suite's results (bench/results/<gpu>.json, from bench/suite/suite.py) into the report.
 
 Usage: python bench/suite/report.py [RESULTS.json ...] [--md docs/benchmarks.md] [--png docs/benchmarks.png]
 (default: bench/results/h200.json). Several files (the two calls of a split run, see

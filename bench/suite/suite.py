@@ -1,4 +1,7 @@
-"""The performance suite of issue 8: each workload in tilenb and its peers, in one process.
+"""Question: How fast is each workload of the suite in tilenb against its peers (torch, Triton,
+cuBLAS, cuDNN) on this GPU, and is every output right?
+
+The performance suite of issue 8: each workload in tilenb and its peers, in one process.
 
 Usage, from the project root:
     python bench/suite/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
@@ -1114,7 +1117,7 @@ def cpu_check(jobs: int):
         print("skip triton peers: triton is not installed here "
               "(where it is: python bench/suite/triton_peers.py --interpret)", flush=True)
     else:
-        pr = subprocess.run([sys.executable, str(ROOT / "bench" / "triton_peers.py"), "--interpret"],
+        pr = subprocess.run([sys.executable, str(ROOT / "bench" / "suite" / "triton_peers.py"), "--interpret"],
                             capture_output=True, text=True, timeout=600)
         print(pr.stdout + pr.stderr[-3000:], end="", flush=True)
         bad += pr.returncode != 0

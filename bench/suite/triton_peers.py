@@ -1,4 +1,7 @@
-"""Triton peers of the benchmark suite (bench/suite/suite.py): row softmax, RMSNorm and LayerNorm, a
+"""Question: What does Triton reach on the suite's workloads when written the way its tutorials write
+kernels?
+
+Triton peers of the benchmark suite (bench/suite/suite.py): row softmax, RMSNorm and LayerNorm, a
 blocked matmul with @triton.autotune, and a flash-attention forward, written for this project in
 the style of Triton's tutorials (their structure, not their code).
 
