@@ -2,9 +2,10 @@
 
 `CASES` lists each kernel with random arguments at shapes that are not multiples of its tiles,
 the grid, and the tolerance (integers exactly; f32 1e-5 elementwise, about 1e-4 relative for
-reductions and dots, scaled with K; f16/bf16 by the storage type's epsilon). The same corpus is
-compile-checked with NVRTC without a GPU in tests/codegen/test_codegen_nvrtc.py. GPU tests are marked
-`gpu` and skip where no CUDA GPU is usable (tests/conftest.py).
+reductions and dots, scaled with K; f16/bf16 by the storage type's epsilon); the programs are
+those of tests/support/programs.py. The same corpus is compile-checked with NVRTC without a GPU
+in tests/codegen/test_codegen_nvrtc.py. GPU tests are marked `gpu` and skip where no CUDA GPU is
+usable (tests/conftest.py).
 """
 from __future__ import annotations
 

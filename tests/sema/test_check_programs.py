@@ -3,8 +3,9 @@
 Each program is one a user could plausibly write (a softmax, a layer norm, a stencil with a
 halo, nibble unpacking, a block scan with barrier(), functions of both kinds, per-thread loops
 with break). The property pinned: each checks without error, and the typed IR has the types,
-shapes and statements the spec says it should. `PROGRAMS` is also the seed corpus of the
-front-end fuzz test (tests/sema/test_fuzz_frontend.py).
+shapes and statements the spec says it should. `PROGRAMS` lives in tests/support/programs.py:
+it is also the seed corpus of the front-end fuzz test (tests/sema/test_fuzz_frontend.py) and
+of the NVRTC and GPU runs.
 """
 import pytest
 
