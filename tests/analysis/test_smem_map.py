@@ -49,7 +49,7 @@ def _kernels():
     out += [("suite", k) for n, k in suite.kernels.items() if any(w in n for w in SUITE_WORDS)]
     seen = set()
     for f in TEST_FILES:
-        tree = ast.parse((ROOT / "tests" / f"{f}.py").read_text())
+        tree = ast.parse((ROOT / "tests" / "codegen" / f"{f}.py").read_text())
         for node in ast.walk(tree):
             text = node.value if isinstance(node, ast.Constant) else None
             if not (isinstance(text, str) and "kernel" in text and "{" in text) or text in seen:
