@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Question: Do all GPU tests pass, and does compute-sanitizer find nothing in any kernel of the
+# CUDA test corpus?
 # The CUDA backend's whole GPU check in one command, from the project root on a GPU machine:
 #   pytest -m gpu, then compute-sanitizer memcheck, racecheck and synccheck on a script that
 #   launches every kernel of the CUDA test corpus once. Logs go to ${OUT:-out}/.
@@ -21,10 +23,10 @@ for tool in memcheck racecheck synccheck; do
   extra=""
   [ "$tool" = racecheck ] && extra="--racecheck-report all"
   timeout ${SANITIZER_TIMEOUT:-200} compute-sanitizer --tool $tool $extra --show-backtrace no --print-limit 100000 \
-    python3 bench/cuda_launch_all.py > "$OUT/sanitizer_$tool.txt" 2>&1
+    python3 bench/probes/cuda_launch_all.py > "$OUT/sanitizer_$tool.txt" 2>&1
   echo "exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed|^FAIL" "$OUT/sanitizer_$tool.txt" | tail -8
   echo "reports per kernel:"; grep -oE "at [A-Za-z_0-9]+\+0x" "$OUT/sanitizer_$tool.txt" | sort | uniq -c | sort -rn | head -20
   gzip -f "$OUT/sanitizer_$tool.txt"
 done
-echo "== timings"; timeout ${BENCH_TIMEOUT:-120} python3 bench/cuda_bench.py 2>&1 | tee "$OUT/bench.txt" | tail -12
+echo "== timings"; timeout ${BENCH_TIMEOUT:-120} python3 bench/probes/cuda_bench.py 2>&1 | tee "$OUT/bench.txt" | tail -12
 exit $rc

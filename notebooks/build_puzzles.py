@@ -5,7 +5,7 @@ on the CPU backend with its outputs saved, as nbval compares them.
 
 The notebook's text comes from `tilenb.puzzles.notebook.source()`; it is executed exactly as the
 tutorials are (`notebooks/build.py`: a fresh kernel, TILENB_BACKEND=cpu, this checkout first on
-PYTHONPATH, no live-widget state saved). tests/test_puzzles.py fails on a saved notebook that is
+PYTHONPATH, no live-widget state saved). tests/notebook/test_puzzles.py fails on a saved notebook that is
 not the build of the current puzzles.
 """
 from __future__ import annotations

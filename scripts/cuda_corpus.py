@@ -3,10 +3,17 @@ change to the code generator can be compared byte for byte before and after.
 
     python scripts/cuda_corpus.py OUT_DIR          # writes OUT_DIR/<source>.<kernel>.<variant>.<arch>.cu
     diff -r BEFORE_DIR AFTER_DIR                   # what the change altered
+    python scripts/cuda_corpus.py --same BEFORE_DIR AFTER_DIR   # the same, ignoring where sources live
 
-Sources: the suite's program (bench/suite_kernels.py), the shipped examples (tilenb/examples),
+`--same` compares what was generated, not where its source lives: each file counts as its
+<kernel>.<variant>.<arch> and its bytes, so a kernel text that moved to another file (a test
+moved or renamed, a pasted copy replaced by an import) compares equal. It prints each generated
+file found on one side only and exits 1 when there is any.
+
+Sources: the suite's program (tilenb/examples/suite_kernels.py), the shipped examples (tilenb/examples),
+the notebook fixture's rms_norm kernel compiled alone (tilenb/notebook/fixture.py),
 every `%%tilekernel` cell of the tutorials (notebooks/*.ipynb), and every string constant in
-tests/*.py that compiles as a tile program. Each kernel is generated for every @autotune variant
+tests/**/*.py that compiles as a tile program. Each kernel is generated for every @autotune variant
 (at most 64 per kernel) and for the targets None (any GPU) and "sm_90". A kernel whose generation
 raises is written as a file holding the error's type and message, so a change in what is refused
 shows too. Prints the number of files written.
@@ -30,11 +37,12 @@ MAX_VARIANTS = 64
 
 
 def _sources():
-    sys.path.insert(0, str(ROOT / "bench"))
-    import suite_kernels   # noqa: E402
+    from tilenb.examples import suite_kernels
     yield "suite", suite_kernels.program()
     for f in sorted((ROOT / "tilenb" / "examples").glob("*.tile")):
         yield f"example-{f.stem}", f.read_text()
+    from tilenb.notebook.fixture import RMS_NORM_SOURCE   # the widgets' record kernel, alone
+    yield "fixture-rms_norm", RMS_NORM_SOURCE
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
         for i, c in enumerate(cells):
@@ -83,7 +91,25 @@ def main(out: Path) -> int:
     return 0
 
 
+def same(before: Path, after: Path) -> int:
+    """0 when both corpora hold the same generated files up to their source tag, else 1."""
+    import collections
+
+    def load(d: Path):
+        return collections.Counter((f.name.split(".", 1)[1], hashlib.sha1(f.read_bytes()).hexdigest())
+                                   for f in d.iterdir() if f.suffix == ".cu")
+    a, b = load(before), load(after)
+    for side, only in ((before, a - b), (after, b - a)):
+        for (name, digest), n in sorted(only.items()):
+            print(f"only in {side}: {name} ({digest[:10]}){f' x{n}' if n > 1 else ''}")
+    print(f"{sum(a.values())} and {sum(b.values())} files; "
+          f"{'the same generated CUDA' if a == b else 'they differ'}")
+    return 0 if a == b else 1
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--same":
+        sys.exit(same(Path(sys.argv[2]), Path(sys.argv[3])))
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     sys.exit(main(Path(sys.argv[1])))

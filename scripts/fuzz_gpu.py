@@ -352,7 +352,7 @@ def main(argv=None):
     ap.add_argument("--out", default="out/fuzz")
     ap.add_argument("--sanitizer", choices=["memcheck", "racecheck", "synccheck"])
     ap.add_argument("--backend", choices=["cuda", "emulate", "selftest"], default="cuda",
-                    help="emulate: the generated CUDA on the CPU (tests/cuda_emulator.py), for a machine without a GPU")
+                    help="emulate: the generated CUDA on the CPU (tests/support/cuda_emulator.py), for a machine without a GPU")
     ap.add_argument("--batch", type=int, default=25, help="programs per compute-sanitizer process")
     ap.add_argument("--parallel", type=int, default=8, help="compute-sanitizer processes at once")
     ap.add_argument("--batch-run", action="store_true", help=argparse.SUPPRESS)

@@ -9,8 +9,6 @@ of two or multiples of the CTA's work.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +17,7 @@ import tilenb
 from tilenb.analysis import analyze
 from tilenb.codegen import generate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import cuda_emulator as EMU  # noqa: E402
+from support import cuda_emulator as EMU
 
 needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 

@@ -10,21 +10,12 @@ from pathlib import Path
 import pytest
 
 from browser_env import CHROMIUM, CHROMIUM_ARGS
+from tilenb.examples import kernel_source
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-RMS = """@autotune(D in [256])
-@launch(256)
-kernel rms_norm(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D]) {
-  let r = ctx.block.x * 8
-  var x = X[r :+ 8, :]
-  var ss: tile<f32>[8, 1] = rowsum(x * x)
-  var inv: tile<f32>[8, 1] = 1.0 / sqrt(ss / 256.0 + 0.000001)
-  var g = G[0 :+ 1, :]
-  Y[r :+ 8, :] = x * inv * g
-}
-"""
+RMS = kernel_source("rms_norm")   # the shipped example (tilenb/examples/seed_kernels.tile)
 
 
 def _notebook():

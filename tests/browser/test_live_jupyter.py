@@ -13,20 +13,11 @@ import pytest
 
 from browser_env import CHROMIUM, CHROMIUM_ARGS, CONTRAST
 from jupyter_env import ROOT, JupyterServer, missing
+from tilenb.examples import kernel_source
 
 pytestmark = pytest.mark.browser
 
-RMS = """@autotune(D in [256])
-@launch(256)
-kernel rms_norm(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D]) {
-  let r = ctx.block.x * 8
-  var x = X[r :+ 8, :]
-  var ss: tile<f32>[8, 1] = rowsum(x * x)
-  var inv: tile<f32>[8, 1] = 1.0 / sqrt(ss / 256.0 + 0.000001)
-  var g = G[0 :+ 1, :]
-  Y[r :+ 8, :] = x * inv * g
-}
-"""
+RMS = kernel_source("rms_norm")   # the shipped example (tilenb/examples/seed_kernels.tile)
 VIEWS = "--show threads,lifetimes,barriers,cuda"
 CELLS = ["%load_ext tilenb",
          "a = 1",

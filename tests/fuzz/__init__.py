@@ -1,3 +1,3 @@
 """The differential fuzzer of tilenb (tests/fuzz/programs.py): random valid tile-language
 programs with their inputs and a numpy oracle, shared by the CPU tests
-(tests/test_fuzz_differential.py) and the GPU script (scripts/fuzz_gpu.py)."""
+(tests/e2e/test_fuzz_differential.py) and the GPU script (scripts/fuzz_gpu.py)."""

@@ -1,5 +1,5 @@
 """Running a generated program on each backend, and classifying what happened: the one place the
-CPU tests (tests/test_fuzz_differential.py) and the GPU script (scripts/fuzz_gpu.py) share.
+CPU tests (tests/e2e/test_fuzz_differential.py) and the GPU script (scripts/fuzz_gpu.py) share.
 
 Guarantees: every function returns a `Result`, never raises for anything the program or a
 backend does: `status` is one of
@@ -152,9 +152,9 @@ def check_nvrtc(prog: Program, arch: str) -> Result:
 
 
 def check_emulated(prog: Program, workdir, variant=None) -> Result:
-    """The generated CUDA (code for any target) run on the CPU by tests/cuda_emulator.py, against
+    """The generated CUDA (code for any target) run on the CPU by tests/support/cuda_emulator.py, against
     the CPU executor, within the oracle's tolerances."""
-    import cuda_emulator as EMU
+    from support import cuda_emulator as EMU
     if "cluster" in prog.features:
         return Result("unsupported", "emulator", "the emulator has no thread block clusters (distributed shared memory)")
     srcs = cuda_sources(prog, None)

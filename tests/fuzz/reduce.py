@@ -78,7 +78,7 @@ def _run_text(prog, text: str, backend: str, emulate_dir: Optional[str] = None):
     if emulate_dir is None:
         (k[prog.grid] if prog.grid is not None else k)(*args)
     else:
-        import cuda_emulator as EMU
+        from support import cuda_emulator as EMU
         from tilenb.codegen import generate
         ks = generate(k.ir(), text)
         EMU.run(ks, args, prog.dims, prog.launch_grid(), workdir=emulate_dir, timeout=120)

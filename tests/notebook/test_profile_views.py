@@ -1,8 +1,6 @@
 """The views beside a Profile: measured columns in the thread map, barriers and timing views
 (static text form), read from a saved Nsight Compute capture; and %tileprofile's refusals."""
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +9,7 @@ import tilenb
 from tilenb.notebook import build, render
 from tilenb.runtime.gpu.profile import build_profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-import test_profile as T  # noqa: E402
+from support import ncu_fixture as T
 
 
 def _profile():

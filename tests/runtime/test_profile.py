@@ -18,21 +18,7 @@ from tilenb.runtime.gpu import ncu as N
 from tilenb.runtime.module import Module
 from tilenb.runtime.gpu.profile import ProfileUnavailable, build_profile, find_ncu
 
-DATA = Path(__file__).parent / "data"
-SOURCE = '''
-@launch(256)
-kernel scale_rows(X: tensor<f32>[M, 64], S: tensor<f32>[M, 1], Y: tensor<f32>[M, 64]) {
-  let r = ctx.block.x * 32
-  var x = X[r :+ 32, :]
-  var s = S[r :+ 32, :]
-  Y[r :+ 32, :] = x * s
-}
-'''
-
-
-def fixture_dir() -> Path:
-    real = DATA / "ncu_h200"
-    return real if (real / "source.csv").exists() else DATA / "ncu_provisional"
+from support.ncu_fixture import DATA, SOURCE, fixture_dir  # noqa: F401  (DATA: the saved pages)
 
 
 def _args(m, rng):

@@ -45,7 +45,7 @@ vectors; one that is broadcast along the row (column stride 0) or lives in regis
 condition (registers: v * element bytes <= 16).
 
 Instruction widths (`Access.vector`, decided once here and read by the code generator, the
-views and tests/test_sass_widths.py): the elements one memory instruction moves for a whole
+views and tests/codegen/test_sass_widths.py): the elements one memory instruction moves for a whole
 chunk. A statement whose destination is a contiguous shared or global partition access of 4, 8
 or 16 bytes a chunk, with V > 1 and no register tile, is moved with vectors (`vector_path`); then
 each contiguous shared or global partition access (not read through a transpose) of 4, 8 or 16

@@ -23,7 +23,7 @@ Regions (`Region.kind`), all in `tnb_smem` unless said:
                           own (`space` "array", a `__shared__` declaration the compiler places);
                           its offset here is after `tnb_smem`, in declaration order
 
-Guarantees (for every checked kernel; `tests/test_smem_map.py` checks them against the generated
+Guarantees (for every checked kernel; `tests/analysis/test_smem_map.py` checks them against the generated
 CUDA for the suite's and the tests' kernels):
 - `footprint` equals the shared memory the generated kernel declares: the size of its static
   `tnb_smem` array, or the dynamic size its launch passes (`KernelSource.smem_bytes`), plus its

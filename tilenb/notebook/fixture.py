@@ -1,7 +1,7 @@
 """A hand-made analysis record of the rms_norm kernel, in the shape `Analysis.to_json()` returns.
 
-Guarantees: `RMS_NORM_SOURCE` compiles with `tilenb.compile`; `rms_norm_analysis()` returns a
-fresh dict with every key the widgets read ("kernel", "threads", "footprint", "budget", "tiles",
+Guarantees: `RMS_NORM_SOURCE` (the rms_norm kernel of tilenb/examples/seed_kernels.tile) compiles
+with `tilenb.compile`; `rms_norm_analysis()` returns a fresh dict with every key the widgets read ("kernel", "threads", "footprint", "budget", "tiles",
 "ruler", "barriers", "copies"), with lines counted in `RMS_NORM_SOURCE` (line 1 = its first
 line). The numbers follow the documented rules (256 threads, 4-wide f32 vector copies, 32-byte
 sectors, 128-byte shared-memory wavefronts) but are written here, not computed by
@@ -10,20 +10,11 @@ it renders the widgets for anyone without a compiled kernel (`tilenb.notebook.de
 """
 from __future__ import annotations
 
+from ..examples import kernel_source
 from ..target import STATIC_SMEM
 
-RMS_NORM_SOURCE = """\
-@autotune(D in [256])
-@launch(256)
-kernel rms_norm(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D]) {
-  let r = ctx.block.x * 8
-  var x = X[r :+ 8, :]
-  var ss: tile<f32>[8, 1] = rowsum(x * x)
-  var inv: tile<f32>[8, 1] = 1.0 / sqrt(ss / 256.0 + 0.000001)
-  var g = G[0 :+ 1, :]
-  Y[r :+ 8, :] = x * inv * g
-}
-"""
+# the rms_norm kernel of the language documents, as shipped (line 1 = its "@autotune" line)
+RMS_NORM_SOURCE = kernel_source("rms_norm")
 
 _THREADS = 256
 _VEC = 4            # f32 elements per 16-byte vector access
