@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/capture_ncu_fixture.py OUT_DIR
 
-profiles tests/runtime/test_profile.py's `scale_rows` at M = 320 (grid 10) with
+profiles the profile tests' `scale_rows` (tests/support/ncu_fixture.py) at M = 320 (grid 10) with
 `kernel.profile(..., keep=...)` and writes into OUT_DIR: raw.csv (`--page raw`), source.csv
 (`--page source --print-source cuda,sass`), job.json (what tilenb recorded about the launch) and
 README.md (the device, ncu's version, the command); for fixing the parser should the format
@@ -22,11 +22,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "runtime"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import tilenb  # noqa: E402
 from tilenb.runtime.gpu.profile import find_ncu  # noqa: E402
-from test_profile import SOURCE  # noqa: E402
+from support.ncu_fixture import SOURCE  # noqa: E402
 
 
 def main(argv) -> int:

@@ -2,7 +2,10 @@
 # The device checks of issue 16 in one call, on a GPU machine whose python3 has CuPy (the
 # workplace's H200 image), from the project root; the Python wheels the image lacks travel in
 # .whl (../shared/tools/device-wheels). Writes its logs under $OUT (default out/gpu_checks).
-#   bash scripts/gpu_checks.sh [tests|fuzz|sanitizers|all]
+#   bash scripts/gpu_checks.sh [tests|fuzz|sanitizers|ncu|profile|all]
+# ncu: Nsight Compute's sectors and wavefronts of the memory-bound suite kernels against the
+# analysis (bench/probes/ncu_vs_analysis.py); profile: a real capture of the pages
+# kernel.profile reads (scripts/capture_ncu_fixture.py), then the profile tests on it.
 set -u
 OUT=${OUT:-out/gpu_checks}; mkdir -p "$OUT"
 what=${1:-all}
@@ -31,4 +34,22 @@ if [ "$what" = sanitizers ] || [ "$what" = all ]; then
     echo "$tool rc $? in $(( $(date +%s) - t1 )) s"; tail -6 "$OUT/fuzz_$tool.txt"
   done
   tar -czf "$OUT/sanitizer_logs.tgz" -C /tmp fuzz_memcheck fuzz_racecheck fuzz_synccheck 2>/dev/null
+fi
+if [ "$what" = ncu ] || [ "$what" = all ]; then
+  t1=$(date +%s)
+  cmd=$(python3 bench/probes/ncu_vs_analysis.py --ncu-command | sed 's#[^ ]*bin/python#python3#; s# > [^ ]*$##')
+  timeout ${NCU_TIMEOUT:-240} bash -c "$cmd" > "$OUT/ncu_raw.csv" 2> "$OUT/ncu_stderr.txt"
+  echo "ncu rc $? in $(( $(date +%s) - t1 )) s"
+  python3 bench/probes/ncu_vs_analysis.py --compare "$OUT/ncu_raw.csv" > "$OUT/ncu_vs_analysis.md" 2>&1
+  tail -3 "$OUT/ncu_vs_analysis.md"
+fi
+if [ "$what" = profile ] || [ "$what" = all ]; then
+  t1=$(date +%s)
+  timeout ${PROFILE_TIMEOUT:-180} python3 scripts/capture_ncu_fixture.py /tmp/ncu_h200 > "$OUT/profile_capture.txt" 2>&1
+  echo "capture rc $? in $(( $(date +%s) - t1 )) s"; tail -5 "$OUT/profile_capture.txt"
+  mkdir -p tests/runtime/data/ncu_h200
+  cp /tmp/ncu_h200/raw.csv /tmp/ncu_h200/source.csv /tmp/ncu_h200/job.json /tmp/ncu_h200/README.md tests/runtime/data/ncu_h200/ 2>/dev/null
+  timeout 180 python3 -m pytest -o addopts="" -q -p no:cacheprovider -rs tests/runtime/test_profile.py tests/notebook/test_profile_views.py \
+    > "$OUT/profile_tests.txt" 2>&1; echo "profile tests rc $?"; tail -3 "$OUT/profile_tests.txt"
+  tar -czf "$OUT/ncu_h200.tgz" -C /tmp ncu_h200 2>/dev/null
 fi
