@@ -17,7 +17,7 @@ are not tile multiples, some smaller than one tile):
    naming the operand that reaches outside its tensor (spec section 8), as `tilenb.puzzles.explain`
    traces it;
 3. for a wrong element, names the first one, the value it holds and numpy's, the CTA and thread
-   that wrote it (the owner of its chunk in the store's canonical partition, from
+   that wrote it (the owner of its run in the store's canonical partition, from
    `kernel.analysis()`), and notices an output shifted by one or two elements (an off-by-one
    window);
 4. checks the puzzle's goals (barriers, coalescing, sectors per warp, bank conflicts, shared
@@ -442,7 +442,7 @@ def _owner_text(o, would=False) -> str:
     if o.chunk is not None:
         r, c, v = o.chunk
         at = "element " + (str(o.position[0]) if len(o.position) == 1 else "(" + ", ".join(map(str, o.position)) + ")")
-        s += f": {at} of the stored slice" + (f", in the chunk of {v} elements that thread owns" if v > 1 else "")
+        s += f": {at} of the stored slice" + (f", in the run of {v} elements that thread owns" if v > 1 else "")
     elif len(o.threads) > 1:
         s += (f" (threads {_runs(np.asarray(o.threads))} all write it; the highest wins on the CPU, any one may on a "
               f"GPU)")
@@ -554,15 +554,25 @@ def _explain_wrong(trace, name, a, e, wrong, rtol, atol) -> Tuple[str, str, int]
 
 
 def _race_problem(e: RaceError) -> Problem:
+    """The debug run's race, with where the missing barrier goes. The message names the access
+    that found the race first, then the earlier access it conflicts with (runtime.cpu.debug); an
+    earlier access on a later line (or the same line) ran in a previous turn of a loop."""
     import re
     lines = [int(x) for x in re.findall(r"at line (\d+)", e.message)]
     fix = ""
     headline = "a race between threads"
     if len(lines) >= 2:
-        a, b = sorted(lines[:2])
-        fix = (f" A barrier() is missing between line {a} and line {b}: put one where every thread of the CTA "
-               f"reaches it (not inside an `if` on ctx.thread), after the earlier access and before the later.")
-        headline = f"a race: a barrier() is missing between line {a} and line {b}"
+        later, earlier = lines[:2]
+        if earlier < later:
+            where = f"between line {earlier} and line {later}"
+            order = "after the earlier access and before the later"
+        else:
+            where = f"between line {earlier} and line {later} of the next turn"
+            order = (f"after line {earlier} and before the loop comes round to line {later} again "
+                     f"(the race is loop-carried)")
+        fix = (f" A barrier() is missing {where}: put one where every thread of the CTA reaches it (not inside an "
+               f"`if` on ctx.thread), {order}.")
+        headline = f"a race: a barrier() is missing {where}"
     return Problem(headline, f"a race between threads, found by the debug run: {e.message}.{fix}", 0)
 
 
