@@ -236,6 +236,29 @@ def test_conflicting_transpose_is_named_with_the_fix():
     assert "pad each row of `t` by 1 element (rows of 33)" in r.report
 
 
+def _padded_transpose(row):
+    return _src("transpose_f16", f"""
+  let r = ctx.block.y * 64
+  let c = ctx.block.x * 32
+  var t: tile<f16>[64, {row}]
+  t[:, 0 :+ 32] = X[r :+ 64, c :+ 32]
+  Y[c :+ 32, r :+ 64] = transpose(t[:, 0 :+ 32])""")
+
+
+@pytest.mark.parametrize("row", [34, 36])
+def test_a_transpose_padded_by_the_wrong_amount_gets_a_fix_that_works(row):
+    # rows of 34 cost the load its 16-byte vectors (the load conflicts, and has no fix of its own):
+    # the fix named is the tile's, from the store's, worded for the window the copies use
+    r = puzzles.check("transpose_f16", _padded_transpose(row))
+    assert r.status == "goals missed", r.report
+    m = re.search(r"fix: pad each row of `t` by (\d+) more elements? \(rows of (\d+), not (\d+)\) "
+                  r"and keep the window `\[:, 0 :\+ 32\]`", r.report)
+    assert m, r.report
+    pad, new, now = (int(g) for g in m.groups())
+    assert now == row and new == row + pad
+    assert puzzles.check("transpose_f16", _padded_transpose(new)).solved      # the fix reaches the goal
+
+
 def test_uncoalesced_transpose_is_named():
     src = _src("transpose_f16", """
   let r = ctx.block.y * 64

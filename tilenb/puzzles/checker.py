@@ -641,12 +641,7 @@ def _goal(g: C.Goal, a, cpu) -> GoalResult:
         if not bad:
             return GoalResult(g, True, "every copy at its ideal wavefronts")
         c = max(bad, key=lambda c: c.wavefronts / max(1, c.ideal_wavefronts))
-        fix = ""
-        if c.fix is not None and c.fix.kind == "pad":
-            fix = (f"; fix: pad each row of `{c.tile}` by {c.fix.pad} element{'s' if c.fix.pad > 1 else ''} "
-                   f"(rows of {c.fix.row_length}) and use the window `[:, 0 :+ {c.fix.row_length - c.fix.pad}]`")
-        elif c.fix is not None:
-            fix = f"; fix: {c.fix.kind} (thread map)"
+        fix = _bank_fix_text(c, a.copies)
         head = (f"the {c.direction} {'into' if c.direction == 'store' else 'of'} {c.tensor} at line {c.line} takes "
                 f"{c.wavefronts} shared-memory wavefronts where {c.ideal_wavefronts} would do")
         return GoalResult(g, False, f"bank conflicts: {head} (tile `{c.tile}`){fix}", "bank conflicts: " + head)
@@ -661,6 +656,31 @@ def _goal(g: C.Goal, a, cpu) -> GoalResult:
         miss = "not used: " + ", ".join(f"`{n}`" for n in missing)
         return GoalResult(g, False, miss, miss)
     return GoalResult(g, False, f"unknown goal {g.kind!r}")
+
+
+def _bank_fix_text(c, copies) -> str:
+    """The layout fix for the conflicting copy `c`, as "; fix: ..." ("" when the analysis has none).
+    The analysis proposes a fix per copy; one layout serves every copy of a tile, so a copy with no
+    fix of its own (a load whose rows lost their 16-byte vectors, say) takes that of another
+    conflicting copy of the same tile. A pad is worded from the tile's present rows: the copies keep
+    the window they use now (the columns the loads into the tile fill)."""
+    fix = c.fix
+    if fix is None:
+        fix = next((o.fix for o in copies if o.tile == c.tile and o.fix is not None
+                    and o.wavefronts > o.ideal_wavefronts), None)
+    if fix is None:
+        return ""
+    if fix.kind != "pad":
+        return f"; fix: {fix.kind} (thread map)"
+    now = fix.row_length - fix.pad
+    used = [o.shape[-1] for o in copies if o.tile == c.tile and o.direction == "load" and not o.is_view]
+    width = max(used) if used else now
+    s = "s" if fix.pad > 1 else ""
+    if width == now:
+        return (f"; fix: pad each row of `{c.tile}` by {fix.pad} element{s} (rows of {fix.row_length}) and use the "
+                f"window `[:, 0 :+ {width}]`")
+    return (f"; fix: pad each row of `{c.tile}` by {fix.pad} more element{s} (rows of {fix.row_length}, not {now}) "
+            f"and keep the window `[:, 0 :+ {width}]`")
 
 
 # ---- the GPU ---------------------------------------------------------------------------------------------
