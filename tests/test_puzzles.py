@@ -208,6 +208,8 @@ def test_swapped_block_axes_in_broadcast_add_are_caught():
     r = puzzles.check("broadcast_add", src)
     assert r.status == "wrong", r.report
     assert "wrong at M=37, N=260: C[0..36, 192..259] never written: no store covers it" in r.summary
+    assert ("cdiv(260, 64) = 5 CTAs along y (ctx.block.y), which has 3. The grid has 5 along x: if ctx.block.y "
+            "picks the columns, ctx.block.y and ctx.block.x may be swapped") in r.report
 
 
 def test_every_two_d_grid_puzzle_has_a_shape_with_unequal_grid_extents():

@@ -513,7 +513,8 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
                          f"{trace.T} threads each. Check the index each thread computes and the `if` guards "
                          f"around the store.")
         else:
-            parts.append(f"No store covers {describe_set(uncovered, name)}: " + covers_text(name, cov, ls, trace.grid))
+            parts.append(f"No store covers {describe_set(uncovered, name)}: "
+                         + covers_text(name, cov, ls, trace.grid, _window_lengths(trace, name, len(shape))))
         if rank > 2:
             headline = (f"{describe_set(uncovered, name, short=True)} never written: "
                         + ("no thread stores there" if per_thread else "no store covers it"))
@@ -521,6 +522,18 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
         parts.append(f"The checker could not replay every store (a while loop, or a start computed "
                      f"in a loop), so it cannot say which store should have written {describe_set(uncovered, name)}.")
     return headline, "\n".join(parts), rank
+
+
+def _window_lengths(trace, name, ndim):
+    """Per dimension of tensor `name`, the longest window one store instance gives a CTA there
+    (an index counts 1), from the trace's tile-store instances; None where none has a window."""
+    lens = [0] * ndim
+    for inst in trace.instances:
+        if inst.stmt.target.base.name != name or inst.window is None:
+            continue
+        for d, (_, length) in enumerate(inst.window[:ndim]):
+            lens[d] = max(lens[d], 1 if length is None else int(length))
+    return lens if any(lens) else None
 
 
 def _explain_wrong(trace, name, a, e, wrong, rtol, atol) -> Tuple[str, str, int]:
