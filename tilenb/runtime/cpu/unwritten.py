@@ -361,40 +361,32 @@ def _short_dimension_advice(name, covered, grid, lengths) -> Optional[str]:
     if not np.array_equal(box, covered):
         return None                     # a gap inside, not a short end
     e = shape[d]
-    if nd == 1:
-        what = "elements"
-    elif d == nd - 1:
-        what = "columns"
-    elif d == nd - 2:
-        what = "rows"
+    what = "elements" if nd == 1 else "columns" if d == nd - 1 else "rows" if d == nd - 2 else None
+    if what is None:               # a batch dimension
+        reached, them, over = f"The stores reach indices 0..{r - 1} of dimension {d}, of {e}", "them", f"dimension {d}"
     else:
-        what = f"indices of dimension {d}"
-    reached = f"The stores reach {what} 0..{r - 1} of the {e}"
+        reached, them, over = f"The stores reach {what} 0..{r - 1} of the {e}", f"the {what}", f"the {what}"
     length = None if lengths is None or d >= len(lengths) or not lengths[d] else int(lengths[d])
+    axis_text = ""
     if length is None:
-        need = f"enough CTAs along the grid axis that picks the {what}"
-        axis_text = ""
+        need = f"enough CTAs along the grid axis that picks {them}"
     else:
         k = -(-e // length)
         reached += f", {length} per CTA"
-        need = f"cdiv({e}, {length}) = {k} CTAs along the grid axis that picks the {what}"
-        axis_text = ""
-        axes = "xyz"
-        if r % length == 0:
-            now = [a for a in range(3) if grid[a] == r // length]
-            right = [a for a in range(3) if grid[a] == k]
-            if len(now) == 1:
-                a = now[0]
-                need = (f"cdiv({e}, {length}) = {k} CTAs along {axes[a]} (ctx.block.{axes[a]}), "
-                        f"which has {grid[a]}")
-                if len(right) == 1 and right[0] != a:
-                    b = right[0]
-                    axis_text = (f" The grid has {k} along {axes[b]}: if ctx.block.{axes[a]} picks the {what}, "
-                                 f"ctx.block.{axes[a]} and ctx.block.{axes[b]} may be swapped.")
+        need = f"cdiv({e}, {length}) = {k} CTAs along the grid axis that picks {them}"
+        now = [a for a in range(3) if r % length == 0 and grid[a] == r // length]
+        right = [a for a in range(3) if grid[a] == k]
+        if len(now) == 1:
+            x = "xyz"[now[0]]
+            need = f"cdiv({e}, {length}) = {k} CTAs along {x} (ctx.block.{x}), which has {grid[now[0]]}"
+            if len(right) == 1 and right[0] != now[0]:
+                y = "xyz"[right[0]]
+                axis_text = (f" The grid has {k} along {y}: if ctx.block.{x} picks {them}, ctx.block.{x} and "
+                             f"ctx.block.{y} may be swapped.")
     if what == "columns":
         turn = f", {length} columns a turn" if length else ""
         return f"{reached}: a tile narrower than the row needs a loop over the row{turn}, or {need}.{axis_text}"
-    return f"{reached}: launch {need} (@grid with cdiv, not /), or loop over the {what}.{axis_text}"
+    return f"{reached}: launch {need} (@grid with cdiv, not /), or loop over {over}.{axis_text}"
 
 
 def lines_text(line_numbers) -> str:
@@ -478,10 +470,11 @@ class EdgeRecorder:
         if inside.any():
             cov[tuple(ix[inside] for ix in index)] = True
         lens = self.lengths.setdefault(name, [0] * len(shape))
-        for d, ix in enumerate(index):
-            flat = np.broadcast_to(ix, inside.shape).reshape(inside.shape[0], -1)
-            if flat.size:
-                lens[d] = max(lens[d], int((flat.max(axis=1) - flat.min(axis=1)).max()) + 1)
+        if inside.size:
+            axes = tuple(range(1, inside.ndim))     # the window's axes: one extent per CTA of the batch
+            for d, ix in enumerate(index):
+                b = np.broadcast_to(ix, inside.shape)
+                lens[d] = max(lens[d], int((b.max(axis=axes) - b.min(axis=axes)).max()) + 1)
         lost = inside & ~written
         if not lost.any():
             return
