@@ -1,10 +1,14 @@
 """`tilenb.verify`: compare a kernel's output with a numpy reference, and say so.
 
-Guarantees: `verify(actual, expected, what=...)` returns the maximum absolute error (float) when
-every element is within `atol + rtol * |expected|` (NaN only where expected is NaN) and prints
-one line `verified against numpy: <what> (max abs error E)`; otherwise it raises
-`VerificationError` naming `what`, the number of mismatches, the first mismatching index and
-both values. Shapes must match exactly. The tutorials' main job counts those lines.
+Guarantees: `verify(actual, expected, what=...)`, when every element is within
+`atol + rtol * |expected|` (NaN only where expected is NaN), prints one line
+`verified against numpy: <what> (max abs error E)` and returns a `Verdict`: a float equal to the
+maximum absolute error (it compares, converts and formats as that number, and `max_error` holds
+it as a plain float) whose repr is the printed line. A notebook cell that ends in a `verify` call
+shows the line once: IPython does not display the verdict again in the cell that printed it.
+Otherwise `verify` raises `VerificationError` naming `what`, the number of mismatches, the first
+mismatching index and both values. Shapes must match exactly. The tutorials' main job counts the
+printed lines.
 """
 from __future__ import annotations
 
@@ -22,6 +26,50 @@ class VerificationError(TileError):
         return f"verification failed: {self.message}"
 
 
+class Verdict(float):
+    """What `verify` found: the float value is the largest absolute difference (as `max_error`, a
+    plain float); `what` names the output checked. `repr` gives the one-line verdict; `str` and
+    formatting give the number."""
+
+    def __new__(cls, max_error: float, what: str):
+        self = super().__new__(cls, max_error)
+        self.what = what
+        self._cell = _cell_now()
+        return self
+
+    @property
+    def max_error(self) -> float:
+        return float(self)
+
+    def __repr__(self):
+        return f"{MARK} {self.what} (max abs error {float(self):.3g})"
+
+    __str__ = float.__repr__
+
+    def __reduce__(self):
+        return (Verdict, (float(self), self.what))
+
+    def _ipython_display_(self):
+        # the cell that called verify printed the verdict already: an Out[] of it would repeat it
+        if self._cell is not None and self._cell == _cell_now():
+            return
+        from IPython.display import display
+        display({"text/plain": repr(self)}, raw=True)
+
+
+def _cell_now():
+    """The running IPython cell's execution count (None outside IPython)."""
+    import sys
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+    except Exception:
+        return None
+    return getattr(shell, "execution_count", None) if shell is not None else None
+
+
 def _host(a):
     if hasattr(a, "get") and callable(a.get) and not isinstance(a, np.ndarray):  # CuPy
         a = a.get()
@@ -30,11 +78,12 @@ def _host(a):
     return np.asarray(a)
 
 
-def verify(actual, expected, what: str = "output", rtol: float = 1e-5, atol: float = 1e-5) -> float:
+def verify(actual, expected, what: str = "output", rtol: float = 1e-5, atol: float = 1e-5) -> Verdict:
     """Check `actual` (numpy, CuPy or torch array) against `expected` (numpy), elementwise.
 
     rtol, atol: relative and absolute tolerance (compared in float64).
-    Returns the largest absolute difference. Raises VerificationError on a mismatch."""
+    Prints the verdict line and returns it as a `Verdict` (a float: the largest absolute
+    difference). Raises VerificationError on a mismatch or a shape difference."""
     a = _host(actual)
     e = _host(expected)
     if a.shape != e.shape:
@@ -50,5 +99,6 @@ def verify(actual, expected, what: str = "output", rtol: float = 1e-5, atol: flo
             f"{what}: {int(bad.sum())} of {bad.size} elements differ from numpy beyond rtol={rtol}, atol={atol}; "
             f"first at {idx}: got {a[idx].item()!r}, expected {e[idx].item()!r}")
     err = float(diff.max()) if diff.size else 0.0
-    print(f"{MARK} {what} (max abs error {err:.3g})")
-    return err
+    verdict = Verdict(err, what)
+    print(repr(verdict))
+    return verdict

@@ -160,6 +160,68 @@ def test_missing_barrier_in_the_scan_is_named_with_its_lines():
     assert "RaceError" not in r.report and "data race on tile 'buf'" in r.report
 
 
+def test_loop_carried_missing_barrier_in_the_scan_names_the_next_turn():
+    # the barrier after the write is gone: the write races with the next turn's read, on an earlier line
+    body = """
+  let t = ctx.thread
+  let i = ctx.block.x * 128 + t
+  var buf: tile<i32>[128]
+  var v = 0
+  if i < N {
+    v = X[i]
+  }
+  buf[t] = v
+  barrier()
+  var step = 1
+  while step < 128 {
+    var add = 0
+    if t >= step {
+      add = buf[t - step]
+    }
+    barrier()
+    v += add
+    buf[t] = v
+    step = step * 2
+  }
+  if i < N {
+    Y[i] = v
+  }"""
+    src = _src("block_scan", body)
+    read = _line_of(src, "add = buf[t - step]")
+    write = _line_of(src, "buf[t] = v", 2)
+    assert read < write
+    r = puzzles.check("block_scan", src)
+    assert r.status == "wrong"
+    assert f"a race: a barrier() is missing between line {write} and line {read} of the next turn" in r.summary
+    assert f"between line {read} and line {write}" not in r.report      # there is a barrier there
+    assert "loop-carried" in r.report
+
+
+def test_swapped_block_axes_in_broadcast_add_are_caught():
+    # ctx.block.x picks the rows and ctx.block.y the columns: right only on a square grid
+    src = _src("broadcast_add", """
+  let r = ctx.block.x * 16
+  let c = ctx.block.y * 64
+  C[r :+ 16, c :+ 64] = A[r :+ 16, :] + B[:, c :+ 64]""")
+    p = puzzles.get("broadcast_add")
+    assert any(-(-d["N"] // 64) != -(-d["M"] // 16) for d in p.shapes)
+    r = puzzles.check("broadcast_add", src)
+    assert r.status == "wrong", r.report
+    assert "wrong at M=37, N=260: C[0..36, 192..259] never written: no store covers it" in r.summary
+    assert ("cdiv(260, 64) = 5 CTAs along y (ctx.block.y), which has 3. The grid has 5 along x: if ctx.block.y "
+            "picks the columns, ctx.block.y and ctx.block.x may be swapped") in r.report
+
+
+def test_every_two_d_grid_puzzle_has_a_shape_with_unequal_grid_extents():
+    # swapped ctx.block.x / ctx.block.y go unnoticed when every shape gives a square grid
+    for p in puzzles.PUZZLES:
+        m = re.search(r"@grid\(cdiv\((\w+), (\d+)\), cdiv\((\w+), (\d+)\)\)", p.signature)
+        if m is None:
+            continue
+        dx, tx, dy, ty = m.group(1), int(m.group(2)), m.group(3), int(m.group(4))
+        assert any(-(-d[dx] // tx) != -(-d[dy] // ty) for d in p.shapes), p.name
+
+
 def test_conflicting_transpose_is_named_with_the_fix():
     src = _src("transpose_f16", """
   let r = ctx.block.y * 64
@@ -174,6 +236,29 @@ def test_conflicting_transpose_is_named_with_the_fix():
     assert (f"bank conflicts: the store into Y at line {store.line} takes {store.wavefronts} shared-memory "
             f"wavefronts where {store.ideal_wavefronts} would do") in r.summary
     assert "pad each row of `t` by 1 element (rows of 33)" in r.report
+
+
+def _padded_transpose(row):
+    return _src("transpose_f16", f"""
+  let r = ctx.block.y * 64
+  let c = ctx.block.x * 32
+  var t: tile<f16>[64, {row}]
+  t[:, 0 :+ 32] = X[r :+ 64, c :+ 32]
+  Y[c :+ 32, r :+ 64] = transpose(t[:, 0 :+ 32])""")
+
+
+@pytest.mark.parametrize("row", [34, 36])
+def test_a_transpose_padded_by_the_wrong_amount_gets_a_fix_that_works(row):
+    # rows of 34 cost the load its 16-byte vectors (the load conflicts, and has no fix of its own):
+    # the fix named is the tile's, from the store's, worded for the window the copies use
+    r = puzzles.check("transpose_f16", _padded_transpose(row))
+    assert r.status == "goals missed", r.report
+    m = re.search(r"fix: pad each row of `t` by (\d+) more elements? \(rows of (\d+), not (\d+)\) "
+                  r"and keep the window `\[:, 0 :\+ 32\]`", r.report)
+    assert m, r.report
+    pad, new, now = (int(g) for g in m.groups())
+    assert now == row and new == row + pad
+    assert puzzles.check("transpose_f16", _padded_transpose(new)).solved      # the fix reaches the goal
 
 
 def test_uncoalesced_transpose_is_named():
@@ -271,7 +356,7 @@ def _first_failing(p, wrong_at):
     raise AssertionError("no shape fails")
 
 
-def test_owner_of_a_wrong_element_in_a_tile_store_is_its_chunks_thread():
+def test_owner_of_a_wrong_element_in_a_tile_store_is_its_runs_thread():
     src = _src("add_ten", """
   let i = ctx.block.x * 1024
   var x = X[i :+ 1024]
@@ -279,13 +364,14 @@ def test_owner_of_a_wrong_element_in_a_tile_store_is_its_chunks_thread():
     p = puzzles.get("add_ten")
     dims, j = _first_failing(p, lambda inp: inp["X"] > 1.0)
     r = puzzles.check("add_ten", src)
-    # canonical partition (tilenb.analysis.partition): 4-element chunks, chunk k to thread k % 256
+    # canonical partition (tilenb.analysis.partition): 4-element runs, run k to thread k % 256
     cta, pos = divmod(j, 1024)
     thread = (pos // 4) % 256
     assert f"the first is Y[{j}]" in r.report
     line = _line_of(src, "Y[i :+ 1024] =")
     assert f"thread {thread} of CTA ({cta}, 0, 0) writes it, in the store at line {line}" in r.report
     assert f"element {pos} of the stored slice, in the run of 4 elements that thread moves" in r.report
+    assert "chunk" not in r.report
 
 
 def test_owner_of_a_wrong_element_in_per_thread_code_is_the_thread_whose_index_lands_there():

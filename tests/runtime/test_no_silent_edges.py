@@ -145,7 +145,7 @@ def test_softmax_with_a_tile_narrower_than_the_row_names_the_columns_no_store_re
     assert note.startswith("Y[0..2, 1024..1099] (228 elements: columns 1024..1099 of every row) not written "
                            "(kernel 'softmax'): no store's window reaches them; the stores into Y (line 7) cover "
                            "Y[0..2, 0..1023]")
-    assert "A tile narrower than the row needs a loop over the row" in note
+    assert "a tile narrower than the row needs a loop over the row" in note
 
 
 def test_a_grid_of_n_over_64_names_the_columns_it_leaves_out():
@@ -160,6 +160,39 @@ def test_a_grid_of_n_over_64_names_the_columns_it_leaves_out():
     assert note.startswith("Y[0..19, 192..199] (160 elements: columns 192..199 of every row) not written "
                            "(kernel 'relu_wb'): no store's window reaches them")
     assert "over the grid (3, 3, 1)" in note
+
+
+ROWS_SHORT = """
+@launch(256)
+@grid(cdiv(N, 64), M / 16)
+kernel add_one(A: tensor<f32>[M, N], C: tensor<f32>[M, N]) {
+  let r = ctx.block.y * 16
+  let c = ctx.block.x * 64
+  C[r :+ 16, c :+ 64] = A[r :+ 16, c :+ 64] + 1.0
+}
+"""
+
+
+def test_rows_no_cta_reached_get_advice_about_rows_not_columns():
+    # M / 16 CTAs along y: 37 rows get 2 CTAs of 16, rows 32..36 are left out
+    mod = compile_cpu(ROWS_SHORT)
+    A = np.random.default_rng(4).standard_normal((37, 300)).astype(np.float32)
+    C = np.full(A.shape, np.nan, np.float32)
+    (note,) = run_debug(mod.add_one, A, C)
+    assert np.isnan(C[32:]).all() and not np.isnan(C[:32]).any()
+    np.testing.assert_allclose(C[:32], A[:32] + 1.0)
+    assert note.startswith("C[32..36, 0..299] (1500 elements: rows 32..36) not written")
+    assert ("The stores reach rows 0..31 of the 37, 16 per CTA: launch cdiv(37, 16) = 3 CTAs along y "
+            "(ctx.block.y), which has 2") in note
+    assert "loop over the row," not in note and "narrower than the row" not in note   # advice for columns
+
+
+def test_columns_no_cta_reached_name_the_figures_and_the_loop():
+    mod = compile_cpu(SOFTMAX)
+    X = np.random.default_rng(1).standard_normal((3, 1100)).astype(np.float32)
+    (note,) = run_debug(mod.softmax, X, np.full((3, 1100), np.nan, np.float32))
+    assert ("The stores reach columns 0..1023 of the 1100, 1024 per CTA: a tile narrower than the row needs a "
+            "loop over the row, 1024 columns a turn, or cdiv(1100, 1024) = 2 CTAs") in note
 
 
 # ---- what gets no note ---------------------------------------------------------------------------------

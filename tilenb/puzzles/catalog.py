@@ -210,7 +210,7 @@ PUZZLES: Tuple[Puzzle, ...] = (
         "@launch(256)\n@grid(cdiv(N, 64), cdiv(M, 16))\n"
         "kernel broadcast_add(A: tensor<f32>[M, 1], B: tensor<f32>[1, N], C: tensor<f32>[M, N])",
         "rows ctx.block.y * 16, columns ctx.block.x * 64; `:` takes a whole dimension of length 1",
-        ({"M": 1, "N": 4}, {"M": 5, "N": 60}, {"M": 37, "N": 132}),
+        ({"M": 1, "N": 4}, {"M": 5, "N": 60}, {"M": 37, "N": 132}, {"M": 37, "N": 260}),
         lambda rng, d: {"A": _f32(rng, d["M"], 1), "B": _f32(rng, 1, d["N"])},
         lambda i, d: {"C": _f64(i["A"]) + _f64(i["B"])},
         {"C": "f32"}, (COALESCED,), teaches="2-D grids, broadcasting"),

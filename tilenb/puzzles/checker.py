@@ -17,7 +17,7 @@ are not tile multiples, some smaller than one tile):
    naming the operand that reaches outside its tensor (spec section 8), as `tilenb.puzzles.explain`
    traces it;
 3. for a wrong element, names the first one, the value it holds and numpy's, the CTA and thread
-   that wrote it (the owner of its chunk in the store's canonical partition, from
+   that wrote it (the owner of its run in the store's canonical partition, from
    `kernel.analysis()`), and notices an output shifted by one or two elements (an off-by-one
    window);
 4. checks the puzzle's goals (barriers, coalescing, sectors per warp, bank conflicts, shared
@@ -513,7 +513,8 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
                          f"{trace.T} threads each. Check the index each thread computes and the `if` guards "
                          f"around the store.")
         else:
-            parts.append(f"No store covers {describe_set(uncovered, name)}: " + covers_text(name, cov, ls, trace.grid))
+            parts.append(f"No store covers {describe_set(uncovered, name)}: "
+                         + covers_text(name, cov, ls, trace.grid, _window_lengths(trace, name, len(shape))))
         if rank > 2:
             headline = (f"{describe_set(uncovered, name, short=True)} never written: "
                         + ("no thread stores there" if per_thread else "no store covers it"))
@@ -521,6 +522,18 @@ def _explain_unwritten(trace, name, unwritten, shape) -> Tuple[str, str, int]:
         parts.append(f"The checker could not replay every store (a while loop, or a start computed "
                      f"in a loop), so it cannot say which store should have written {describe_set(uncovered, name)}.")
     return headline, "\n".join(parts), rank
+
+
+def _window_lengths(trace, name, ndim):
+    """Per dimension of tensor `name`, the longest window one store instance gives a CTA there
+    (an index counts 1), from the trace's tile-store instances; None where none has a window."""
+    lens = [0] * ndim
+    for inst in trace.instances:
+        if inst.stmt.target.base.name != name or inst.window is None:
+            continue
+        for d, (_, length) in enumerate(inst.window[:ndim]):
+            lens[d] = max(lens[d], 1 if length is None else int(length))
+    return lens if any(lens) else None
 
 
 def _explain_wrong(trace, name, a, e, wrong, rtol, atol) -> Tuple[str, str, int]:
@@ -554,15 +567,25 @@ def _explain_wrong(trace, name, a, e, wrong, rtol, atol) -> Tuple[str, str, int]
 
 
 def _race_problem(e: RaceError) -> Problem:
+    """The debug run's race, with where the missing barrier goes. The message names the access
+    that found the race first, then the earlier access it conflicts with (runtime.cpu.debug); an
+    earlier access on a later line (or the same line) ran in a previous turn of a loop."""
     import re
     lines = [int(x) for x in re.findall(r"at line (\d+)", e.message)]
     fix = ""
     headline = "a race between threads"
     if len(lines) >= 2:
-        a, b = sorted(lines[:2])
-        fix = (f" A barrier() is missing between line {a} and line {b}: put one where every thread of the CTA "
-               f"reaches it (not inside an `if` on ctx.thread), after the earlier access and before the later.")
-        headline = f"a race: a barrier() is missing between line {a} and line {b}"
+        later, earlier = lines[:2]
+        if earlier < later:
+            where = f"between line {earlier} and line {later}"
+            order = "after the earlier access and before the later"
+        else:
+            where = f"between line {earlier} and line {later} of the next turn"
+            order = (f"after line {earlier} and before the loop comes round to line {later} again "
+                     f"(the race is loop-carried)")
+        fix = (f" A barrier() is missing {where}: put one where every thread of the CTA reaches it (not inside an "
+               f"`if` on ctx.thread), {order}.")
+        headline = f"a race: a barrier() is missing {where}"
     return Problem(headline, f"a race between threads, found by the debug run: {e.message}.{fix}", 0)
 
 
@@ -631,12 +654,7 @@ def _goal(g: C.Goal, a, cpu) -> GoalResult:
         if not bad:
             return GoalResult(g, True, "every copy at its ideal wavefronts")
         c = max(bad, key=lambda c: c.wavefronts / max(1, c.ideal_wavefronts))
-        fix = ""
-        if c.fix is not None and c.fix.kind == "pad":
-            fix = (f"; fix: pad each row of `{c.tile}` by {c.fix.pad} element{'s' if c.fix.pad > 1 else ''} "
-                   f"(rows of {c.fix.row_length}) and use the window `[:, 0 :+ {c.fix.row_length - c.fix.pad}]`")
-        elif c.fix is not None:
-            fix = f"; fix: {c.fix.kind} (thread map)"
+        fix = _bank_fix_text(c, a.copies)
         head = (f"the {c.direction} {'into' if c.direction == 'store' else 'of'} {c.tensor} at line {c.line} takes "
                 f"{c.wavefronts} shared-memory wavefronts where {c.ideal_wavefronts} would do")
         return GoalResult(g, False, f"bank conflicts: {head} (tile `{c.tile}`){fix}", "bank conflicts: " + head)
@@ -651,6 +669,31 @@ def _goal(g: C.Goal, a, cpu) -> GoalResult:
         miss = "not used: " + ", ".join(f"`{n}`" for n in missing)
         return GoalResult(g, False, miss, miss)
     return GoalResult(g, False, f"unknown goal {g.kind!r}")
+
+
+def _bank_fix_text(c, copies) -> str:
+    """The layout fix for the conflicting copy `c`, as "; fix: ..." ("" when the analysis has none).
+    The analysis proposes a fix per copy; one layout serves every copy of a tile, so a copy with no
+    fix of its own (a load whose rows lost their 16-byte vectors, say) takes that of another
+    conflicting copy of the same tile. A pad is worded from the tile's present rows: the copies keep
+    the window they use now (the columns the loads into the tile fill)."""
+    fix = c.fix
+    if fix is None:
+        fix = next((o.fix for o in copies if o.tile == c.tile and o.fix is not None
+                    and o.wavefronts > o.ideal_wavefronts), None)
+    if fix is None:
+        return ""
+    if fix.kind != "pad":
+        return f"; fix: {fix.kind} (thread map)"
+    now = fix.row_length - fix.pad
+    used = [o.shape[-1] for o in copies if o.tile == c.tile and o.direction == "load" and not o.is_view]
+    width = max(used) if used else now
+    s = "s" if fix.pad > 1 else ""
+    if width == now:
+        return (f"; fix: pad each row of `{c.tile}` by {fix.pad} element{s} (rows of {fix.row_length}) and use the "
+                f"window `[:, 0 :+ {width}]`")
+    return (f"; fix: pad each row of `{c.tile}` by {fix.pad} more element{s} (rows of {fix.row_length}, not {now}) "
+            f"and keep the window `[:, 0 :+ {width}]`")
 
 
 # ---- the GPU ---------------------------------------------------------------------------------------------

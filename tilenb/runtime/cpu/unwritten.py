@@ -322,13 +322,71 @@ def invalid_text(why: Invalid) -> str:
     return cause_text(why) + (" " + fix if fix else "")
 
 
-def covers_text(name: str, covered: np.ndarray, lines: str, grid) -> str:
+def covers_text(name: str, covered: np.ndarray, lines: str, grid, lengths=None) -> str:
     """What the tile stores into `name` do cover (`lines`: "line 9" or "lines 9, 12"), and where
-    to look for the part they miss."""
+    to look for the part they miss. `lengths`: per tensor dimension, the longest window a store
+    gives one CTA there (None: not known). When the stores cover a leading block of one dimension
+    only (rows 0..R-1 of M, say), the advice is for that dimension, from the figures: for columns
+    a loop over the row or more CTAs, for rows (and other dimensions) cdiv(extent, length) CTAs
+    along the grid axis that picks them, naming the axis when the grid's extents tell it."""
     covers = describe_set(covered, name) if covered.any() else "nothing"
-    return (f"the stores into {name} ({lines}) cover {covers}, over the grid {tuple(grid)}. A tile narrower "
-            f"than the row needs a loop over the row, and every part of {name} needs a CTA whose slice reaches "
-            f"it: check the slice starts, the lengths and the @grid.")
+    head = f"the stores into {name} ({lines}) cover {covers}, over the grid {tuple(grid)}."
+    advice = _short_dimension_advice(name, covered, tuple(grid), lengths)
+    if advice is None:
+        advice = (f"A tile narrower than the row needs a loop over the row, and every part of {name} needs a CTA "
+                  f"whose slice reaches it: check the slice starts, the lengths and the @grid.")
+    return head + " " + advice
+
+
+def _short_dimension_advice(name, covered, grid, lengths) -> Optional[str]:
+    """Advice when `covered` is exactly indices 0..R-1 (R >= 1) of one dimension d, all of the
+    others; None otherwise."""
+    shape = covered.shape
+    nd = len(shape)
+    if not covered.any() or covered.all():
+        return None
+    short = None
+    for d in range(nd):
+        hit = np.flatnonzero(covered.any(axis=tuple(k for k in range(nd) if k != d)))
+        r = int(hit[-1]) + 1
+        if r < shape[d]:
+            if short is not None:
+                return None             # short in two dimensions
+            short = (d, r)
+    if short is None:
+        return None
+    d, r = short
+    box = np.zeros(shape, bool)
+    box[(slice(None),) * d + (slice(0, r),)] = True
+    if not np.array_equal(box, covered):
+        return None                     # a gap inside, not a short end
+    e = shape[d]
+    what = "elements" if nd == 1 else "columns" if d == nd - 1 else "rows" if d == nd - 2 else None
+    if what is None:               # a batch dimension
+        reached, them, over = f"The stores reach indices 0..{r - 1} of dimension {d}, of {e}", "them", f"dimension {d}"
+    else:
+        reached, them, over = f"The stores reach {what} 0..{r - 1} of the {e}", f"the {what}", f"the {what}"
+    length = None if lengths is None or d >= len(lengths) or not lengths[d] else int(lengths[d])
+    axis_text = ""
+    if length is None:
+        need = f"enough CTAs along the grid axis that picks {them}"
+    else:
+        k = -(-e // length)
+        reached += f", {length} per CTA"
+        need = f"cdiv({e}, {length}) = {k} CTAs along the grid axis that picks {them}"
+        now = [a for a in range(3) if r % length == 0 and grid[a] == r // length]
+        right = [a for a in range(3) if grid[a] == k]
+        if len(now) == 1:
+            x = "xyz"[now[0]]
+            need = f"cdiv({e}, {length}) = {k} CTAs along {x} (ctx.block.{x}), which has {grid[now[0]]}"
+            if len(right) == 1 and right[0] != now[0]:
+                y = "xyz"[right[0]]
+                axis_text = (f" The grid has {k} along {y}: if ctx.block.{x} picks {them}, ctx.block.{x} and "
+                             f"ctx.block.{y} may be swapped.")
+    if what == "columns":
+        turn = f", {length} columns a turn" if length else ""
+        return f"{reached}: a tile narrower than the row needs a loop over the row{turn}, or {need}.{axis_text}"
+    return f"{reached}: launch {need} (@grid with cdiv, not /), or loop over {over}.{axis_text}"
 
 
 def lines_text(line_numbers) -> str:
@@ -378,6 +436,7 @@ class EdgeRecorder:
         self.origins = origins_of(kir)
         self.lost: Dict[int, _Lost] = {}
         self.covered: Dict[str, np.ndarray] = {}
+        self.lengths: Dict[str, List[int]] = {}     # tensor -> per dimension, the longest window of one CTA
         # tensors written by some element store or element atomic: their coverage depends on data
         self.per_thread = set()
         self.stores: Dict[str, list] = {}
@@ -410,6 +469,12 @@ class EdgeRecorder:
             cov = self.covered[name] = np.zeros(shape, bool)
         if inside.any():
             cov[tuple(ix[inside] for ix in index)] = True
+        lens = self.lengths.setdefault(name, [0] * len(shape))
+        if inside.size:
+            axes = tuple(range(1, inside.ndim))     # the window's axes: one extent per CTA of the batch
+            for d, ix in enumerate(index):
+                b = np.broadcast_to(ix, inside.shape)
+                lens[d] = max(lens[d], int((b.max(axis=axes) - b.min(axis=axes)).max()) + 1)
         lost = inside & ~written
         if not lost.any():
             return
@@ -462,7 +527,8 @@ class EdgeRecorder:
                 continue
             lines = lines_text(self.line(s) for s in self.stores.get(name, ()))
             out.append(f"{describe_set(~cov, name)} not written (kernel '{k}'): no store's window reaches "
-                       f"{'it' if (~cov).sum() == 1 else 'them'}; " + covers_text(name, cov, lines, self.grid))
+                       f"{'it' if (~cov).sum() == 1 else 'them'}; " + covers_text(name, cov, lines, self.grid,
+                                                                                  self.lengths.get(name)))
         return tuple(out)
 
 
