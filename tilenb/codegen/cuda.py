@@ -44,9 +44,7 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 from __future__ import annotations
 
 import os
-from math import gcd
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
@@ -61,6 +59,8 @@ from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
 from ..analysis.smem import identity_reductions
+from ..analysis import analyze
+from ..analysis.copies import tile_swizzles
 
 STATIC_SMEM_LIMIT = STATIC_SMEM   # tilenb.target: the 48 KB of static shared memory a CTA may have
 MAX_STAGED_SLOTS = 256        # registers per thread a two-phase statement may hold
@@ -268,7 +268,6 @@ class KernelSource:
     smem_bytes: int
     dynamic_smem: bool
     params: List[Tuple[str, str, str]]   # (kind, name, dtype): kind tensor / scalar / dim
-    barrier_source: str
     arch: Optional[str] = None           # "sm_90a" when it needs Hopper's arch-specific features, else None
     tmaps: tuple = ()                    # gemm_sm90.TmaSpec: tensor maps passed after the dims, then int tnb_tma
     smem: object = None                  # the analysis' shared-memory map this code follows (`analysis.smem.SmemMap`)
@@ -439,7 +438,7 @@ class _Gen(MmaGen):
         head = []
         head.append(f"// tilenb kernel '{kir.name}'" + (f", variant {', '.join(f'{k}={v}' for k, v in kir.tune.items())}" if kir.tune else ""))
         head.append(f"// {self.T} threads per CTA; shared memory {fp} bytes ({'dynamic' if dynamic else 'static'}); "
-                    f"barriers from {self.plan.source}")
+                    "barriers from analysis")
         for t in self.plan.tiles.values():
             where = f"shared [{t.offset}, {t.offset + t.bytes})" if t.space == "shared" else "registers"
             lay = self.layouts.get(id(t.sym))
@@ -471,36 +470,19 @@ class _Gen(MmaGen):
                    + (VECTOR_HELPERS if any("tnb_stg(" in line or "tnb_sts(" in line for line in body) else ""))
         text = prelude + "\n" + "\n".join(head) + "\n" + "\n".join("  " + l for l in pro) + "\n" + "\n".join(body) + "\n}\n"
         if sm90_text is None:
-            return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, smem=self.smem)
-        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.plan.source, self.target.nvrtc_arch(), tuple(tmaps),
+            return KernelSource(text, sym, self.T, fp, dynamic, params_meta, smem=self.smem)
+        return KernelSource(text, sym, self.T, fp, dynamic, params_meta, self.target.nvrtc_arch(), tuple(tmaps),
                             smem=self.smem)
 
     def lowering(self):
         """(lowering, shared-memory map) of this variant for the generator's target: the
-        analysis' (`Analysis.lowering`, `Analysis.smem`). Without the analysis' barriers (the
-        conservative plan) the same decisions are made from the plan's places and barriers."""
-        from ..analysis.lowering import Facts, lower, target_key  # noqa: PLC0415
-        from ..analysis.smem import build  # noqa: PLC0415
-        if self.plan.source == "analysis":
-            from ..analysis import analyze  # noqa: PLC0415
-            a = analyze(self.kir, arch=self.target)
-            return a.lowering, a.smem
-        from ..analysis.lifetimes import tile_lifetimes  # noqa: PLC0415
-        facts = Facts(self.kir, self.plan.tiles, self.plan.positions, self.plan.barriers, self.plan.uni,
-                      self.plan.footprint)
-        low = lower(facts, target_key(self.target))
-        return low, build(self.kir, tile_lifetimes(self.kir), low, facts)
+        analysis' (`Analysis.lowering`, `Analysis.smem`)."""
+        a = analyze(self.kir, arch=self.target)
+        return a.lowering, a.smem
 
     def tile_swizzles(self) -> Dict[int, object]:
         """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled
         (`tilenb.analysis.copies.tile_swizzles`: tiles read or written along a column)."""
-        if self.plan.source != "analysis":
-            return {}
-        try:
-            from ..analysis import analyze
-            from ..analysis.copies import tile_swizzles
-        except Exception:  # the analysis package may be mid-edit by a colleague
-            return {}
         return dict(tile_swizzles(analyze(self.kir).statements, self.T))
 
     def needs_ret_flag(self) -> bool:
@@ -1812,42 +1794,12 @@ class _Gen(MmaGen):
             return lay
         return None
 
-    def two_phase(self, s, value, target_sym, target_key) -> bool:
+    def two_phase(self, s) -> bool:
         """Whether this statement must compute its value into registers, barrier, then write:
-        the analysis' "within" barrier (or, without the analysis, a read of the target's own
-        bytes at elements other threads write)."""
-        if self.plan.source == "analysis":
-            p = self.plan.positions.get(id(s))
-            return any(b.where == "within" for b in self.plan.barriers.get(p, ()))
-        return self.conflicts(value, target_sym, target_key)
-
-    def conflicts(self, value, target_sym, target_key) -> bool:
-        """Whether the value reads the target's bytes at elements other than its own."""
-        bad = []
-
-        def visit(e, ident):
-            if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
-                sym = e.sym if isinstance(e, ir.Ref) else e.base
-                base, _, _ = self.resolve(sym, False)
-                if base is target_sym or sym is target_sym:
-                    if not ident:
-                        bad.append(e)
-                    else:
-                        loc = self.loc_of(e)
-                        key = loc.key if loc is not None else ("regs", id(sym))
-                        if key != target_key:
-                            bad.append(e)
-            if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
-                for c in ir.sub_exprs(e):
-                    if isinstance(c.type, ir.TileT):
-                        visit(c, False)
-                return
-            for c in ir.sub_exprs(e):
-                if isinstance(c.type, ir.TileT):
-                    visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
-        if isinstance(value.type, ir.TileT):
-            visit(value, True)
-        return bool(bad)
+        the analysis' "within" barrier (a read of the target's own bytes at elements other
+        threads write)."""
+        p = self.plan.positions.get(id(s))
+        return any(b.where == "within" for b in self.plan.barriers.get(p, ()))
 
     def stmt_vec(self, s, domain) -> int:
         """The statement's partition width, the analysis' (it divides the row length)."""
@@ -1879,8 +1831,7 @@ class _Gen(MmaGen):
             vr = (0, domain[0], 0, domain[1])
         lay = self.sweep_layout(s, tv, value, domain)
         V = self.stmt_vec(s, domain)
-        tkey = self.loc_of(ir.Ref(tv.sym, tv.sym.type, s.span)).key if tv.space == "shared" else ("regs", id(tv.sym))
-        two_phase = tv.space == "shared" and self.two_phase(s, value, tv.sym, tkey)
+        two_phase = tv.space == "shared" and self.two_phase(s)
 
         def write(at: At, val: str, vdt: str):
             if tv.space == "registers":
@@ -1909,7 +1860,7 @@ class _Gen(MmaGen):
         if self.gemm is not None and gemm_sm90.staged_store(self, s, loc, value, mask, lay):
             return   # a wgmma accumulator's tile, stored through shared memory in 16-byte rows
         V = self.stmt_vec(s, domain)
-        two_phase = self.two_phase(s, value, loc.sym, loc.key)
+        two_phase = self.two_phase(s)
 
         def write(at: At, val: str, vdt: str):
             idx = loc.index(at.i, at.j)
@@ -1923,7 +1874,7 @@ class _Gen(MmaGen):
         """A statement that touches shared tiles by the partition but iterates over a register
         layout other than the partition at its planned width: the analysis' barriers assume the
         partition, so the generator fences this statement on both sides itself."""
-        if lay is None or self.plan.source != "analysis" or id(s) not in self.plan.shared_partition:
+        if lay is None or id(s) not in self.plan.shared_partition:
             return False
         if isinstance(lay, ChunkLayout) and lay.V == self.plan.vec.get(id(s), lay.V):
             return False
@@ -2320,7 +2271,7 @@ class _Gen(MmaGen):
         is a tensor window whose position depends only on the loop variable and values fixed
         before the loop, into a whole shared tile, moved as vectors, at most PREFETCH_BYTES a
         thread. Returns (statement, tile, window, V) or None."""
-        if self.plan.source != "analysis" or s.unroll > 1 or self.guards:
+        if s.unroll > 1 or self.guards:
             return None
         if getattr(self, "gemm", None) is not None and id(s) in getattr(self.gemm, "loops", ()):
             return None

@@ -500,7 +500,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         return False
     if any(isinstance(x, (ir.Dot, ir.Reduce)) for x in ir.walk_expr(value)):
         return False     # a dot or reduction of the value may use shared scratch of its own
-    if g.two_phase(s, value, loc.sym, loc.key) or g.coop_reduces(value, (lay.M, lay.N), 1, lay):
+    if g.two_phase(s) or g.coop_reduces(value, (lay.M, lay.N), 1, lay):
         return False
     isz = C.itemsize(loc.dtype)
     if isz not in (2, 4):

@@ -43,8 +43,7 @@ from typing import Dict, List, Optional, Tuple
 from .. import ir
 from ..analysis import lowering as L
 from ..analysis.layout import PanelSwizzle, wgmma_panel_bytes
-from ..analysis.mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, packed,  # noqa: F401
-                                  register_words, rows_layout, shape2, statement_parts)
+from ..analysis.mma_tiles import MmaLayout, RowLayout, grid_layout, packed, register_words, shape2
 from . import ctypes_ as C
 from . import streamed_sm90
 
@@ -330,7 +329,7 @@ class MmaGen:
                 self.fail("a store into a window of a register tile", s)
         elif isinstance(s, ir.Assign):
             tv = self.tile_of(s.target.sym)
-        fence = self.plan.source == "analysis" and id(s) in self.plan.shared_partition
+        fence = id(s) in self.plan.shared_partition
         if fence:
             self.emit(f"__syncthreads();  // codegen-internal: this statement sweeps {FRAG_NOTE}, not the partition "
                       "the barrier analysis assumes for its shared-memory operands")
