@@ -67,8 +67,8 @@ def main():
     ap.add_argument("--no-sdpa", action="store_true")
     ap.add_argument("--ab", default="", choices=["", "defer", "ss"],
                     help="time each variant built with and without one code-generator choice, alternating, "
-                         "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot); "
-                         "ss (mma.A_BY_DESCRIPTOR, a shared q read by wgmma by descriptor)")
+                         "7 rounds: defer (tilenb.switches: stream_defer, the deferred retire of a turn's last dot); "
+                         "ss (tilenb.switches: wgmma_ss, a shared q read by wgmma by descriptor)")
     ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16", *TRIALS],
                     help="which attention kernel of bench/suite_kernels.py")
     args = ap.parse_args()
@@ -128,10 +128,9 @@ def ab_choice(torch, tilenb, suite, name, w, var, flop, which):
     import statistics
     import suite_kernels
     import tilenb.api
-    import tilenb.codegen.mma as MMA
-    import tilenb.codegen.streamed_sm90 as S9
-    mod, attr, mark = {"defer": (S9, "DEFER", "retires at the next turn"),
-                       "ss": (MMA, "A_BY_DESCRIPTOR", "A by descriptor")}[which]
+    from tilenb.switches import SWITCHES as mod
+    attr, mark = {"defer": ("stream_defer", "retires at the next turn"),
+                  "ss": ("wgmma_ss", "A by descriptor")}[which]
     saved, runs = getattr(mod, attr), {}
     for flag in (False, True):
         setattr(mod, attr, flag)

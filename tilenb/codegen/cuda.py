@@ -43,7 +43,6 @@ Guarantees, for every KernelIR the checker accepts (or an `UnsupportedError` nam
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -55,6 +54,7 @@ from . import cache_hints, gemm_sm90, streamed_sm90
 from .mma import MmaGen, MmaLayout, RowLayout
 from .plan import Plan, contains_cta, is_tile_stmt, plan as make_plan
 from .prelude import ASYNC_COPY_HELPERS, CLUSTER_HELPERS, PANEL_HELPERS, PRELUDE, VECTOR_HELPERS
+from ..switches import SWITCHES
 from ..target import STATIC_SMEM, Target, target as as_target
 from ..analysis.layout import wgmma_panel_bytes
 from ..analysis.lowering import CHUNKS, compound_value
@@ -147,7 +147,6 @@ def c_cond(x) -> str:
     return "true" if x is True else "false" if x is False else x
 
 
-ASYNC_COPIES = os.environ.get("TILENB_ASYNC_COPY", "1") != "0"   # for experiments: 0 keeps register-staged copies
 
 
 # ---- register layouts --------------------------------------------------------------------------
@@ -2091,7 +2090,7 @@ class _Gen(MmaGen):
         B = steps if preloaded is not None else self.vector_batch(nch, leaf_bytes)
         guard = nch % self.T != 0 or steps % B != 0
         raw = (len(leaves) == 1 and leaves[0][0] is value and leaves[0][1].dtype == odt)
-        if (ASYNC_COPIES and raw and whole_tile and preloaded is None and steps > B and leaves[0][1].kind == "global"
+        if (SWITCHES.async_copy and raw and whole_tile and preloaded is None and steps > B and leaves[0][1].kind == "global"
                 and id(value) not in self.hints.loads):
             self.async_copy(domain, V, leaves[0][0], leaves[0][1], vt)
             return

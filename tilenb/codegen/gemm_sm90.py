@@ -58,8 +58,6 @@ from ..analysis import lowering as L
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
 # (tilenb/analysis/lowering.py); this module writes the code for what it decided.
-MAX_STAGES = L.GEMM_MAX_STAGES
-STAGES_OVERRIDE = L.GEMM_STAGES_OVERRIDE
 MAX_ACC_REGS = L.MAX_ACC_REGS
 WgmmaLayout = L.WgmmaLayout
 split_warpgroups = L.split_warpgroups

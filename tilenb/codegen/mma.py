@@ -37,13 +37,13 @@ The CUDA generator (`cuda._Gen`) mixes in `MmaGen`. What it guarantees:
 """
 from __future__ import annotations
 
-import os
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
 from ..analysis import lowering as L
 from ..analysis.layout import PanelSwizzle, wgmma_panel_bytes
 from ..analysis.mma_tiles import MmaLayout, RowLayout, grid_layout, packed, register_words, shape2
+from ..switches import SWITCHES
 from . import ctypes_ as C
 from . import streamed_sm90
 
@@ -72,7 +72,6 @@ def _is_int(x) -> bool:
 
 
 # ---- layouts -----------------------------------------------------------------------------------
-A_BY_DESCRIPTOR = os.environ.get("TILENB_WGMMA_SS", "1") != "0"   # for experiments: 0 keeps ldmatrix + RS
 
 
 def _wgmma_panel(src) -> Optional[int]:
@@ -994,7 +993,7 @@ class MmaGen:
             fence, then the products of all K steps and row blocks, then wait for them. A shared
             tile already in the layout wgmma reads (`_wgmma_panel`) is read by descriptor instead,
             where it lies on a 1024-byte boundary (the 128-byte swizzle follows address bits)."""
-            panel = (None if masked or not A_BY_DESCRIPTOR or sa[0] != "smem" or MT != 1 or lay.WN != 1
+            panel = (None if masked or not SWITCHES.wgmma_ss or sa[0] != "smem" or MT != 1 or lay.WN != 1
                      or not isinstance(d.a, ir.Ref) or not self.wgmma_readable(d.a.sym) else _wgmma_panel(sa))
             if panel is None:
                 wg_rs(masked)

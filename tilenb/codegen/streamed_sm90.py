@@ -58,10 +58,6 @@ from . import gemm_sm90 as G
 
 # Which loops stream, their rings' stages and offsets are the analysis' decisions
 # (tilenb/analysis/lowering.py); this module writes the code for them.
-MAX_STAGES = L.STREAM_MAX_STAGES
-STAGES_OVERRIDE = L.STREAM_STAGES_OVERRIDE
-AHEAD_OVERRIDE = L.STREAM_AHEAD_OVERRIDE
-DEFER = L.STREAM_DEFER
 RingOp, Ring = L.RingOp, L.Ring
 
 
