@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .cuda import KernelSource, generate, kernel_symbol  # noqa: F401
+from .kernel import generate  # noqa: F401
+from .values import KernelSource, kernel_symbol  # noqa: F401
 from .nvrtc import CudaCompileError, NvrtcUnavailable, nvrtc_available, nvrtc_compile  # noqa: F401
 
 

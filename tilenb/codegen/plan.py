@@ -96,5 +96,3 @@ def _plan_from_analysis(an, positions) -> Plan:
             if any(a.mode == "partition" and a.space == "shared" for a in sp.accesses):
                 shared_partition.add(id(sp.stmt))
     return Plan(tiles, int(lt.footprint), positions, barriers, vec, an.uniformity, shared_partition, statements)
-
-

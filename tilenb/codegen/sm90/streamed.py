@@ -52,9 +52,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .. import ir
-from ..analysis import lowering as L
-from . import gemm_sm90 as G
+from ... import ir
+from ...analysis import lowering as L
+
+from ..generic import exprs
+
+from . import gemm as G
 
 # Which loops stream, their rings' stages and offsets are the analysis' decisions
 # (tilenb/analysis/lowering.py); this module writes the code for them.
@@ -100,8 +103,8 @@ def functions_for(g, st: Streaming):
 
 # ---- emitted code -------------------------------------------------------------------------------
 def _coords(g, rop: RingOp) -> Tuple[List[str], str, str]:
-    fixed = [g.scalar_as(e, "index") for e in rop.fixed]
-    return fixed, g.scalar_as(rop.row0, "index"), g.scalar_as(rop.col0, "index")
+    fixed = [exprs.scalar_as(g, e, "index") for e in rop.fixed]
+    return fixed, exprs.scalar_as(g, rop.row0, "index"), exprs.scalar_as(g, rop.col0, "index")
 
 
 def _issue(g, ring: Ring, live: dict, turn: str):
