@@ -188,7 +188,11 @@ def vector_sweep(g, domain, V, value, vt, preloaded=None):
     `vector_batch`), then computes and stores them: the loads are in flight together. A value
     that is one operand of the target's own type is moved as bits; 16-bit floats are widened
     from 32-bit words and rounded in pairs (cvt.rn.{bf16,f16}x2.f32). `preloaded`: the buffer
-    a loop's prefetch already loaded this copy's chunks into (all of them; `prefetch_loop`)."""
+    a loop's prefetch already loaded this copy's chunks into (all of them; `prefetch_loop`).
+
+    It reads better whole: it writes one C loop nest (batch, chunk, element) whose load,
+    compute and store parts share the buffers, masks and indices named at its top; apart,
+    each part would take them all as arguments."""
     R, Cc = domain
     nch = R * Cc // V
     vtypes = {4: "unsigned", 8: "uint2", 16: "uint4"}

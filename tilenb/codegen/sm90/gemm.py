@@ -159,7 +159,12 @@ def tensor_dims(g, sym: ir.Sym) -> List[str]:
 
 
 def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str):
-    """Write the pipelined loop (see the module docstring) in place of `m.loop`."""
+    """Write the pipelined loop (see the module docstring) in place of `m.loop`.
+
+    It reads better whole: it writes one C block (the descriptors, the TMA path's prologue,
+    steady state and drain, then the bounds-checked copy path) whose parts share about twenty
+    five C names and layout constants set at its top; apart, each part would take them all as
+    arguments (the two helpers it repeats, `mma_stage` and `tma_issue`, are nested in it)."""
     s = m.loop
     acc_tv = g.tiles[id(m.acc)]
     accn = acc_tv.cname
