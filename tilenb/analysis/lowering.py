@@ -1,6 +1,6 @@
 """How each loop and each tensor-core dot of a kernel variant is lowered for a target, and where
 the shared memory of that lowering lies: decided once, here, read by the CUDA generator (which
-obeys it: `tilenb/codegen/gemm_sm90.py`, `streamed_sm90.py`, `mma.py`) and by the views
+obeys it: `tilenb/codegen/sm90/gemm.py`, `sm90/streamed.py`, `mma/`) and by the views
 (`Analysis.loops`, `Analysis.smem`: `tilenb/analysis/smem.py` assembles the shared-memory map).
 
 The decisions, in the order they depend on each other:
@@ -230,7 +230,7 @@ def _is_var(e, sym) -> bool:
 
 
 def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
-    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/gemm_sm90.py's
+    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/sm90/gemm.py's
     docstring): lets (or var tiles) copied from tensors, read by the dot alone, and one
     `acc += dot(a, b)` (or dot_t) into an f32 rank-2 tile `acc_ok` accepts."""
     if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
@@ -510,7 +510,7 @@ class Stage:
     dtype: str
     loop: Optional[ir.For] = None
     local: bool = True
-    ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
+    ring: bool = False       # streamed by TMA into the loop's ring (codegen/sm90/streamed.py), not cp.async
     src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
 
 
@@ -925,7 +925,7 @@ class _Lower:
         return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
 
     def stream_rings(self) -> Optional[Tuple[Dict[int, Ring], Dict[int, Tuple[Ring, RingOp]]]]:
-        """The loops streamed on wgmma (codegen/streamed_sm90.py's docstring), before their bytes
+        """The loops streamed on wgmma (codegen/sm90/streamed.py's docstring), before their bytes
         are placed: (id(For) -> Ring, id(operand) -> (Ring, RingOp)), or None."""
         if not self.target.hopper or self.T % 128:
             return None

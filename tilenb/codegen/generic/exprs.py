@@ -132,7 +132,7 @@ def ev(g, e, at: Optional[At]) -> str:
     if at is not None and id(e) in g.pre and (at.ident or id(e) in g.pre_bcast):
         return g.pre[id(e)]
     if at is not None:
-        v = frags.mma_value(g, e, at)         # fragments, scratch dots, hoisted row reductions (mma.py)
+        v = frags.mma_value(g, e, at)         # fragments, scratch dots, hoisted row reductions (mma.fragments)
         if v is not None:
             return v
     if isinstance(e, ir.Const):
@@ -256,7 +256,7 @@ def hoist_row_reductions(g, value, i, domain):
 def child_at(g, parent, child, at: Optional[At]) -> Optional[At]:
     if at is None or not isinstance(child.type, ir.TileT):
         return None
-    row = frags.mma_child_at(g, parent, child, at)   # a [M, 1] operand of rows-mode fragments (mma.py)
+    row = frags.mma_child_at(g, parent, child, at)   # a [M, 1] operand of rows-mode fragments (mma.fragments)
     if row is not None:
         return row
     P = shape2(parent.type.shape)

@@ -28,7 +28,7 @@ def block(g, body):
     top = body is g.kir.body
     for k, s in enumerate(body):
         for loop in early.get(k, ()):
-            mma.mma_ring_early(g, loop)       # a streamed loop's first copies, ahead (mma.py)
+            mma.mma_ring_early(g, loop)       # a streamed loop's first copies, ahead (mma.statements)
         if top and g.cluster_pending is not None and cluster.cluster_needs_finish(g, s):
             cluster.cluster_finish(g)           # the second half of a cluster reduction
         stmt(g, s)
@@ -202,7 +202,7 @@ def for_stmt(g, s: ir.For, cta: bool):
     elif s.unroll <= 1 and cta and (cand := prefetch.prefetch_candidate(g, s)) is not None:
         prefetch_loop(g, s, v, lo, hv, step, cand)     # a chunked loop: its copy loaded a turn ahead
     elif s.unroll <= 1:
-        mma.mma_loop_begin(g, s, v, lo, hv)    # double-buffered tensor-core operands (mma.py)
+        mma.mma_loop_begin(g, s, v, lo, hv)    # double-buffered tensor-core operands (mma.statements)
         g.emit(f"for (long long {v} = {lo}; {v} < {hv}; {v} += {step}) {{")
         g.ind += 1
         g.loop_ctx.append({"mode": "native", "wrapped": False, "brk": None})
@@ -210,7 +210,7 @@ def for_stmt(g, s: ir.For, cta: bool):
         g.loop_ctx.pop()
         g.ind -= 1
         g.emit("}")
-        mma.mma_loop_end(g, s)                 # a streamed loop's last deferred product (mma.py)
+        mma.mma_loop_end(g, s)                 # a streamed loop's last deferred product (mma.statements)
     else:
         n = s.unroll
         lov, mid, base = g.new("lo"), g.new("mid"), g.new("ib")

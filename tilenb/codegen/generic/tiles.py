@@ -109,7 +109,7 @@ def cta_stmt(g, s):
             return
         g.emit("{")
         g.ind += 1
-        if not mma.mma_stmt(g, s, tv):          # tensor-core dots and fragment layouts (mma.py)
+        if not mma.mma_stmt(g, s, tv):          # tensor-core dots and fragment layouts (mma.statements)
             assign_whole(g, s, tv, s.value)
         g.ind -= 1
         g.emit("}")
@@ -126,7 +126,7 @@ def cta_stmt(g, s):
         g.ind += 1
         t = s.target
         tv = g.tile_of(t.sym) if isinstance(t, ir.Ref) else None
-        if mma.mma_stmt(g, s, tv):                # tensor-core dots and fragment layouts (mma.py)
+        if mma.mma_stmt(g, s, tv):                # tensor-core dots and fragment layouts (mma.statements)
             pass
         elif tv is not None:
             assign_whole(g, s, tv, compound_value(s.op, t, s.value))
@@ -143,7 +143,7 @@ def cta_stmt(g, s):
 
 def async_proxy_fence(g, s):
     """After ordinary stores into a shared tile that wgmma may read by descriptor (a tile in
-    its layout, on a streamed sm_90 loop: mma.py `wg_ss`): each writing thread's fence, so
+    its layout, on a streamed sm_90 loop: mma.accumulate `wg_ss`): each writing thread's fence, so
     the tensor cores' reads (the async proxy) see them after the next barrier."""
     if getattr(g, "stream", None) is None:
         return

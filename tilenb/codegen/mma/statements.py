@@ -117,7 +117,7 @@ def mma_ring_early(g, s: ir.For):
 
 def mma_loop_begin(g, s: ir.For, var: str, lo: str, hi: str):
     """Before a native `for`: the turn counter of its double-buffered stagings (or, for a loop
-    streamed on sm_90, its ring: streamed_sm90; already set up when mma_ring_early did)."""
+    streamed on sm_90, its ring: sm90.streamed; already set up when mma_ring_early did)."""
     if id(s) not in g.mma_pipes:
         return
     if id(s) in g.mma_early_done:       # its ring was set up ahead (mma_ring_early)
@@ -132,7 +132,7 @@ def mma_loop_begin(g, s: ir.For, var: str, lo: str, hi: str):
 
 
 def mma_loop_end(g, s: ir.For):
-    """After a native `for`: a streamed loop's deferred product retires (streamed_sm90)."""
+    """After a native `for`: a streamed loop's deferred product retires (sm90.streamed)."""
     live = g.mma_live_loops.get(id(s))
     if live is not None and "ring" in live:
         streamed.loop_end(g, live)

@@ -449,7 +449,7 @@ def prepare(g) -> Optional[Lowering]:
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
     """(text placed after the prelude, extra kernel parameters in C) of a kernel with loops on
-    wgmma (this module's and `streamed_sm90`'s): their device functions and tensor maps."""
+    wgmma (this module's and `streamed`'s): their device functions and tensor maps."""
     text = PRELUDE_SM90 + functions
     text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
              '#error "this kernel has loops lowered to wgmma: compile it for sm_90a"\n#endif\n')

@@ -16,7 +16,7 @@ dots are copied by TMA (thread 0) into a ring of swizzled shared stages, each sl
 completing on its own mbarrier, one or two turns fewer ahead than the ring has stages; each dot
 runs as `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments
 loaded from shared memory as mma.sync would; a shared tile already in wgmma's layout is read by
-descriptor instead, mma.py `wg_ss`) and B from the stage; a stage is freed on an
+descriptor instead, mma.accumulate `wg_ss`) and B from the stage; a stage is freed on an
 "empty" mbarrier (one arrival per warp) after the turn's last dot. With three stages or more,
 a last dot that accumulates in place into a register tile nothing else touches until the next
 turn's first dot (`acc = acc * r + dot(p, V)`) is not waited for in its turn: the next turn's
@@ -43,7 +43,7 @@ Guarantees:
   (`Analysis.smem`, kinds "ring stages" and "mbarriers"); its mbarriers are
   initialised at each entry to the loop, after a CTA barrier.
 
-Hardware facts used are gemm_sm90's (PTX ISA 8.x): the register form of wgmma
+Hardware facts used are sm90.gemm's (PTX ISA 8.x): the register form of wgmma
 (`d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`; A as four .b32 registers a
 thread in the m16n8k16 A-fragment order per warp), shared-memory matrix descriptors, TMA boxes.
 """
@@ -96,7 +96,7 @@ def functions_for(g, st: Streaming):
             name, text = G.wgmma_function(rop.dtype, n, 0 if rop.k_inner else 1, a_in_registers=True)
             st.functions[name] = text
             if rop.k_inner:
-                # A from shared memory by descriptor, for a shared tile in wgmma's layout (mma.py)
+                # A from shared memory by descriptor, for a shared tile in wgmma's layout (mma.accumulate)
                 name, text = G.wgmma_function(rop.dtype, n, 0)
                 st.functions[name] = text
 
