@@ -41,8 +41,8 @@ def mma_accumulate(g, d: ir.Dot, out: str, lay: MmaLayout):
     ar, br = exprs.region(g, d.a), exprs.region(g, d.b)
     exprs.prepare_regions(g, d.a)
     exprs.prepare_regions(g, d.b)
-    sa = staging._source(g, d, d.a, "a", lay)
-    sb = staging._source(g, d, d.b, "b", lay)
+    sa = staging.operand_source(g, d, d.a, "a", lay)
+    sb = staging.operand_source(g, d, d.b, "b", lay)
     # staging of tensor slices (double-buffered in their loop, or here; or a TMA ring on sm_90)
     now = []
     srcs = []
@@ -56,24 +56,24 @@ def mma_accumulate(g, d: ir.Dot, out: str, lay: MmaLayout):
         elif src[0] == "stage":
             st = src[1]
             if st.loop is not None and id(st.loop) in g.mma_live_loops:
-                ptr = staging._stage_pipelined(g, op, st)
+                ptr = staging.stage_pipelined(g, op, st)
             else:
                 now.append((op, st))
                 ptr = f"(tnb_smem + {g.low.stage_off(st)})"
             src = ("smem", f"(({C.STORE_C[st.dtype]}*)({ptr}))", st.pitch, None)
         srcs.append(src)
     if now:
-        staging._stage_now(g, now)
+        staging.stage_now(g, now)
     sa, sb = srcs
     kb = (br[2], br[3]) if d.trans_b else (br[0], br[1])
     klo, khi = exprs.intersect(g, (0, 1, ar[2], ar[3]), (0, 1, kb[0], kb[1]))[2:]
     static_full = is_int(klo) and is_int(khi) and klo <= 0 and khi >= K
     if ring is not None:
-        g.emit(f"// tensor cores: wgmma m64n{lay.N}k16 {kind} -> f32 (A from registers), {frags._lay_text(g, lay)}; "
-                  f"a from {staging._src_text(g, sa)}, b from the ring's stage")
+        g.emit(f"// tensor cores: wgmma m64n{lay.N}k16 {kind} -> f32 (A from registers), {frags.layout_text(g, lay)}; "
+                  f"a from {staging.describe_source(g, sa)}, b from the ring's stage")
     else:
-        g.emit(f"// tensor cores: mma.sync m16n8k16 {kind} -> f32, {frags._lay_text(g, lay)}; "
-                  f"a from {staging._src_text(g, sa)}, b from {staging._src_text(g, sb)}")
+        g.emit(f"// tensor cores: mma.sync m16n8k16 {kind} -> f32, {frags.layout_text(g, lay)}; "
+                  f"a from {staging.describe_source(g, sa)}, b from {staging.describe_source(g, sb)}")
     if not static_full:
         kl, kh, kf = g.new("klo"), g.new("khi"), g.new("kfull")
         g.emit(f"const int {kl} = {klo}, {kh} = {khi};  // k valid in both a and b")
@@ -95,7 +95,7 @@ def mma_accumulate(g, d: ir.Dot, out: str, lay: MmaLayout):
         la = g.new("la")
         g.emit(f"const int {la} = ({wr} + (tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sa[2]} + (tnb_lane >> 4) * 8;"
                   "  // a: this lane's ldmatrix row (element offset)")
-        sa = staging._lane_base(g, sa, la)
+        sa = staging.lane_base(g, sa, la)
     if sb[0] == "smem":
         lb = g.new("lb")
         if d.trans_b:
@@ -104,7 +104,7 @@ def mma_accumulate(g, d: ir.Dot, out: str, lay: MmaLayout):
         else:
             g.emit(f"const int {lb} = ((tnb_lane & 7) + ((tnb_lane >> 3) & 1) * 8) * {sb[2]} + {wc} + (tnb_lane >> 4) * 8;"
                       "  // b [K, N]: this lane's ldmatrix.trans row")
-        sb = staging._lane_base(g, sb, lb)
+        sb = staging.lane_base(g, sb, lb)
     bs = shape2(d.b.type.shape)
     MT, NT = lay.MT, lay.NT
 
@@ -151,7 +151,7 @@ class _Products:
     ar: tuple                 # a's valid region
     br: tuple                 # b's valid region
     bs: tuple                 # b's shape
-    sa: tuple                 # a's source (mma.staging._source, with the lane's base)
+    sa: tuple                 # a's source (mma.staging.operand_source, with the lane's base)
     sb: tuple                 # b's source
     la: object                # a's lane row offset (ldmatrix), or None
     lb: object                # b's lane row offset, or None

@@ -58,15 +58,15 @@ def mma_declare(g, tv) -> bool:
     R, Cc = tv.shape
     if packed(lay, tv.dtype):
         g.emit(f"unsigned {tv.cname}[{lay.slots // 2}];  // [{R}, {Cc}] {tv.dtype} in registers: "
-                  f"mma.sync fragments, two values a register ({_lay_text(g, lay)})")
+                  f"mma.sync fragments, two values a register ({layout_text(g, lay)})")
     else:
         what = "mma.sync fragments" if isinstance(lay, MmaLayout) else "the values of this lane's fragment rows"
         g.emit(f"{C.VALUE_C[tv.dtype]} {tv.cname}[{lay.slots}];  // [{R}, {Cc}] {tv.dtype} in registers: "
-                  f"{what} ({_lay_text(g, lay)})")
+                  f"{what} ({layout_text(g, lay)})")
     return True
 
 
-def _lay_text(g, lay) -> str:
+def layout_text(g, lay) -> str:
     if isinstance(lay, RowLayout):
         return f"warp w: rows {16 * lay.MT}w .. {16 * lay.MT}w + {16 * lay.MT - 1}"
     if lay.rows_mode:

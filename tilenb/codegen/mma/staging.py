@@ -1,8 +1,8 @@
 """Where a tensor-core operand is read from: ldmatrix sources, staged and double-buffered copies.
 
-Guarantees: `_source` gives each dot operand its source (a shared tile through its swizzle, a
-register tile on the row layout, a staged scratch tile, or an expression read element by
-element); `_stage_now` / `_stage_pipelined` copy a tensor slice into its staging buffer with
+Guarantees: `operand_source` gives each dot operand its source (a shared tile through its
+swizzle, a register tile on the row layout, a staged scratch tile, or an expression read
+element by element); `stage_now` / `stage_pipelined` copy a tensor slice into its staging buffer with
 16-byte `cp.async` (zero-filled outside the tensor) now, or a turn ahead in a double buffer;
 `wgmma_readable` says whether a shared tile is laid out as wgmma reads it by descriptor.
 """
@@ -39,7 +39,7 @@ def wgmma_readable(g, sym) -> bool:
     return hit
 
 
-def _source(g, d: ir.Dot, op, role: str, lay: MmaLayout):
+def operand_source(g, d: ir.Dot, op, role: str, lay: MmaLayout):
     """('regs', TileVar) | ('smem', C pointer, row pitch, swizzle or None) | ('elem',)."""
     dt = op.type.dtype
     R, Cc = shape2(op.type.shape)
@@ -62,7 +62,7 @@ def _source(g, d: ir.Dot, op, role: str, lay: MmaLayout):
     return ("elem",)
 
 
-def _stage_now(g, stages: List[Tuple[object, Stage]]):
+def stage_now(g, stages: List[Tuple[object, Stage]]):
     """Copy tensor slices into their scratch buffers where the statement needs them."""
     g.emit("__syncthreads();  // codegen-internal: staging scratch: the previous reads of these bytes are done")
     for op, st in stages:
@@ -82,7 +82,7 @@ def _chunks_aligned(g, loc) -> bool:
     return is_int(last[1]) and last[1] % 8 == 0
 
 
-def _stage_pipelined(g, op, st: Stage) -> str:
+def stage_pipelined(g, op, st: Stage) -> str:
     """The double-buffered staging of `op` in its loop; returns the C pointer of this turn's tile."""
     lp = g.mma_live_loops[id(st.loop)]
     pipe = g.mma_pipes[id(st.loop)]
@@ -192,7 +192,7 @@ def _copy_tile(g, op: ir.Slice, st: Stage, off, asynchronous: bool):
     g.emit("}")
 
 
-def _lane_base(g, src, lane_off):
+def lane_base(g, src, lane_off):
     """An ldmatrix source with its 32-bit shared base: (..., lane address) for a row-major
     tile, (..., None, tile address) for a swizzled one (the swizzle applies per load)."""
     ptr, sw = src[1], src[3]
@@ -204,7 +204,7 @@ def _lane_base(g, src, lane_off):
     return src + (None, v)
 
 
-def _src_text(g, src) -> str:
+def describe_source(g, src) -> str:
     if src[0] == "smem":
         return f"shared memory (ldmatrix, rows of {src[2]})"
     if src[0] == "regs":

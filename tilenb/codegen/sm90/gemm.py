@@ -69,7 +69,7 @@ match_loop, plan_shape, contiguous_boxes = L.match_loop, L.plan_shape, L.contigu
 _split = L.split_slice
 
 
-def _swz_code(span: int) -> int:
+def swizzle_mode(span: int) -> int:
     return {128: 1, 64: 2, 32: 3}[span]
 
 
@@ -229,11 +229,11 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
         g.ind += 1
         db = g.new("db")
         g.emit(f"const unsigned long long {db} = tnb_gdesc({stage_addr} + {a_pad} + {b_start} + {ks} * {b_kstep}, "
-               f"{b_lbo}, {b_sbo}, {_swz_code(swb)});")
+               f"{b_lbo}, {b_sbo}, {swizzle_mode(swb)});")
         for mm in range(lay.mi):
             da = g.new("da")
             g.emit(f"const unsigned long long {da} = tnb_gdesc({stage_addr} + ({arow0} + {mm * 64}) * {swa} + {ks} * 32, "
-                   f"16, {8 * swa}, {_swz_code(swa)});")
+                   f"16, {8 * swa}, {swizzle_mode(swa)});")
             g.emit(f"{fn_name}(&{accn}[{mm * (lay.WN // 2)}], {da}, {db});")
         g.ind -= 1
         g.emit("}")

@@ -211,7 +211,7 @@ def b_desc(rop: RingOp, addr: str) -> str:
     """The descriptor (a C expression) of B's first k16 step of the slice at `addr`; step kk's
     is this plus `b_desc_step(rop, kk)` (the start address field, bits 0-13, holds address / 16:
     a shared address below 256 KB plus an offset within the stage cannot carry out of it)."""
-    sw = G._swz_code(rop.span)
+    sw = G.swizzle_mode(rop.span)
     if rop.k_inner:   # [N, K]: boxes of `chunk` K columns, each N rows of `span` bytes
         return f"tnb_gdesc({addr}, 16, {8 * rop.span}, {sw})"
     # [K, N]: boxes of `chunk` N columns, each K rows of `span` bytes; LBO steps along N
