@@ -58,7 +58,7 @@ def generate(kir: ir.KernelIR, source_text: Optional[str] = None, line_offset: i
     tmaps, sm90_text = _sm90_parts(g, params_c)
     fp = g.smem.array_bytes              # tnb_smem: tiles, mma scratch, rings, cluster slots (analysis.smem)
     dynamic = g.smem.dynamic
-    body = _body(g, fp)
+    body = _body(g)
     head = _head(g, sym, fp, dynamic, params_c)
     pro = _prologue(g, fp, dynamic, prologue)
     prelude = (PRELUDE.lstrip("\n") + (sm90_text or "") + (cache_hints.HELPERS if g.hints.any else "")
@@ -116,13 +116,12 @@ def _sm90_parts(g, params_c: List[str]):
     return tmaps, sm90_text
 
 
-def _body(g, fp: int) -> List[str]:
+def _body(g) -> List[str]:
     """The lines of the kernel's body."""
     kir = g.kir
     # the copies cluster reductions publish lie after everything else (the map's "cluster slot"s)
     g.cluster_slot_at = {r.key: r.offset for r in g.smem.regions if r.kind == "cluster slot"}
     g.partial_copies: Dict[int, int] = {}   # id(Stmt) -> copies written so far (reduction partials)
-    g.smem_bytes = fp
     body_start = len(g.out)
     g.ind = 1
     # uses of flags for a varying return

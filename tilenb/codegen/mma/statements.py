@@ -33,19 +33,15 @@ def _columns_adjacent(loc) -> bool:
     return bool(rngs) and rngs[-1] == len(loc.entries) - 1
 
 
-def mma_prepare(g) -> int:
-    """Read the analysis' routes, scratch offsets, pipelined and streamed loops (`self.low`,
-    tilenb/analysis/lowering.py); raise for a statement none can lower. Returns the scratch
-    bytes after the tiles (0 when none is needed)."""
+def mma_prepare(g):
+    """Read the analysis' routes, staging buffers and pipelined loops (`g.low`,
+    tilenb/analysis/lowering.py); raise for a statement none can lower."""
     low = g.low
     g.lay_pre: Dict[int, Tuple[str, object]] = {}
     g.dot_scratch: Dict[int, Tuple[str, int]] = {}
     g.stages: Dict[int, Stage] = low.stages
-    g.scratch_local: Dict[int, int] = low.scratch_local   # id(dot) -> byte offset of its f32 scratch tile
     g.mma_pipes: Dict[int, LoopPipe] = low.pipes
-    g.stage_dots = low.stage_dots
     g.streamed_views = low.streamed_views   # id(view Sym) whose dots stage it: its `let` copies nothing
-    g.pipe_bytes, g.scratch_base, g.scratch_bytes = low.pipe_bytes, low.scratch_base, low.scratch_bytes
     g.mma_live_loops: Dict[int, dict] = {}
     g.mma_early_done: set = set()        # streamed loops whose ring mma_ring_early set up
     g.W = g.T // 32
@@ -54,7 +50,6 @@ def mma_prepare(g) -> int:
     for s in ir.walk_stmts(g.kir.body):
         if id(s) not in skip and id(s) in low.routes:
             mma_route(g, s)               # a statement no path can lower fails here, before any code
-    return g.scratch_bytes
 
 
 def mma_min_blocks(g) -> str:
