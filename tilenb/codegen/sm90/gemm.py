@@ -54,19 +54,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
-from ...analysis import lowering as L
+from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
 
 from .. import ctypes_ as C
 from ..generic import exprs, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
 # (tilenb/analysis/lowering.py); this module writes the code for what it decided.
-MAX_ACC_REGS = L.MAX_ACC_REGS
-WgmmaLayout = L.WgmmaLayout
-split_warpgroups = L.split_warpgroups
-Operand, GemmLoop, Shape = L.Operand, L.GemmLoop, L.Shape
-match_loop, plan_shape, contiguous_boxes = L.match_loop, L.plan_shape, L.contiguous_boxes
-_split = L.split_slice
 
 
 def swizzle_mode(span: int) -> int:

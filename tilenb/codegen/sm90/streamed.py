@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
-from ...analysis import lowering as L
+from ...analysis.lowering import Operand, Ring, RingOp
 
 from ..generic import exprs
 
@@ -61,7 +61,6 @@ from . import gemm as G
 
 # Which loops stream, their rings' stages and offsets are the analysis' decisions
 # (tilenb/analysis/lowering.py); this module writes the code for them.
-RingOp, Ring = L.RingOp, L.Ring
 
 
 @dataclass
@@ -197,7 +196,7 @@ def acquire(g, live: dict, rop: RingOp) -> str:
     g.emit("__syncthreads();  // codegen-internal: every warp is done with the stage's previous contents")
     fixed, r0, c0 = _coords(g, rop)
     dims = G.tensor_dims(g, rop.slice.base)
-    operand = G.Operand(rop.slice.base, rop.fixed, rop.row0, rop.col0, (rop.rows, rop.cols), rop.k_inner)
+    operand = Operand(rop.slice.base, rop.fixed, rop.row0, rop.col0, (rop.rows, rop.cols), rop.k_inner)
     G.emit_manual_copy(g, operand, live["base"], f"{rop.off}", (rop.rows, rop.cols), rop.span, r0, c0, fixed, dims,
                        rop.dtype, k_inner=False, chunk=rop.chunk)
     g.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores")
