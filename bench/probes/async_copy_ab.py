@@ -3,7 +3,7 @@ row kernels?
 
 A/B of the asynchronous tile copy (`tnb_cpa`, cp.async) against register-staged copies, in one
 process, on the suite's row kernels: for each kernel and shape, both forms are generated (the
-module flag `tilenb.codegen.cuda.ASYNC_COPIES`), each autotuned on its own, checked against torch,
+switch `tilenb.switches.SWITCHES.async_copy`, TILENB_ASYNC_COPY), each autotuned on its own, checked against torch,
 then timed in alternating rounds (median of each form's rounds). Prints ms and B/A.
 
     python bench/probes/async_copy_ab.py [--rounds 5] [--only REGEX]     # on a GPU (CuPy + torch)
@@ -32,7 +32,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     import torch
     import tilenb
-    import tilenb.codegen.cuda as gen
+    from tilenb.switches import SWITCHES
     import tilenb.runtime.gpu.cuda as tc
     import suite as SU
     from tilenb.examples import suite_kernels as SK
@@ -57,7 +57,7 @@ def main(argv=None):
         go, var = {}, {}
         try:
             for flag in (False, True):
-                gen.ASYNC_COPIES = flag
+                SWITCHES.async_copy = flag
                 go[flag], var[flag], _ = SU.tl_launch(getattr(mods[flag], kn), None, args, y)
                 err = SU.rel_err(y, ref)
                 assert err <= SU.tol_for(dt, "reduce"), f"{kn} async={flag}: rel err {err}"

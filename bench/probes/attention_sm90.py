@@ -14,7 +14,7 @@ fixed cost of a CTA (Q load, pipeline fill, epilogue) follow from two key length
 
 Each time is the median of CUDA-event timings after warm-up; outputs are checked against SDPA
 (relative Frobenius error). bench/suite/suite.py holds the figures of record; this script is for
-working on the lowering (tilenb/codegen/streamed_sm90.py).
+working on the lowering (tilenb/codegen/sm90/streamed.py).
 """
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def main():
     ap.add_argument("--no-sdpa", action="store_true")
     ap.add_argument("--ab", default="", choices=["", "defer", "ss"],
                     help="time each variant built with and without one code-generator choice, alternating, "
-                         "7 rounds: defer (streamed_sm90.DEFER, the deferred retire of a turn's last dot); "
-                         "ss (mma.A_BY_DESCRIPTOR, a shared q read by wgmma by descriptor)")
+                         "7 rounds: defer (tilenb.switches: stream_defer, the deferred retire of a turn's last dot); "
+                         "ss (tilenb.switches: wgmma_ss, a shared q read by wgmma by descriptor)")
     ap.add_argument("--kernel", default="attention_bf16", choices=["attention_bf16", "attention_tc_bf16", *TRIALS],
                     help="which attention kernel of tilenb/examples/suite_kernels.py")
     args = ap.parse_args()
@@ -132,10 +132,9 @@ def ab_choice(torch, tilenb, suite, name, w, var, flop, which):
     import statistics
     from tilenb.examples import suite_kernels
     import tilenb.api
-    import tilenb.codegen.mma as MMA
-    import tilenb.codegen.streamed_sm90 as S9
-    mod, attr, mark = {"defer": (S9, "DEFER", "retires at the next turn"),
-                       "ss": (MMA, "A_BY_DESCRIPTOR", "A by descriptor")}[which]
+    from tilenb.switches import SWITCHES as mod
+    attr, mark = {"defer": ("stream_defer", "retires at the next turn"),
+                  "ss": ("wgmma_ss", "A by descriptor")}[which]
     saved, runs = getattr(mod, attr), {}
     for flag in (False, True):
         setattr(mod, attr, flag)

@@ -35,7 +35,7 @@ stores and loads, the result's store, and the [1, 1] tiles a vector statement re
 register; the totals are `Analysis.traffic()`. Tensors read inline by a reduction (no copy plan)
 are still not counted.
 
-Copies into a whole shared tile may be issued as cp.async (LDGSTS; tilenb/codegen/cuda.py
+Copies into a whole shared tile may be issued as cp.async (LDGSTS; tilenb/codegen/generic/vectors.py
 `async_copy`): Nsight Compute counts their global sectors under ..._op_ldgsts, not ..._op_ld, and
 their shared side not among shared store wavefronts. `--compare` adds the ldgsts sectors to the
 measured global loads when the CSV has that metric, and says so.

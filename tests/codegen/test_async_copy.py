@@ -4,7 +4,7 @@ thread waits for its own copies before the next statement (docs/cuda-backend.md)
 
 Checked here without a GPU: which copies take the path (a copy with few chunks a thread keeps the
 register path; so does a copy whose loads carry an L2 hint), the wait before the barrier that
-publishes the tile, the switch `tilenb.codegen.cuda.ASYNC_COPIES`, and that the CUDA compiles
+publishes the tile, the switch `tilenb.switches.SWITCHES.async_copy` (TILENB_ASYNC_COPY), and that the CUDA compiles
 with NVRTC for sm_80 and sm_90. On a GPU (marked `gpu`): the kernels against numpy at shapes that
 are not multiples of the tile (rows past the tensor's edge, rows shorter than the tile), on both
 paths.
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tilenb
-import tilenb.codegen.cuda as gen
+from tilenb.switches import SWITCHES
 from tilenb.codegen import nvrtc_available, nvrtc_compile
 
 SRC = """
@@ -75,7 +75,7 @@ def test_a_copy_that_fits_one_register_batch_keeps_the_register_path(name, tune)
 
 
 def test_the_switch_turns_asynchronous_copies_off(monkeypatch):
-    monkeypatch.setattr(gen, "ASYNC_COPIES", False)
+    monkeypatch.setattr(SWITCHES, "async_copy", False)
     assert "tnb_cpa" not in _source("rms", NT=32)
 
 

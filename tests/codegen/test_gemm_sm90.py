@@ -1,4 +1,4 @@
-"""GEMM loops lowered to TMA + wgmma on sm_90 (tilenb/codegen/gemm_sm90.py).
+"""GEMM loops lowered to TMA + wgmma on sm_90 (tilenb/codegen/sm90/gemm.py).
 
 Without a GPU: which loops take the lowering, and that the generated CUDA compiles with NVRTC
 for sm_90a. On a GPU (marked `gpu`; the lowering runs only on compute capability 9.0): the

@@ -1,4 +1,4 @@
-"""Edges of the sm_90 GEMM-loop lowering (tilenb/codegen/gemm_sm90.py), checked without a GPU.
+"""Edges of the sm_90 GEMM-loop lowering (tilenb/codegen/sm90/gemm.py), checked without a GPU.
 
 For each program of `CASES` (a GEMM loop at an edge of the language: valid regions, loops that
 run 0 times, loop starts that are not 0, fixed leading indices, dot_t, var tiles, accumulators

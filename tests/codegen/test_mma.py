@@ -1,4 +1,4 @@
-"""Tensor cores for every f16/bf16 dot (tilenb/codegen/mma.py, tilenb/analysis/mma_tiles.py).
+"""Tensor cores for every f16/bf16 dot (tilenb/codegen/mma/, tilenb/analysis/mma_tiles.py).
 
 Flash attention as a user writes it (tilenb/examples/suite_kernels.py ATTENTION: dots inside larger
 expressions), dots inside stores, row reductions and transposes, and a K loop written as an

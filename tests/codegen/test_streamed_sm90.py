@@ -1,6 +1,6 @@
 """Loops whose tensor-core dots read register rows, streamed by TMA and run on wgmma (sm_90).
 
-Flash attention is the model (tilenb/codegen/streamed_sm90.py). What is checked, without a GPU:
+Flash attention is the model (tilenb/codegen/sm90/streamed.py). What is checked, without a GPU:
 - which loops take the lowering (attention variants on the mma row layout of a multiple of 128
   threads do; other targets and layouts keep cp.async + mma.sync), and that the sm_90a source
   compiles with NVRTC;

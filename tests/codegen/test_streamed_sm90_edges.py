@@ -1,4 +1,4 @@
-"""Edges of the streamed sm_90 lowering (tilenb/codegen/streamed_sm90.py), checked without a GPU.
+"""Edges of the streamed sm_90 lowering (tilenb/codegen/sm90/streamed.py), checked without a GPU.
 
 Each program of `CASES` is a flash-attention loop (or a near relative) at an edge of the
 language or of the lowering: sequence lengths that are not multiples of the tiles (a partial

@@ -227,7 +227,7 @@ def test_flat_of_a_partly_valid_tile_is_valid_on_its_run(M, N, r, c):
 
 @needs_gxx
 def test_flat_on_the_generated_cuda_agrees_with_the_cpu_executor(tmp_path):
-    """The CUDA generator's flat(t) region (codegen/cuda.py flat_run), run by the CPU emulator
+    """The CUDA generator's flat(t) region (codegen/generic, flat_run), run by the CPU emulator
     of the generated code, against the reference executor on the same cases."""
     from tilenb.codegen import generate
     text = textwrap.dedent(FLAT).lstrip("\n")

@@ -1,5 +1,5 @@
 """Run the generated CUDA of a kernel on the CPU: a C++ build of the kernel with every CUDA thread
-an OS thread, for checking code paths without a GPU (the tensor-core path of tilenb/codegen/mma.py).
+an OS thread, for checking code paths without a GPU (the tensor-core path of tilenb/codegen/mma/).
 
 What is emulated, and how (the PTX ISA's definitions, "Warp-level matrix instructions"):
 - a CTA's threads run concurrently (std::thread); `__syncthreads()` is a barrier of the CTA;

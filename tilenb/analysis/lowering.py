@@ -1,6 +1,6 @@
 """How each loop and each tensor-core dot of a kernel variant is lowered for a target, and where
 the shared memory of that lowering lies: decided once, here, read by the CUDA generator (which
-obeys it: `tilenb/codegen/gemm_sm90.py`, `streamed_sm90.py`, `mma.py`) and by the views
+obeys it: `tilenb/codegen/sm90/gemm.py`, `sm90/streamed.py`, `mma/`) and by the views
 (`Analysis.loops`, `Analysis.smem`: `tilenb/analysis/smem.py` assembles the shared-memory map).
 
 The decisions, in the order they depend on each other:
@@ -42,11 +42,11 @@ result (`KernelLowering`); `Analysis.loops` names each loop's lowering and why.
 from __future__ import annotations
 
 import copy
-import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 from .. import ir
+from ..switches import SWITCHES
 from ..target import ANY, Target, target as as_target
 from .lifetimes import gemm_accumulators
 from .mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, mma_register_tiles,
@@ -68,12 +68,8 @@ SMEM_OPTIN = ANY.dynamic_smem   # the largest opt-in per-block limit (tilenb.tar
 SCRATCH_ALIGN = 128          # bytes: mma scratch and staging buffers start on this boundary
 RING_ALIGN = 1024            # bytes: a TMA ring's stages start on this boundary (the 128-byte swizzle repeats)
 GEMM_MAX_STAGES = 8
-GEMM_STAGES_OVERRIDE = int(os.environ.get("TILENB_GEMM_STAGES", "0") or 0)     # for experiments: at most this many
 MAX_ACC_REGS = 128           # f32 accumulator registers a thread may hold
 STREAM_MAX_STAGES = 4
-STREAM_STAGES_OVERRIDE = int(os.environ.get("TILENB_STREAM_STAGES", "0") or 0)  # for experiments: this many
-STREAM_AHEAD_OVERRIDE = int(os.environ.get("TILENB_STREAM_AHEAD", "0") or 0)    # for experiments: turns copied ahead
-STREAM_DEFER = os.environ.get("TILENB_STREAM_DEFER", "1") != "0"                 # for experiments: 0 waits every dot
 
 CHUNKS = "partition chunks"  # a register tile on the partition's chunks (the generator sets their width)
 
@@ -234,7 +230,7 @@ def _is_var(e, sym) -> bool:
 
 
 def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
-    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/gemm_sm90.py's
+    """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/sm90/gemm.py's
     docstring): lets (or var tiles) copied from tensors, read by the dot alone, and one
     `acc += dot(a, b)` (or dot_t) into an f32 rank-2 tile `acc_ok` accepts."""
     if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
@@ -365,8 +361,8 @@ def plan_shape(m: GemmLoop, threads: int, ring_base: int, target: Target) -> Opt
     # two CTAs on an SM overlap one's epilogue with the other's main loop: take one stage less
     # for that when three or more remain (half an SM's shared memory, less what the driver keeps a CTA)
     two = (target.smem_per_sm // 2 - target.smem_reserved - ring_base - 1024 - 16 * GEMM_MAX_STAGES) // stage
-    if GEMM_STAGES_OVERRIDE:
-        stages = max(2, min(stages, GEMM_STAGES_OVERRIDE))
+    if SWITCHES.gemm_stages:      # TILENB_GEMM_STAGES (tilenb.switches): at most this many
+        stages = max(2, min(stages, SWITCHES.gemm_stages))
     elif two >= 3 and TM * TN // threads <= 64:
         stages = min(stages, two)
     return Shape(sw_a, sw_b, chunk, a_bytes, b_bytes, stage, stages, split[0], split[1])
@@ -514,7 +510,7 @@ class Stage:
     dtype: str
     loop: Optional[ir.For] = None
     local: bool = True
-    ring: bool = False       # streamed by TMA into the loop's ring (streamed_sm90), not cp.async
+    ring: bool = False       # streamed by TMA into the loop's ring (codegen/sm90/streamed.py), not cp.async
     src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
 
 
@@ -929,7 +925,7 @@ class _Lower:
         return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
 
     def stream_rings(self) -> Optional[Tuple[Dict[int, Ring], Dict[int, Tuple[Ring, RingOp]]]]:
-        """The loops streamed on wgmma (codegen/streamed_sm90.py's docstring), before their bytes
+        """The loops streamed on wgmma (codegen/sm90/streamed.py's docstring), before their bytes
         are placed: (id(For) -> Ring, id(operand) -> (Ring, RingOp)), or None."""
         if not self.target.hopper or self.T % 128:
             return None
@@ -972,7 +968,7 @@ class _Lower:
             ring.off = base + total
             room = self.target.dynamic_smem - ring.off - 1024
             per = ring.stage_bytes + 8 * (len(ring.ops) + 1)
-            stages = min(STREAM_STAGES_OVERRIDE or STREAM_MAX_STAGES, room // per)
+            stages = min(SWITCHES.stream_stages or STREAM_MAX_STAGES, room // per)
             if stages < 2:
                 self.why_not[id(ring.loop)] = "two stages of its ring do not fit in shared memory"
                 return -1
@@ -985,11 +981,11 @@ class _Lower:
             # stage thread 0 refills was freed a whole turn earlier (a warpgroup one turn behind the
             # other does not hold it up)
             ring.ahead = stages - 1 if stages < 3 else stages - 2
-            if STREAM_AHEAD_OVERRIDE:
-                ring.ahead = max(1, min(stages - 1, STREAM_AHEAD_OVERRIDE))
+            if SWITCHES.stream_ahead:
+                ring.ahead = max(1, min(stages - 1, SWITCHES.stream_ahead))
             # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
             # stage one turn late
-            ring.defer = STREAM_DEFER and ring.ahead <= stages - 2 and self._defer_safe(ring)
+            ring.defer = SWITCHES.stream_defer and ring.ahead <= stages - 2 and self._defer_safe(ring)
             total += ring.nbytes
         return total
 

@@ -40,7 +40,7 @@ ELEMENTWISE = (ir.Unary, ir.Binary, ir.Math, ir.Convert)
 
 
 # ---- the register layouts of tensor-core tiles (the analysis assigns them: lowering.py; the CUDA
-# generator sweeps them: codegen/mma.py) ----
+# generator sweeps them: codegen/mma/) ----
 @dataclass(frozen=True)
 class MmaLayout:
     """Registers: the m16n8 f32 accumulator fragments of mma.sync for an [M, N] tile. Warps form a

@@ -5,12 +5,18 @@ GPU and no CUDA installation; `generate(kir)` returns it with what a launch need
 (`KernelSource`: symbol, threads, shared-memory bytes, parameter order). `nvrtc_compile`
 compiles such text with NVRTC (through CuPy, or the `nvidia-cuda-nvrtc-cu12` wheel alone).
 An IR construct the generator cannot handle raises `tilenb.UnsupportedError` naming the line.
+
+The pipeline (docs/cuda-backend.md, "Where the generator's code lives"): `kernel.generate` makes
+the generation state (`context.Gen`, an `emitter.Emitter`), `paths.choose` reads the analysis'
+lowering and sets up every path, and the lowering modules write the body, each receiving that
+state: `generic/` (every GPU), `mma/` (tensor-core dots), `sm90/` (TMA + wgmma on Hopper).
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from .cuda import KernelSource, generate, kernel_symbol  # noqa: F401
+from .kernel import generate  # noqa: F401
+from .values import KernelSource, kernel_symbol  # noqa: F401
 from .nvrtc import CudaCompileError, NvrtcUnavailable, nvrtc_available, nvrtc_compile  # noqa: F401
 
 

@@ -288,7 +288,7 @@ __device__ __forceinline__ long long tnb_pswz(long long o, int lc, int rows) {
 
 
 # Emitted only into kernels with a copy of a tensor window into a shared tile that is larger than
-# one batch of registers (`cuda.py` vector_sweep): each thread starts every chunk of the copy as
+# one batch of registers (`generic.vectors.vector_sweep`): each thread starts every chunk of the copy as
 # an asynchronous copy (sm_80+, `cp.async`; L1 is bypassed for 16 bytes), then waits for its own.
 ASYNC_COPY_HELPERS = r"""
 #ifndef TILENB_ASYNC_COPY_HELPERS

@@ -43,7 +43,7 @@ def _tile_budget(kir, src, budget_memo, errors) -> bool:
     # the sums depend on the body alone: variants sharing a walk share them (`budget_memo`)
     memo = budget_memo if budget_memo is not None else {}
     slots = memo.get(("cluster_slots", kir.cluster))   # variants sharing a walk may differ in @cluster
-    if slots is None:   # each cluster reduction publishes its tile in shared memory (codegen/cuda.py)
+    if slots is None:   # each cluster reduction publishes its tile in shared memory (codegen/generic/cluster.py)
         slots = memo[("cluster_slots", kir.cluster)] = cluster_slot_bytes(kir)
     limit -= slots
     note = f" (after the {slots} bytes its cluster reductions publish)" if slots else ""

@@ -1,7 +1,7 @@
 """Tensor maps for the bulk tensor copies (TMA) of kernels whose GEMM loops run on wgmma.
 
 Guarantees: `extra_args(ks, tensors)` returns the arguments a generated kernel takes after its
-runtime dims (`KernelSource.tmaps`, see `tilenb.codegen.gemm_sm90`): one 128-byte CUtensorMap
+runtime dims (`KernelSource.tmaps`, see `tilenb.codegen.sm90.gemm`): one 128-byte CUtensorMap
 per spec, passed by value, then the int flag `tnb_tma` (1: every map was built; 0: at least one
 tensor cannot be described by a tensor map, and the kernel takes its bounds-checked copy path,
 equally exact). It never raises for a tensor a map cannot describe. The maps are encoded with

@@ -16,7 +16,7 @@ dots are copied by TMA (thread 0) into a ring of swizzled shared stages, each sl
 completing on its own mbarrier, one or two turns fewer ahead than the ring has stages; each dot
 runs as `wgmma.mma_async` m64nNk16 with A from registers (the row tile itself, or fragments
 loaded from shared memory as mma.sync would; a shared tile already in wgmma's layout is read by
-descriptor instead, mma.py `wg_ss`) and B from the stage; a stage is freed on an
+descriptor instead, mma.accumulate `wg_ss`) and B from the stage; a stage is freed on an
 "empty" mbarrier (one arrival per warp) after the turn's last dot. With three stages or more,
 a last dot that accumulates in place into a register tile nothing else touches until the next
 turn's first dot (`acc = acc * r + dot(p, V)`) is not waited for in its turn: the next turn's
@@ -43,7 +43,7 @@ Guarantees:
   (`Analysis.smem`, kinds "ring stages" and "mbarriers"); its mbarriers are
   initialised at each entry to the loop, after a CTA barrier.
 
-Hardware facts used are gemm_sm90's (PTX ISA 8.x): the register form of wgmma
+Hardware facts used are sm90.gemm's (PTX ISA 8.x): the register form of wgmma
 (`d, a, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b`; A as four .b32 registers a
 thread in the m16n8k16 A-fragment order per warp), shared-memory matrix descriptors, TMA boxes.
 """
@@ -52,17 +52,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .. import ir
-from ..analysis import lowering as L
-from . import gemm_sm90 as G
+from ... import ir
+from ...analysis.lowering import Operand, Ring, RingOp
+
+from ..generic import exprs
+
+from . import gemm as G
 
 # Which loops stream, their rings' stages and offsets are the analysis' decisions
 # (tilenb/analysis/lowering.py); this module writes the code for them.
-MAX_STAGES = L.STREAM_MAX_STAGES
-STAGES_OVERRIDE = L.STREAM_STAGES_OVERRIDE
-AHEAD_OVERRIDE = L.STREAM_AHEAD_OVERRIDE
-DEFER = L.STREAM_DEFER
-RingOp, Ring = L.RingOp, L.Ring
 
 
 @dataclass
@@ -97,15 +95,15 @@ def functions_for(g, st: Streaming):
             name, text = G.wgmma_function(rop.dtype, n, 0 if rop.k_inner else 1, a_in_registers=True)
             st.functions[name] = text
             if rop.k_inner:
-                # A from shared memory by descriptor, for a shared tile in wgmma's layout (mma.py)
+                # A from shared memory by descriptor, for a shared tile in wgmma's layout (mma.accumulate)
                 name, text = G.wgmma_function(rop.dtype, n, 0)
                 st.functions[name] = text
 
 
 # ---- emitted code -------------------------------------------------------------------------------
 def _coords(g, rop: RingOp) -> Tuple[List[str], str, str]:
-    fixed = [g.scalar_as(e, "index") for e in rop.fixed]
-    return fixed, g.scalar_as(rop.row0, "index"), g.scalar_as(rop.col0, "index")
+    fixed = [exprs.scalar_as(g, e, "index") for e in rop.fixed]
+    return fixed, exprs.scalar_as(g, rop.row0, "index"), exprs.scalar_as(g, rop.col0, "index")
 
 
 def _issue(g, ring: Ring, live: dict, turn: str):
@@ -198,7 +196,7 @@ def acquire(g, live: dict, rop: RingOp) -> str:
     g.emit("__syncthreads();  // codegen-internal: every warp is done with the stage's previous contents")
     fixed, r0, c0 = _coords(g, rop)
     dims = G.tensor_dims(g, rop.slice.base)
-    operand = G.Operand(rop.slice.base, rop.fixed, rop.row0, rop.col0, (rop.rows, rop.cols), rop.k_inner)
+    operand = Operand(rop.slice.base, rop.fixed, rop.row0, rop.col0, (rop.rows, rop.cols), rop.k_inner)
     G.emit_manual_copy(g, operand, live["base"], f"{rop.off}", (rop.rows, rop.cols), rop.span, r0, c0, fixed, dims,
                        rop.dtype, k_inner=False, chunk=rop.chunk)
     g.emit("tnb_fence_async_smem();  // ordinary stores, read next by the tensor cores")
@@ -212,7 +210,7 @@ def b_desc(rop: RingOp, addr: str) -> str:
     """The descriptor (a C expression) of B's first k16 step of the slice at `addr`; step kk's
     is this plus `b_desc_step(rop, kk)` (the start address field, bits 0-13, holds address / 16:
     a shared address below 256 KB plus an offset within the stage cannot carry out of it)."""
-    sw = G._swz_code(rop.span)
+    sw = G.swizzle_mode(rop.span)
     if rop.k_inner:   # [N, K]: boxes of `chunk` K columns, each N rows of `span` bytes
         return f"tnb_gdesc({addr}, 16, {8 * rop.span}, {sw})"
     # [K, N]: boxes of `chunk` N columns, each K rows of `span` bytes; LBO steps along N

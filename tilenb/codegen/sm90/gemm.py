@@ -24,7 +24,7 @@ Guarantees:
   zeros), and acc's valid region narrowed to a's rows and b's columns when the loop runs at
   least once, exactly as the statement-by-statement code does.
 - acc lives in `WgmmaLayout`, the wgmma accumulator layout; every other statement that touches
-  acc sweeps that layout (`emit_sweep`), so the rest of the kernel is unchanged.
+  acc sweeps that layout (`accumulators.emit_sweep`), so the rest of the kernel is unchanged.
 - A launch whose tensors cannot be described by a tensor map (row stride not a multiple of 16
   bytes, say; kernel parameter `tnb_tma` = 0), or whose boxes would not start on a 16-byte
   boundary of the contiguous dimension (the loop's start, or B's first column when B is
@@ -53,48 +53,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from .. import ir
-from ..analysis import lowering as L
+from ... import ir
+from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
+
+from .. import ctypes_ as C
+from ..generic import exprs, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
 # (tilenb/analysis/lowering.py); this module writes the code for what it decided.
-MAX_STAGES = L.GEMM_MAX_STAGES
-STAGES_OVERRIDE = L.GEMM_STAGES_OVERRIDE
-MAX_ACC_REGS = L.MAX_ACC_REGS
-WgmmaLayout = L.WgmmaLayout
-split_warpgroups = L.split_warpgroups
-Operand, GemmLoop, Shape = L.Operand, L.GemmLoop, L.Shape
-match_loop, plan_shape, contiguous_boxes = L.match_loop, L.plan_shape, L.contiguous_boxes
-_split = L.split_slice
 
 
-def emit_sweep(g, lay: WgmmaLayout, body):
-    """Run body(At) for each accumulator element this thread holds (see WgmmaLayout)."""
-    from .cuda import At  # noqa: PLC0415
-    m, nb, e = g.new("m"), g.new("nb"), g.new("e")
-    i, j = g.new("i"), g.new("j")
-    nbs = lay.WN // 8
-    g.emit("// elements of the wgmma accumulator layout this thread holds")
-    g.emit(f"const int {i}w = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16 + (tnb_lane >> 2);")
-    g.emit(f"const int {j}w = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN} + (tnb_lane & 3) * 2;")
-    g.emit("#pragma unroll")
-    g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
-    g.ind += 1
-    g.emit("#pragma unroll")
-    g.emit(f"for (int {nb} = 0; {nb} < {nbs}; ++{nb}) {{")
-    g.ind += 1
-    g.emit("#pragma unroll")
-    g.emit(f"for (int {e} = 0; {e} < 4; ++{e}) {{")
-    g.ind += 1
-    g.emit(f"const int {i} = {i}w + {m} * 64 + ({e} >> 1) * 8;")
-    g.emit(f"const int {j} = {j}w + {nb} * 8 + ({e} & 1);")
-    body(At(i, j, f"({m} * {nbs} + {nb}) * 4 + {e}", lay, True))
-    for _ in range(3):
-        g.ind -= 1
-        g.emit("}")
-
-
-def _swz_code(span: int) -> int:
+def swizzle_mode(span: int) -> int:
     return {128: 1, 64: 2, 32: 3}[span]
 
 
@@ -180,18 +149,23 @@ def wgmma_function(kind: str, n: int, trans_b: int, a_in_registers: bool = False
 
 def tensor_dims(g, sym: ir.Sym) -> List[str]:
     """C expressions of a tensor's extents, outermost first."""
-    return [str(g.dim_c(d)) for d in sym.type.dims]
+    return [str(exprs.dim_c(g, d)) for d in sym.type.dims]
 
 
 def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str):
-    """Write the pipelined loop (see the module docstring) in place of `m.loop`."""
+    """Write the pipelined loop (see the module docstring) in place of `m.loop`.
+
+    It reads better whole: it writes one C block (the descriptors, the TMA path's prologue,
+    steady state and drain, then the bounds-checked copy path) whose parts share about twenty
+    five C names and layout constants set at its top; apart, each part would take them all as
+    arguments (the two helpers it repeats, `mma_stage` and `tma_issue`, are nested in it)."""
     s = m.loop
     acc_tv = g.tiles[id(m.acc)]
     accn = acc_tv.cname
     lay: WgmmaLayout = acc_tv.layout
     S = shp.stages
-    lo = g.scalar_as(s.lo, "index")
-    hi = g.scalar_as(s.hi, "index")
+    lo = exprs.scalar_as(g, s.lo, "index")
+    hi = exprs.scalar_as(g, s.hi, "index")
     TM, TN, TK = m.TM, m.TN, m.TK
     a, b = m.a, m.b
     W = g.T // 32
@@ -204,13 +178,13 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     lov, hv, nk = g.new("lo"), g.new("hi"), g.new("nk")
     g.emit(f"const long long {lov} = {lo}, {hv} = {hi};")
     g.emit(f"const long long {nk} = {hv} > {lov} ? ({hv} - {lov} + {TK - 1}) / {TK} : 0;  // turns of the loop")
-    a_fixed = [g.scalar_as(e, "index") for e in a.fixed]
-    b_fixed = [g.scalar_as(e, "index") for e in b.fixed]
+    a_fixed = [exprs.scalar_as(g, e, "index") for e in a.fixed]
+    b_fixed = [exprs.scalar_as(g, e, "index") for e in b.fixed]
     a_row = g.new("ar")
-    g.emit(f"const long long {a_row} = {g.scalar_as(a.outer, 'index')};  // first row of a")
+    g.emit(f"const long long {a_row} = {exprs.scalar_as(g, a.outer, 'index')};  // first row of a")
     b_n = g.new("bn")
     nstart = b.outer if b.k_inner else b.inner
-    g.emit(f"const long long {b_n} = {g.scalar_as(nstart, 'index')};  // first column of b (its N)")
+    g.emit(f"const long long {b_n} = {exprs.scalar_as(g, nstart, 'index')};  // first column of b (its N)")
     # valid region of acc after the loop: a's rows, b's columns (and nothing if a fixed index is out)
     adims, bdims = tensor_dims(g, a.tensor), tensor_dims(g, b.tensor)
     ok_a = " && ".join(f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(a_fixed, adims)) or "true"
@@ -249,11 +223,11 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
         g.ind += 1
         db = g.new("db")
         g.emit(f"const unsigned long long {db} = tnb_gdesc({stage_addr} + {a_pad} + {b_start} + {ks} * {b_kstep}, "
-               f"{b_lbo}, {b_sbo}, {_swz_code(swb)});")
+               f"{b_lbo}, {b_sbo}, {swizzle_mode(swb)});")
         for mm in range(lay.mi):
             da = g.new("da")
             g.emit(f"const unsigned long long {da} = tnb_gdesc({stage_addr} + ({arow0} + {mm * 64}) * {swa} + {ks} * 32, "
-                   f"16, {8 * swa}, {_swz_code(swa)});")
+                   f"16, {8 * swa}, {swizzle_mode(swa)});")
             g.emit(f"{fn_name}(&{accn}[{mm * (lay.WN // 2)}], {da}, {db});")
         g.ind -= 1
         g.emit("}")
@@ -469,7 +443,7 @@ def prepare(g) -> Optional[Lowering]:
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
     """(text placed after the prelude, extra kernel parameters in C) of a kernel with loops on
-    wgmma (this module's and `streamed_sm90`'s): their device functions and tensor maps."""
+    wgmma (this module's and `streamed`'s): their device functions and tensor maps."""
     text = PRELUDE_SM90 + functions
     text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
              '#error "this kernel has loops lowered to wgmma: compile it for sm_90a"\n#endif\n')
@@ -490,7 +464,6 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     valid region's edges and where the rows are not 16-byte aligned). The accumulator layout
     alone would write 2 or 4 bytes a thread, 8 rows a warp: a quarter of each 32-byte sector
     per instruction. Returns False (nothing emitted) when the statement does not qualify."""
-    from . import ctypes_ as C  # noqa: PLC0415
     low = g.gemm
     if low is None or not isinstance(lay, WgmmaLayout) or loc.kind != "global" or not loc.entries:
         return False
@@ -500,7 +473,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         return False
     if any(isinstance(x, (ir.Dot, ir.Reduce)) for x in ir.walk_expr(value)):
         return False     # a dot or reduction of the value may use shared scratch of its own
-    if g.two_phase(s, value, loc.sym, loc.key) or g.coop_reduces(value, (lay.M, lay.N), 1, lay):
+    if sweeps.two_phase(g, s) or reductions.coop_reduces(g, value, (lay.M, lay.N), 1, lay):
         return False
     isz = C.itemsize(loc.dtype)
     if isz not in (2, 4):
@@ -517,14 +490,14 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
     g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
     g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
-    g.prepare_regions(value)
+    exprs.prepare_regions(g, value)
     vdt = value.type.dtype
 
     def put(at):
-        v = g.elem_value(value, at, (M, N))
+        v = exprs.elem_value(g, value, at, (M, N))
         g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
 
-    g.sweep((M, N), lay, 1, put, mask=mask)
+    sweeps.sweep(g, (M, N), lay, 1, put, mask=mask)
     g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
     mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
     k, r, c = g.new("k"), g.new("r"), g.new("c")

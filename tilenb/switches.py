@@ -1,0 +1,57 @@
+"""The debugging and experiment switches: the only environment variables that change generated code.
+
+Each switch turns one choice of the analysis' lowering or of the CUDA generator off or pins it,
+so that a measurement can compare a kernel with and without it (docs/cuda-backend.md,
+"Debugging and experiment switches"). Unset, every switch keeps the default path; the default
+is what the tests, the corpus of generated CUDA and the benchmarks' records describe.
+
+    TILENB_ASYNC_COPY=0     copies into whole shared tiles stay register-staged (no cp.async)
+    TILENB_WGMMA_SS=0       a shared A operand of a streamed wgmma goes through ldmatrix and
+                            registers (RS) instead of a shared-memory descriptor (SS)
+    TILENB_GEMM_STAGES=n    a TMA + wgmma GEMM ring has at most n stages (at least 2)
+    TILENB_STREAM_STAGES=n  a streamed-attention ring has n stages (where they fit)
+    TILENB_STREAM_AHEAD=n   a streamed ring copies n turns ahead (1 .. stages - 1)
+    TILENB_STREAM_DEFER=0   a streamed loop waits for every wgmma product in its own turn
+
+Guarantees: the environment is read once, at import, into `SWITCHES`; every reader (the
+analysis' `lowering` and the code generator) reads its field of that one object when it
+decides, so a test or a probe may set a field for one generation (`monkeypatch.setattr`). A
+value that is not an integer where one is expected raises `ValueError` naming the variable.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass
+class Switches:
+    """The switches' values (see the module doc); 0 for a count means "the analysis decides"."""
+    async_copy: bool = True
+    wgmma_ss: bool = True
+    gemm_stages: int = 0
+    stream_stages: int = 0
+    stream_ahead: int = 0
+    stream_defer: bool = True
+
+
+def _count(env: Mapping[str, str], name: str) -> int:
+    text = env.get(name, "0") or "0"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a whole number of stages or turns") from None
+
+
+def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
+    """The switches that `env` (the process environment by default) sets."""
+    return Switches(async_copy=env.get("TILENB_ASYNC_COPY", "1") != "0",
+                    wgmma_ss=env.get("TILENB_WGMMA_SS", "1") != "0",
+                    gemm_stages=_count(env, "TILENB_GEMM_STAGES"),
+                    stream_stages=_count(env, "TILENB_STREAM_STAGES"),
+                    stream_ahead=_count(env, "TILENB_STREAM_AHEAD"),
+                    stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0")
+
+
+SWITCHES = from_environment()
