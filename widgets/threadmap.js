@@ -6,7 +6,8 @@
 // Home/End jump to the first/last run. Per-warp coalescing (32-byte sectors against the ideal)
 // and bank conflicts (shared-memory wavefronts against the ideal) are in the table below.
 //
-// Model traits read: kernel, threads, copies, tiles, lines, note, selected (written back).
+// Model traits read: kernel, threads, copies, tiles, lines, note, shared, traffic, dot_reads,
+// selected (written back).
 
 const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
 const SIDE_PX = 400;      // width given to each side's grid
@@ -39,7 +40,7 @@ function copyTitle(c, tileDtype) {
   const both = !!(tileDtype && c.tensor_dtype && tileDtype !== c.tensor_dtype);
   const tensor = both ? `${c.tensor} (${c.tensor_dtype})` : c.tensor;
   const tile = both && c.tile ? `${c.tile} (${tileDtype})` : c.tile;
-  if (c.direction === "store") return `store ${tile || "an expression"} → ${tensor}`;
+  if (c.direction === "store") return `${c.op || "store"} ${tile || c.value || "an expression"} → ${tensor}`;
   return `load ${tensor} → ${tile || "registers"}`;
 }
 
@@ -214,6 +215,18 @@ function sharedTable(model) {
   return box;
 }
 
+function dotReads(model) {
+  // the analysis' dot_reads: tensor slices a dot reads itself (no copy statement), and how
+  const recs = model.get("dot_reads") || [];
+  if (!recs.length) return null;
+  const ul = h("ul", { class: "tn-dotreads" });
+  for (const d of recs) {
+    ul.append(h("li", { text: `line ${labelOf(model, d.line)}: dot reads ${d.tensor} [${(d.shape || []).join(", ")}] ` +
+      `itself (operand ${d.operand}; no copy statement): ${d.text}` }));
+  }
+  return h("div", { class: "tn-sub" }, ul);
+}
+
 function draw(model, el) {
   el.textContent = "";
   const root = viewRoot("tn-threadmap");
@@ -225,6 +238,8 @@ function draw(model, el) {
   if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
   if (!copies.length) {
     root.append(h("p", { class: "tn-sub", text: "This kernel has no copy statement between a tensor and a tile." }));
+    const dr0 = dotReads(model);
+    if (dr0) root.append(dr0);
     root.append(sharedTable(model));
     return () => {};
   }
@@ -245,6 +260,8 @@ function draw(model, el) {
     chips.append(b);
   });
   root.append(chips);
+  const dr = dotReads(model);
+  if (dr) root.append(dr);
 
   const copy = copies[sel];
   const tiles = model.get("tiles") || [];
@@ -398,7 +415,7 @@ function draw(model, el) {
 function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
-  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic"];
+  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic", "dot_reads"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

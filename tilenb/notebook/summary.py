@@ -55,7 +55,8 @@ def _ranges(items: List[int]) -> str:
 
 
 def copy_title(c: dict, tile_dtype: str = "") -> str:
-    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'; where the tile's
+    """'load X -> x' / 'store acc -> C' / 'atomic_add t -> Out' / 'let c_old views C (no tile is
+    made)'; where the tile's
     dtype (`tile_dtype`) and the tensor's (c["tensor_dtype"]) differ, both are named, as in
     'store x (f32) -> Q (i8)'."""
     tile = c.get("tile")
@@ -65,8 +66,9 @@ def copy_title(c: dict, tile_dtype: str = "") -> str:
     both = bool(tile_dtype and tdt and tile_dtype != tdt)
     tensor = f"{c.get('tensor')} ({tdt})" if both else f"{c.get('tensor')}"
     if c.get("direction") == "store":
-        src = f"{tile} ({tile_dtype})" if both and tile else (tile or "an expression")
-        return f"store {src} -> {tensor}"
+        name = tile or c.get("value") or ""
+        src = f"{name} ({tile_dtype})" if both and name else (name or "an expression")
+        return f"{c.get('op') or 'store'} {src} -> {tensor}"
     dst = f"{tile} ({tile_dtype})" if both and tile else (tile or "registers")
     return f"load {tensor} -> {dst}"
 
@@ -143,6 +145,9 @@ def _text_threadmap(s) -> str:
                 flag += "  <- bank conflicts"
             out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
                        f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
+    for d in s.get("dot_reads") or []:
+        out.append(f"line {_label(labels, d['line'])}: dot reads {d.get('tensor')} {_shape(d.get('shape') or [])} "
+                   f"itself (operand {d.get('operand')}; no copy statement): {d.get('text')}")
     shared = s.get("shared") or []
     if shared:
         out.append("shared memory besides the copies (per CTA):")

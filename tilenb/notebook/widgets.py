@@ -61,7 +61,8 @@ class ThreadMap(TileView):
     """Per copy statement, which thread moves which elements: the tensor slice and the tile side
     by side, runs coloured by thread (hue by warp), and per-warp coalescing (32-byte sectors
     against the ideal) and bank conflicts (shared-memory wavefronts against the ideal); then the
-    shared-memory accesses that are not a copy's tile side (`Analysis.shared_traffic`) and the
+    shared-memory accesses that are not a copy's tile side (`Analysis.shared_traffic`), the
+    tensor slices dots read inline with no copy plan and how (`Analysis.dot_reads`), and the
     kernel's per-CTA totals (`Analysis.traffic()`)."""
 
     _name = "threadmap"
@@ -71,6 +72,7 @@ class ThreadMap(TileView):
     selected = t.Int(0).tag(sync=True)         # index of the copy shown
     shared = t.List().tag(sync=True)           # analysis "shared_traffic" records (besides the copies)
     traffic = t.Dict().tag(sync=True)          # analysis "traffic": the per-CTA totals
+    dot_reads = t.List().tag(sync=True)        # analysis "dot_reads": tensor slices a dot reads with no copy plan
 
 
 class LifetimeRuler(TileView):
