@@ -68,13 +68,17 @@ function geometry(copy) {
   const order = runs.map((_, i) => i).sort((a, b) =>
     runs[a][1] - runs[b][1] || runs[a][2] - runs[b][2] || runs[a][0] - runs[b][0]);
   const rank = new Map(order.map((r, k) => [r, k]));
+  // a 1-row (or 1-D) slice longer than WRAP is one strip cut into bands: the bands are labelled by
+  // the columns they hold, never as rows
+  const strip = rows === 1 && segs > 1;
+  const oneD = (copy.slice_shape || copy.shape).length === 1;
   const byRow = new Map();
   for (const i of order) {
     const row = runs[i][1];
     if (!byRow.has(row)) byRow.set(row, []);
     byRow.get(row).push(i);
   }
-  return { rows, cols, width, segs, cell, runs, order, rank, byRow };
+  return { rows, cols, width, segs, cell, runs, order, rank, byRow, strip, oneD };
 }
 
 /** The rectangles [x, y, w] (in cells) covering `len` elements from (row, col), wrapped. */
@@ -91,23 +95,25 @@ function pieces(g, row, col, len) {
   return out;
 }
 
-function runFacts(copy, run, itemsize) {
+function runFacts(copy, run, itemsize, g) {
   const [thread, row, col, len] = run;
   const warp = Math.floor(thread / 32), lane = thread % 32;
   const vw = copy.vector_width || 1;
   const vectors = Math.ceil(len / vw);
   const vbytes = itemsize ? ` (${vw * itemsize} B)` : "";
   const cols = len === 1 ? `column ${col}` : `columns ${col}–${col + len - 1}`;
-  return { thread, warp, lane, row, col, len, vw, vectors, vbytes, cols };
+  const where = g && (g.oneD || g.strip) ? (len === 1 ? `element ${col}` : `elements ${col}–${col + len - 1}`)
+    : `row ${row}, ${cols}`;
+  return { thread, warp, lane, row, col, len, vw, vectors, vbytes, cols, where };
 }
 
 function runLabel(side, f) {
-  return `${side}: thread ${f.thread}, warp ${f.warp}, lane ${f.lane}; row ${f.row}, ${f.cols}; ` +
+  return `${side}: thread ${f.thread}, warp ${f.warp}, lane ${f.lane}; ${f.where}; ` +
     `${plural(f.len, "element")} in ${plural(f.vectors, "vector")} of width ${f.vw}`;
 }
 
 function drawSide(g, copy, side, itemsize, caption) {
-  const pad = { left: 30, top: 16 };
+  const pad = { left: g.strip ? 52 : 30, top: 16 };
   const W = g.width * g.cell, H = g.rows * g.segs * g.cell;
   // a viewBox lets the picture shrink with the output area, so both sides stay side by side
   const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid",
@@ -118,15 +124,24 @@ function drawSide(g, copy, side, itemsize, caption) {
   const body = s("g", { transform: `translate(${pad.left},${pad.top})` });
   root.append(body);
   body.append(s("rect", { x: 0, y: 0, width: W, height: H, class: "tn-bg" }));
-  // column ticks along the top, row numbers down the left
+  // column ticks along the top, row numbers down the left; a strip's bands are labelled on the
+  // left by the columns each holds, and the ticks count on from the band's first column
   const tick = g.width >= 32 ? 16 : g.width >= 8 ? 4 : 1;
   for (let c = 0; c < g.width; c += tick) {
     const t = s("text", { x: c * g.cell + 1, y: -4, class: "tn-tick" });
-    t.textContent = String(c);
+    t.textContent = g.strip ? `+${c}` : String(c);
     body.append(t);
   }
+  if (g.strip) {
+    for (let b = 0; b < g.segs; b++) {
+      const lo = b * g.width, hi = Math.min(g.cols, lo + g.width) - 1;
+      const t = s("text", { x: -4, y: (b + 0.5) * g.cell + 4, class: "tn-tick tn-rowtick tn-bandtick" });
+      t.textContent = `${lo}–${hi}`;
+      body.append(t);
+    }
+  }
   const rowStep = g.cell * g.segs >= 10 ? 1 : Math.ceil(10 / (g.cell * g.segs));
-  for (let r = 0; r < g.rows; r += rowStep) {
+  for (let r = 0; r < (g.strip ? 0 : g.rows); r += rowStep) {
     const t = s("text", { x: -4, y: (r * g.segs + 0.5) * g.cell + 4, class: "tn-tick tn-rowtick" });
     t.textContent = String(r);
     body.append(t);
@@ -134,7 +149,7 @@ function drawSide(g, copy, side, itemsize, caption) {
   }
   const nodes = new Array(g.runs.length);
   g.runs.forEach((run, i) => {
-    const f = runFacts(copy, run, itemsize);
+    const f = runFacts(copy, run, itemsize, g);
     const grp = s("g", { class: "tn-run", "data-run": i, "data-thread": f.thread, "data-warp": f.warp, tabindex: -1 });
     grp.setAttribute("role", "option");
     grp.setAttribute("aria-selected", "false");
@@ -160,7 +175,8 @@ function warpTable(copy, onWarp) {
   const tb = h("tbody", {});
   for (const w of warps) {
     const badS = w.sectors > w.ideal_sectors, badW = w.wavefronts > w.ideal_wavefronts;
-    const tr = h("tr", { tabindex: 0, "data-warp": w.warp,
+    // one Tab stop for the whole table (roving tabindex): the first row takes Tab, ↑/↓ move on
+    const tr = h("tr", { tabindex: tb.children.length === 0 ? 0 : -1, "data-warp": w.warp,
       "aria-label": `warp ${w.warp}: ${w.sectors} sectors, ideal ${w.ideal_sectors}${badS ? ", uncoalesced" : ""}; ` +
         `${w.wavefronts} wavefronts, ideal ${w.ideal_wavefronts}${badW ? ", bank conflicts" : ""}` });
     const sw = h("span", { class: "tn-swatch" });
@@ -172,6 +188,19 @@ function warpTable(copy, onWarp) {
     for (const ev of ["mouseleave", "blur"]) tr.addEventListener(ev, () => onWarp(null));
     tb.append(tr);
   }
+  tb.addEventListener("focusin", (e) => {   // the row last focused (by key or click) is the table's Tab stop
+    if (e.target.parentNode !== tb) return;
+    for (const r of tb.children) r.setAttribute("tabindex", r === e.target ? "0" : "-1");
+  });
+  tb.addEventListener("keydown", (e) => {
+    const rows = [...tb.children];
+    const at = rows.indexOf(e.target);
+    if (at < 0) return;
+    const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: rows.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    rows[Math.max(0, Math.min(rows.length - 1, to))].focus();
+  });
   table.append(tb);
   return table;
 }
@@ -318,13 +347,13 @@ function draw(model, el) {
   let cur = -1;
   const setInfo = (i) => {
     if (i < 0) return;
-    const f = runFacts(copy, g.runs[i], itemsize);
+    const f = runFacts(copy, g.runs[i], itemsize, g);
     info.dataset.thread = String(f.thread);
     info.dataset.run = String(i);
     info.textContent = "";
     info.append(h("span", { class: "tn-sw" }), h("b", { text: `thread ${f.thread}` }),
       ` · warp ${f.warp} · lane ${f.lane} · vector width ${f.vw}${f.vbytes} · ` +
-      `${plural(f.len, "element")}: row ${f.row}, ${f.cols} (${plural(f.vectors, "vector")})`);
+      `${plural(f.len, "element")}: ${f.where} (${plural(f.vectors, "vector")})`);
     info.firstChild.style.background = threadColor(f.thread);
   };
   const light = (i, on) => {
@@ -361,6 +390,17 @@ function draw(model, el) {
     if (key === "ArrowLeft") return g.order[Math.max(0, k - 1)];
     if (key === "Home") return g.order[0];
     if (key === "End") return g.order[g.order.length - 1];
+    if ((key === "ArrowDown" || key === "ArrowUp") && g.strip) {
+      // a strip: the band below / above, at the same place in it
+      const want = col + (key === "ArrowDown" ? g.width : -g.width);
+      if (want < 0 || want >= g.cols) return i;
+      let best = i, bestD = Infinity;
+      for (const j of g.order) {
+        const d = Math.abs(g.runs[j][2] - want);
+        if (d < bestD) { best = j; bestD = d; }
+      }
+      return best;
+    }
     if (key === "ArrowDown" || key === "ArrowUp") {
       const rows = [...g.byRow.keys()];
       const at = rows.indexOf(row) + (key === "ArrowDown" ? 1 : -1);
@@ -408,7 +448,8 @@ function draw(model, el) {
   if ((copy.warps || []).length) root.append(warpTable(copy, onWarp));
   root.append(sharedTable(model));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a run: the same run lights up on the other side and the thread's other runs are outlined. " +
-    "Keys: ←/→ along the rows, ↑/↓ to the row above or below, Home/End. Hover a warp in the table to pick out its runs." }));
+    "Keys: ←/→ along the rows, ↑/↓ to the row (or band) above or below, Home/End. Hover or focus a warp in the table " +
+    "to pick out its runs (the table is one Tab stop: ↑/↓ move between warps). Tab moves on; Escape leaves the view." }));
   return () => onWarp(null);
 }
 

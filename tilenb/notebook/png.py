@@ -78,12 +78,25 @@ def _threadmap(s) -> bytes:
                       (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key))
     head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0)   # inches above the map
     map_in = min(6.0, 0.09 * rows * segs + 0.6)
-    H = 0.3 + map_in + head_in
+    foot_in = 0.5                       # the x label and its ticks stay inside the figure
+    H = foot_in + map_in + head_in
     fig = Figure(figsize=(7, H))
-    ax = fig.add_axes((0.08, 0.25 / H, 0.9, map_in / H))
+    strip = rows == 1 and segs > 1      # a 1-row (or 1-D) slice: one strip cut into bands
+    left = 0.13 if strip else 0.08
+    ax = fig.add_axes((left, foot_in / H, 0.98 - left, map_in / H))
     ax.imshow(img, aspect="auto", interpolation="nearest")
-    ax.set_xlabel("column" + (f" (rows wrap every {width})" if segs > 1 else ""), fontsize=8)
-    ax.set_ylabel("row", fontsize=8)
+    if strip:
+        # the bands are columns of the one row, labelled as such (never as rows 0..segs-1)
+        ax.set_yticks(range(segs), [f"{b * width}-{min(cols, (b + 1) * width) - 1}" for b in range(segs)])
+        ax.set_ylabel("columns", fontsize=8)
+        ax.set_xlabel(f"column within the band (the row wraps every {width})", fontsize=8)
+    else:
+        ax.set_xlabel("column" + (f" (each row wraps every {width})" if segs > 1 else ""), fontsize=8)
+        ax.set_ylabel("row", fontsize=8)
+        if segs > 1:
+            # one tick per tile row, at its first band
+            step = max(1, rows // 16)
+            ax.set_yticks([r * segs for r in range(0, rows, step)], [str(r) for r in range(0, rows, step)])
     ax.tick_params(labelsize=7)
     labels = line_labels(s)
     line = labels.get(int(c["line"]), str(c["line"]))
