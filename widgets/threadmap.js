@@ -162,6 +162,7 @@ function drawSide(g, copy, side, itemsize, caption) {
     body.append(grp);
     nodes[i] = grp;
   });
+  shadeOutside(g, copy, body);
   return { root, nodes };
 }
 
@@ -256,6 +257,37 @@ function dotReads(model) {
   return h("div", { class: "tn-sub" }, ul);
 }
 
+/** The valid region in words: what the analysis knows before a launch, and what waits for run time. */
+function regionText(c) {
+  const reg = c.valid_region;
+  if (!reg || !reg.text) return "";
+  const rest = c.direction === "store"
+    ? "; of those, only the elements valid in the value are written (its region is known at run time)"
+    : "; elements outside the tensor read as 0 and are invalid in the tile";
+  return `Valid region (inside ${c.tensor}): ${reg.text}${rest}`;
+}
+
+/** Grey over the cells the analysis knows lie outside the tensor (its `known` ranges). */
+function shadeOutside(g, copy, body) {
+  const known = (copy.valid_region || {}).known || [null, null];
+  const [kr, kc] = known;
+  if (!kr && !kc) return 0;
+  const [r0, r1] = kr || [0, g.rows], [c0, c1] = kc || [0, g.cols];
+  let n = 0;
+  const cover = (row, col, len) => {
+    for (const [x, y, w] of pieces(g, row, col, len)) {
+      body.append(s("rect", { x: x * g.cell, y: y * g.cell, width: w * g.cell, height: g.cell, class: "tn-outside" }));
+    }
+    n += len;
+  };
+  for (let r = 0; r < g.rows; r++) {
+    if (r < r0 || r >= r1) { cover(r, 0, g.cols); continue; }
+    if (c0 > 0) cover(r, 0, c0);
+    if (c1 < g.cols) cover(r, c1, g.cols - c1);
+  }
+  return n;
+}
+
 function draw(model, el) {
   el.textContent = "";
   const root = viewRoot("tn-threadmap");
@@ -319,6 +351,9 @@ function draw(model, el) {
   // each flag's cause and fix, as the analysis words them (tilenb.analysis.copies)
   if (copy.coalescing_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Uncoalesced: ${copy.coalescing_note}` }));
   if (copy.conflict_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Bank conflicts: ${copy.conflict_note}` }));
+  const region = regionText(copy);
+  if (region) root.append(h("div", { class: "tn-sub tn-region", text: region +
+    ((copy.valid_region.known || []).some((k) => k) ? " (greyed in the grids: outside the tensor)" : "") }));
 
   const sides = h("div", { class: "tn-sides" });
   root.append(sides);

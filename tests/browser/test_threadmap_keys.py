@@ -2,7 +2,7 @@
 by the keyboard: a 1-row slice drawn as one strip whose bands are labelled by their columns, the
 per-warp table a single Tab stop whose rows the arrow keys walk, Tab and Escape leaving the view
 (README: keys stay in a view until Escape or Tab), and two copies of one view in a page both
-drawing."""
+drawing; the part of a slice known to lie outside its tensor greyed."""
 import json
 
 import pytest
@@ -28,6 +28,13 @@ kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
     acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
   }
   C[i :+ 32, j :+ 32] = acc
+}
+"""
+
+EDGE = """@launch(64)
+kernel edge(X: tensor<f32>[8, 60], Y: tensor<f32>[8, 60]) {
+  var x = X[0 :+ 8, 0 :+ 64]
+  Y[-2 :+ 8, 0 :+ 64] = x
 }
 """
 
@@ -60,6 +67,7 @@ def page(tmp_path_factory):
     row, gemm = _threadmap(ROW, "scale"), _threadmap(GEMM, "gemm")
     html = [w._repr_mimebundle_()[0]["text/html"] for w in (row, gemm)]
     html.append(html[1])                                 # the same view twice in one page
+    html.append(_threadmap(EDGE, "edge")._repr_mimebundle_()[0]["text/html"])
     data = json.dumps(html).replace("</", "<\\/")
     path = tmp_path_factory.mktemp("keys") / "page.html"
     path.write_text(PAGE.replace("<script>", f'<script type="application/json" id="outputs">{data}</script><script>', 1),
@@ -70,7 +78,7 @@ def page(tmp_path_factory):
         pg.errors = []
         pg.on("pageerror", lambda e: pg.errors.append(str(e)))
         pg.goto(path.as_uri())
-        pg.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 3", timeout=20000)
+        pg.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
         pg.row_runs, pg.gemm = row.copies[row.selected]["runs"], gemm.copies[gemm.selected]
         yield pg
         browser.close()
@@ -134,3 +142,15 @@ def test_escape_leaves_the_view(page):
     assert page.evaluate(ACTIVE)[2] == 1
     page.keyboard.press("Escape")
     assert page.evaluate(ACTIVE)[2] == -1
+
+
+def test_the_part_known_outside_the_tensor_is_greyed_and_said(page):
+    tm = view(page, 3)
+    tm.locator("button.tn-chip").nth(1).click()          # the store Y[-2 :+ 8, 0 :+ 64] = x
+    assert "rows 2..7 inside, 0..1 outside (Y's 8)" in tm.locator(".tn-region").inner_text()
+    grid = tm.locator("svg.tn-grid").nth(0)
+    # outside: tile rows 0-1 whole, and columns 60-63 of rows 2-7 (one rectangle each, no wrap)
+    assert grid.locator("rect.tn-outside").count() == 2 + 6
+    cells = grid.locator("rect.tn-outside").evaluate_all("rs => rs.reduce((n, r) => n + r.width.baseVal.value * r.height.baseVal.value, 0)")
+    cell = grid.locator("rect.tn-outside").first.evaluate("r => r.height.baseVal.value")
+    assert round(cells / cell / cell) == 2 * 64 + 6 * 4

@@ -13,6 +13,8 @@ copy (`tilenb.analysis.ownership`):
   elementwise with the destination's shape (the first one; null for a fill or an expression of
   broadcasts only); a tile atomic `atomic_add(A[...], t)` is such a store with `op`
   "atomic_add" (or "atomic_max"); `value` names the stored tile when the value is one tile.
+Each copy's `region` (`tilenb.analysis.valid_region`) says which of the slice's elements lie
+inside the tensor, as far as that is known before a launch.
 Tensor slices read by a reduction or a dot inline (not through a let view) are read by "any"
 threads and have no copy plan.
 
@@ -59,6 +61,7 @@ from .layout import (SECTOR_BYTES, PanelSwizzle, Swizzle, ideal_sectors, ideal_w
                      wavefronts_per_request)
 from .ownership import Access, StatementPlan
 from .partition import chunks
+from .valid_region import SliceRegion, slice_region
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,7 @@ class CopyPlan:
     conflict_note: str = ""        # when wavefronts exceed the ideal: which lanes share a bank, and the fix
     op: str = ""                   # "atomic_add" / "atomic_max" for a tile atomic's store; "" for a plain copy
     value: str = ""                # a store's value in words when short ("t", "colsum(x)"), else ""
+    region: Optional[SliceRegion] = None   # the slice's part inside the tensor, as far as known before a launch
 
     def to_json(self) -> dict:
         """A JSON-ready dict; "swizzle" ({"bits", "base", "shift"}) appears only for a swizzled tile."""
@@ -137,6 +141,7 @@ class CopyPlan:
             "is_view": self.is_view, "tensor_dtype": self.tensor_dtype,
             "coalescing_note": self.coalescing_note, "conflict_note": self.conflict_note,
             "op": self.op, "value": self.value,
+            "valid_region": self.region.to_json() if self.region is not None else None,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
         if self.swizzle is not None:
@@ -529,7 +534,7 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                                 _declared_shape(g, plan.shape),
                                 _coalescing_note(g, direction, ch, req, lane, nwarps, offs[ch.row, ch.col] * eb, nbytes, worst, ideal_s, worst_res, step),
                                 _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix),
-                                *_store_op(plan.stmt, direction)))
+                                *_store_op(plan.stmt, direction), slice_region(g.node, plan.shape)))
     return tuple(out)
 
 

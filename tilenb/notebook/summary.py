@@ -73,6 +73,19 @@ def copy_title(c: dict, tile_dtype: str = "") -> str:
     return f"load {tensor} -> {dst}"
 
 
+def region_text(c: dict) -> str:
+    """The copy's valid region as the analysis knows it before a launch (`valid_region`), and what
+    is left to run time; "" when the analysis has none."""
+    reg = c.get("valid_region") or {}
+    if not reg.get("text"):
+        return ""
+    if c.get("direction") == "store":
+        rest = "; of those, only the elements valid in the value are written (its region is known at run time)"
+    else:
+        rest = "; elements outside the tensor read as 0 and are invalid in the tile"
+    return f"valid region (inside {c.get('tensor')}): {reg['text']}{rest}"
+
+
 def fix_text(fix: dict) -> str:
     """The layout the analysis proposes against bank conflicts, in words."""
     if fix.get("kind") == "pad":
@@ -120,6 +133,9 @@ def _text_threadmap(s) -> str:
             continue
         out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                    f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
+        reg = region_text(c)
+        if reg:
+            out.append(f"  {reg}")
         if c.get("measured"):
             out.append(_measured_text(c["measured"]))
         groups: List[list] = []
