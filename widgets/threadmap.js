@@ -78,7 +78,8 @@ function geometry(copy) {
     if (!byRow.has(row)) byRow.set(row, []);
     byRow.get(row).push(i);
   }
-  return { rows, cols, width, segs, cell, runs, order, rank, byRow, strip, oneD };
+  const cellH = strip ? Math.max(cell, 14) : cell;   // a strip's bands are tall enough for their labels
+  return { rows, cols, width, segs, cell, cellH, runs, order, rank, byRow, strip, oneD };
 }
 
 /** The rectangles [x, y, w] (in cells) covering `len` elements from (row, col), wrapped. */
@@ -114,7 +115,7 @@ function runLabel(side, f) {
 
 function drawSide(g, copy, side, itemsize, caption) {
   const pad = { left: g.strip ? 52 : 30, top: 16 };
-  const W = g.width * g.cell, H = g.rows * g.segs * g.cell;
+  const W = g.width * g.cell, H = g.rows * g.segs * g.cellH;
   // a viewBox lets the picture shrink with the output area, so both sides stay side by side
   const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid",
     viewBox: `0 0 ${W + pad.left + 4} ${H + pad.top + 4}` });
@@ -135,7 +136,7 @@ function drawSide(g, copy, side, itemsize, caption) {
   if (g.strip) {
     for (let b = 0; b < g.segs; b++) {
       const lo = b * g.width, hi = Math.min(g.cols, lo + g.width) - 1;
-      const t = s("text", { x: -4, y: (b + 0.5) * g.cell + 4, class: "tn-tick tn-rowtick tn-bandtick" });
+      const t = s("text", { x: -4, y: (b + 0.5) * g.cellH + 4, class: "tn-tick tn-rowtick tn-bandtick" });
       t.textContent = `${lo}–${hi}`;
       body.append(t);
     }
@@ -156,8 +157,8 @@ function drawSide(g, copy, side, itemsize, caption) {
     grp.setAttribute("aria-label", runLabel(side, f));
     const fill = threadColor(f.thread);
     for (const [x, y, w] of pieces(g, f.row, f.col, f.len)) {
-      grp.append(s("rect", { x: x * g.cell + 0.5, y: y * g.cell + 0.5, width: Math.max(1, w * g.cell - 1),
-        height: Math.max(1, g.cell - 1), fill }));
+      grp.append(s("rect", { x: x * g.cell + 0.5, y: y * g.cellH + 0.5, width: Math.max(1, w * g.cell - 1),
+        height: Math.max(1, g.cellH - 1), fill }));
     }
     body.append(grp);
     nodes[i] = grp;
@@ -267,6 +268,12 @@ function regionText(c) {
   return `Valid region (inside ${c.tensor}): ${reg.text}${rest}`;
 }
 
+/** Whether the analysis knows some cell of the copy lies outside the tensor. */
+function knownOutside(copy, g) {
+  const [kr, kc] = (copy.valid_region || {}).known || [null, null];
+  return !!((kr && (kr[0] > 0 || kr[1] < g.rows)) || (kc && (kc[0] > 0 || kc[1] < g.cols)));
+}
+
 /** Grey over the cells the analysis knows lie outside the tensor (its `known` ranges). */
 function shadeOutside(g, copy, body) {
   const known = (copy.valid_region || {}).known || [null, null];
@@ -276,7 +283,7 @@ function shadeOutside(g, copy, body) {
   let n = 0;
   const cover = (row, col, len) => {
     for (const [x, y, w] of pieces(g, row, col, len)) {
-      body.append(s("rect", { x: x * g.cell, y: y * g.cell, width: w * g.cell, height: g.cell, class: "tn-outside" }));
+      body.append(s("rect", { x: x * g.cell, y: y * g.cellH, width: w * g.cell, height: g.cellH, class: "tn-outside" }));
     }
     n += len;
   };
@@ -353,7 +360,7 @@ function draw(model, el) {
   if (copy.conflict_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Bank conflicts: ${copy.conflict_note}` }));
   const region = regionText(copy);
   if (region) root.append(h("div", { class: "tn-sub tn-region", text: region +
-    ((copy.valid_region.known || []).some((k) => k) ? " (greyed in the grids: outside the tensor)" : "") }));
+    (knownOutside(copy, g) ? " (greyed in the grids: outside the tensor)" : "") }));
 
   const sides = h("div", { class: "tn-sides" });
   root.append(sides);

@@ -102,6 +102,10 @@ def test_a_one_row_slice_is_one_strip_with_bands_labelled_by_columns(page):
     grid = view(page, 0).locator("svg.tn-grid").nth(0)
     assert grid.locator("text.tn-bandtick").all_text_contents() == ["0–63", "64–127", "128–191", "192–255"]
     assert grid.locator("text.tn-rowtick:not(.tn-bandtick)").count() == 0     # no "row 1, 2, 3"
+    # inside or not is known only at run time here (c + j < N): nothing greyed, and the text says why
+    assert grid.locator("rect.tn-outside").count() == 0
+    region = view(page, 0).locator(".tn-region").inner_text()
+    assert "columns j in 0..255 where 0 <= c + j < N" in region and "greyed" not in region
     runs = page.row_runs
     first = next(k for k, r in enumerate(runs) if r[2] == 0)
     grid.locator(f'g.tn-run[data-run="{first}"]').click()

@@ -16,6 +16,7 @@ the tensor read as 0 and are invalid in the tile. The views say so beside the te
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -114,6 +115,9 @@ def slice_region(node, shape) -> Optional[SliceRegion]:
             continue
         s = expr_text(sub.start, 5)
         s = "the start" if s is None else s
+        if re.search(rf"\b{v}\b", s):       # the index letter must not be a name of the start
+            v = next(x for x in (("u", "p", "k0") if v == "i" else ("v", "q", "k1")) if not re.search(rf"\b{x}\b", s))
+            every = f"{v} = 0" if n == 1 else f"{v} in 0..{n - 1}"
         ext = str(extent) if extent is not None else "the extent"
         low = "" if start is not None and start >= 0 else "0 <= "
         at = f"{s} + {v}" if s != "0" else v

@@ -74,9 +74,10 @@ def _threadmap(s) -> bytes:
             img[row * segs + k // width, k % width] = rgb
     # what the analysis knows lies outside the tensor before any launch: greyed
     kr, kc = ((c.get("valid_region") or {}).get("known") or [None, None])[:2]
-    if kr or kc:
-        r0, r1 = kr or (0, rows)
-        c0, c1 = kc or (0, cols)
+    r0, r1 = kr or (0, rows)
+    c0, c1 = kc or (0, cols)
+    outside = (r0, r1, c0, c1) != (0, rows, 0, cols)
+    if outside:
         grey = np.array([0.55, 0.55, 0.55])
         for r in range(rows):
             for k in range(cols):
@@ -89,7 +90,7 @@ def _threadmap(s) -> bytes:
              (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key)]
     region = region_text(c)
     if region:
-        notes.append(textwrap.fill(region + (" (grey: outside the tensor)" if kr or kc else ""), 140))
+        notes.append(textwrap.fill(region + (" (grey: outside the tensor)" if outside else ""), 140))
     notes = "\n".join(notes)
     head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0)   # inches above the map
     map_in = min(6.0, 0.09 * rows * segs + 0.6)
