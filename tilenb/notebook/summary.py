@@ -55,10 +55,9 @@ def _ranges(items: List[int]) -> str:
 
 
 def copy_title(c: dict, tile_dtype: str = "") -> str:
-    """'load X -> x' / 'store acc -> C' / 'atomic_add t -> Out' / 'let c_old views C (no tile is
-    made)'; where the tile's
-    dtype (`tile_dtype`) and the tensor's (c["tensor_dtype"]) differ, both are named, as in
-    'store x (f32) -> Q (i8)'."""
+    """'load X -> x' / 'store acc -> C' / 'atomic_add colsum(x) -> Out' (a tile atomic, by its
+    op and value) / 'let c_old views C (no tile is made)'; where the tile's dtype (`tile_dtype`)
+    and the tensor's (c["tensor_dtype"]) differ, both are named, as in 'store x (f32) -> Q (i8)'."""
     tile = c.get("tile")
     if c.get("is_view"):
         return f"let {tile or 'view'} views {c.get('tensor')} (no tile is made; read into registers)"

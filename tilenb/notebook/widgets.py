@@ -5,10 +5,11 @@ module reads the traits tagged `sync` here and nothing more. A view is displayed
 bundle that needs no kernel, no widget manager and no network, so that a saved notebook shows
 it the same with or without its kernel, trusted or not:
 
-- `text/html`: a static picture any sanitizer keeps (the PNG inline, the text), and the module
-  with its traits inlined, whose scripts replace the picture by the interactive view wherever
-  the front end runs an output's scripts (a live kernel's outputs and trusted notebooks in
-  JupyterLab and Notebook 7, VS Code, nbconvert's pages);
+- `text/html`: a static picture any sanitizer keeps (the PNG inline, the text summary visible;
+  no <style> element, so no CSS is left as text where scripts are stripped), and the module
+  (its CSS inside) with its traits inlined, whose scripts replace the picture by the interactive
+  view wherever the front end runs an output's scripts (a live kernel's outputs and trusted
+  notebooks in JupyterLab and Notebook 7, VS Code, nbconvert's pages);
 - `image/png` for the pictures (thread map, ruler, timing), drawn with matplotlib where it is
   installed (the listings, barriers and CUDA, are their text);
 - `text/plain`: a deterministic summary (no memory addresses, no times unless measured);
