@@ -6,7 +6,8 @@
 // Home/End jump to the first/last run. Per-warp coalescing (32-byte sectors against the ideal)
 // and bank conflicts (shared-memory wavefronts against the ideal) are in the table below.
 //
-// Model traits read: kernel, threads, copies, tiles, lines, note, selected (written back).
+// Model traits read: kernel, threads, copies, tiles, lines, note, shared, traffic, dot_reads,
+// selected (written back).
 
 const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
 const SIDE_PX = 400;      // width given to each side's grid
@@ -39,7 +40,7 @@ function copyTitle(c, tileDtype) {
   const both = !!(tileDtype && c.tensor_dtype && tileDtype !== c.tensor_dtype);
   const tensor = both ? `${c.tensor} (${c.tensor_dtype})` : c.tensor;
   const tile = both && c.tile ? `${c.tile} (${tileDtype})` : c.tile;
-  if (c.direction === "store") return `store ${tile || "an expression"} → ${tensor}`;
+  if (c.direction === "store") return `${c.op || "store"} ${tile || c.value || "an expression"} → ${tensor}`;
   return `load ${tensor} → ${tile || "registers"}`;
 }
 
@@ -67,13 +68,18 @@ function geometry(copy) {
   const order = runs.map((_, i) => i).sort((a, b) =>
     runs[a][1] - runs[b][1] || runs[a][2] - runs[b][2] || runs[a][0] - runs[b][0]);
   const rank = new Map(order.map((r, k) => [r, k]));
+  // a 1-row (or 1-D) slice longer than WRAP is one strip cut into bands: the bands are labelled by
+  // the columns they hold, never as rows
+  const strip = rows === 1 && segs > 1;
+  const oneD = (copy.slice_shape || copy.shape).length === 1;
   const byRow = new Map();
   for (const i of order) {
     const row = runs[i][1];
     if (!byRow.has(row)) byRow.set(row, []);
     byRow.get(row).push(i);
   }
-  return { rows, cols, width, segs, cell, runs, order, rank, byRow };
+  const cellH = strip ? Math.max(cell, 14) : cell;   // a strip's bands are tall enough for their labels
+  return { rows, cols, width, segs, cell, cellH, runs, order, rank, byRow, strip, oneD };
 }
 
 /** The rectangles [x, y, w] (in cells) covering `len` elements from (row, col), wrapped. */
@@ -90,24 +96,26 @@ function pieces(g, row, col, len) {
   return out;
 }
 
-function runFacts(copy, run, itemsize) {
+function runFacts(copy, run, itemsize, g) {
   const [thread, row, col, len] = run;
   const warp = Math.floor(thread / 32), lane = thread % 32;
   const vw = copy.vector_width || 1;
   const vectors = Math.ceil(len / vw);
   const vbytes = itemsize ? ` (${vw * itemsize} B)` : "";
   const cols = len === 1 ? `column ${col}` : `columns ${col}–${col + len - 1}`;
-  return { thread, warp, lane, row, col, len, vw, vectors, vbytes, cols };
+  const where = g && (g.oneD || g.strip) ? (len === 1 ? `element ${col}` : `elements ${col}–${col + len - 1}`)
+    : `row ${row}, ${cols}`;
+  return { thread, warp, lane, row, col, len, vw, vectors, vbytes, cols, where };
 }
 
 function runLabel(side, f) {
-  return `${side}: thread ${f.thread}, warp ${f.warp}, lane ${f.lane}; row ${f.row}, ${f.cols}; ` +
+  return `${side}: thread ${f.thread}, warp ${f.warp}, lane ${f.lane}; ${f.where}; ` +
     `${plural(f.len, "element")} in ${plural(f.vectors, "vector")} of width ${f.vw}`;
 }
 
 function drawSide(g, copy, side, itemsize, caption) {
-  const pad = { left: 30, top: 16 };
-  const W = g.width * g.cell, H = g.rows * g.segs * g.cell;
+  const pad = { left: g.strip ? 52 : 30, top: 16 };
+  const W = g.width * g.cell, H = g.rows * g.segs * g.cellH;
   // a viewBox lets the picture shrink with the output area, so both sides stay side by side
   const root = s("svg", { width: W + pad.left + 4, height: H + pad.top + 4, class: "tn-grid",
     viewBox: `0 0 ${W + pad.left + 4} ${H + pad.top + 4}` });
@@ -117,15 +125,24 @@ function drawSide(g, copy, side, itemsize, caption) {
   const body = s("g", { transform: `translate(${pad.left},${pad.top})` });
   root.append(body);
   body.append(s("rect", { x: 0, y: 0, width: W, height: H, class: "tn-bg" }));
-  // column ticks along the top, row numbers down the left
+  // column ticks along the top, row numbers down the left; a strip's bands are labelled on the
+  // left by the columns each holds, and the ticks count on from the band's first column
   const tick = g.width >= 32 ? 16 : g.width >= 8 ? 4 : 1;
   for (let c = 0; c < g.width; c += tick) {
     const t = s("text", { x: c * g.cell + 1, y: -4, class: "tn-tick" });
-    t.textContent = String(c);
+    t.textContent = g.strip ? `+${c}` : String(c);
     body.append(t);
   }
+  if (g.strip) {
+    for (let b = 0; b < g.segs; b++) {
+      const lo = b * g.width, hi = Math.min(g.cols, lo + g.width) - 1;
+      const t = s("text", { x: -4, y: (b + 0.5) * g.cellH + 4, class: "tn-tick tn-rowtick tn-bandtick" });
+      t.textContent = `${lo}–${hi}`;
+      body.append(t);
+    }
+  }
   const rowStep = g.cell * g.segs >= 10 ? 1 : Math.ceil(10 / (g.cell * g.segs));
-  for (let r = 0; r < g.rows; r += rowStep) {
+  for (let r = 0; r < (g.strip ? 0 : g.rows); r += rowStep) {
     const t = s("text", { x: -4, y: (r * g.segs + 0.5) * g.cell + 4, class: "tn-tick tn-rowtick" });
     t.textContent = String(r);
     body.append(t);
@@ -133,19 +150,20 @@ function drawSide(g, copy, side, itemsize, caption) {
   }
   const nodes = new Array(g.runs.length);
   g.runs.forEach((run, i) => {
-    const f = runFacts(copy, run, itemsize);
+    const f = runFacts(copy, run, itemsize, g);
     const grp = s("g", { class: "tn-run", "data-run": i, "data-thread": f.thread, "data-warp": f.warp, tabindex: -1 });
     grp.setAttribute("role", "option");
     grp.setAttribute("aria-selected", "false");
     grp.setAttribute("aria-label", runLabel(side, f));
     const fill = threadColor(f.thread);
     for (const [x, y, w] of pieces(g, f.row, f.col, f.len)) {
-      grp.append(s("rect", { x: x * g.cell + 0.5, y: y * g.cell + 0.5, width: Math.max(1, w * g.cell - 1),
-        height: Math.max(1, g.cell - 1), fill }));
+      grp.append(s("rect", { x: x * g.cell + 0.5, y: y * g.cellH + 0.5, width: Math.max(1, w * g.cell - 1),
+        height: Math.max(1, g.cellH - 1), fill }));
     }
     body.append(grp);
     nodes[i] = grp;
   });
+  shadeOutside(g, copy, body);
   return { root, nodes };
 }
 
@@ -159,7 +177,8 @@ function warpTable(copy, onWarp) {
   const tb = h("tbody", {});
   for (const w of warps) {
     const badS = w.sectors > w.ideal_sectors, badW = w.wavefronts > w.ideal_wavefronts;
-    const tr = h("tr", { tabindex: 0, "data-warp": w.warp,
+    // one Tab stop for the whole table (roving tabindex): the first row takes Tab, ↑/↓ move on
+    const tr = h("tr", { tabindex: tb.children.length === 0 ? 0 : -1, "data-warp": w.warp,
       "aria-label": `warp ${w.warp}: ${w.sectors} sectors, ideal ${w.ideal_sectors}${badS ? ", uncoalesced" : ""}; ` +
         `${w.wavefronts} wavefronts, ideal ${w.ideal_wavefronts}${badW ? ", bank conflicts" : ""}` });
     const sw = h("span", { class: "tn-swatch" });
@@ -171,6 +190,19 @@ function warpTable(copy, onWarp) {
     for (const ev of ["mouseleave", "blur"]) tr.addEventListener(ev, () => onWarp(null));
     tb.append(tr);
   }
+  tb.addEventListener("focusin", (e) => {   // the row last focused (by key or click) is the table's Tab stop
+    if (e.target.parentNode !== tb) return;
+    for (const r of tb.children) r.setAttribute("tabindex", r === e.target ? "0" : "-1");
+  });
+  tb.addEventListener("keydown", (e) => {
+    const rows = [...tb.children];
+    const at = rows.indexOf(e.target);
+    if (at < 0) return;
+    const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: rows.length - 1 }[e.key];
+    if (to === undefined) return;
+    e.preventDefault();
+    rows[Math.max(0, Math.min(rows.length - 1, to))].focus();
+  });
   table.append(tb);
   return table;
 }
@@ -214,6 +246,55 @@ function sharedTable(model) {
   return box;
 }
 
+function dotReads(model) {
+  // the analysis' dot_reads: tensor slices a dot reads itself (no copy statement), and how
+  const recs = model.get("dot_reads") || [];
+  if (!recs.length) return null;
+  const ul = h("ul", { class: "tn-dotreads" });
+  for (const d of recs) {
+    ul.append(h("li", { text: `line ${labelOf(model, d.line)}: dot reads ${d.tensor} [${(d.shape || []).join(", ")}] ` +
+      `itself (operand ${d.operand}; no copy statement): ${d.text}` }));
+  }
+  return h("div", { class: "tn-sub" }, ul);
+}
+
+/** The valid region in words: what the analysis knows before a launch, and what waits for run time. */
+function regionText(c) {
+  const reg = c.valid_region;
+  if (!reg || !reg.text) return "";
+  const rest = c.direction === "store"
+    ? "; of those, only the elements valid in the value are written (its region is known at run time)"
+    : "; elements outside the tensor read as 0 and are invalid in the tile";
+  return `Valid region (inside ${c.tensor}): ${reg.text}${rest}`;
+}
+
+/** Whether the analysis knows some cell of the copy lies outside the tensor. */
+function knownOutside(copy, g) {
+  const [kr, kc] = (copy.valid_region || {}).known || [null, null];
+  return !!((kr && (kr[0] > 0 || kr[1] < g.rows)) || (kc && (kc[0] > 0 || kc[1] < g.cols)));
+}
+
+/** Grey over the cells the analysis knows lie outside the tensor (its `known` ranges). */
+function shadeOutside(g, copy, body) {
+  const known = (copy.valid_region || {}).known || [null, null];
+  const [kr, kc] = known;
+  if (!kr && !kc) return 0;
+  const [r0, r1] = kr || [0, g.rows], [c0, c1] = kc || [0, g.cols];
+  let n = 0;
+  const cover = (row, col, len) => {
+    for (const [x, y, w] of pieces(g, row, col, len)) {
+      body.append(s("rect", { x: x * g.cell, y: y * g.cellH, width: w * g.cell, height: g.cellH, class: "tn-outside" }));
+    }
+    n += len;
+  };
+  for (let r = 0; r < g.rows; r++) {
+    if (r < r0 || r >= r1) { cover(r, 0, g.cols); continue; }
+    if (c0 > 0) cover(r, 0, c0);
+    if (c1 < g.cols) cover(r, c1, g.cols - c1);
+  }
+  return n;
+}
+
 function draw(model, el) {
   el.textContent = "";
   const root = viewRoot("tn-threadmap");
@@ -225,6 +306,8 @@ function draw(model, el) {
   if (model.get("note")) root.append(h("div", { class: "tn-note", text: model.get("note") }));
   if (!copies.length) {
     root.append(h("p", { class: "tn-sub", text: "This kernel has no copy statement between a tensor and a tile." }));
+    const dr0 = dotReads(model);
+    if (dr0) root.append(dr0);
     root.append(sharedTable(model));
     return () => {};
   }
@@ -245,6 +328,8 @@ function draw(model, el) {
     chips.append(b);
   });
   root.append(chips);
+  const dr = dotReads(model);
+  if (dr) root.append(dr);
 
   const copy = copies[sel];
   const tiles = model.get("tiles") || [];
@@ -273,6 +358,9 @@ function draw(model, el) {
   // each flag's cause and fix, as the analysis words them (tilenb.analysis.copies)
   if (copy.coalescing_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Uncoalesced: ${copy.coalescing_note}` }));
   if (copy.conflict_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Bank conflicts: ${copy.conflict_note}` }));
+  const region = regionText(copy);
+  if (region) root.append(h("div", { class: "tn-sub tn-region", text: region +
+    (knownOutside(copy, g) ? " (greyed in the grids: outside the tensor)" : "") }));
 
   const sides = h("div", { class: "tn-sides" });
   root.append(sides);
@@ -301,13 +389,13 @@ function draw(model, el) {
   let cur = -1;
   const setInfo = (i) => {
     if (i < 0) return;
-    const f = runFacts(copy, g.runs[i], itemsize);
+    const f = runFacts(copy, g.runs[i], itemsize, g);
     info.dataset.thread = String(f.thread);
     info.dataset.run = String(i);
     info.textContent = "";
     info.append(h("span", { class: "tn-sw" }), h("b", { text: `thread ${f.thread}` }),
       ` · warp ${f.warp} · lane ${f.lane} · vector width ${f.vw}${f.vbytes} · ` +
-      `${plural(f.len, "element")}: row ${f.row}, ${f.cols} (${plural(f.vectors, "vector")})`);
+      `${plural(f.len, "element")}: ${f.where} (${plural(f.vectors, "vector")})`);
     info.firstChild.style.background = threadColor(f.thread);
   };
   const light = (i, on) => {
@@ -344,6 +432,17 @@ function draw(model, el) {
     if (key === "ArrowLeft") return g.order[Math.max(0, k - 1)];
     if (key === "Home") return g.order[0];
     if (key === "End") return g.order[g.order.length - 1];
+    if ((key === "ArrowDown" || key === "ArrowUp") && g.strip) {
+      // a strip: the band below / above, at the same place in it
+      const want = col + (key === "ArrowDown" ? g.width : -g.width);
+      if (want < 0 || want >= g.cols) return i;
+      let best = i, bestD = Infinity;
+      for (const j of g.order) {
+        const d = Math.abs(g.runs[j][2] - want);
+        if (d < bestD) { best = j; bestD = d; }
+      }
+      return best;
+    }
     if (key === "ArrowDown" || key === "ArrowUp") {
       const rows = [...g.byRow.keys()];
       const at = rows.indexOf(row) + (key === "ArrowDown" ? 1 : -1);
@@ -391,14 +490,15 @@ function draw(model, el) {
   if ((copy.warps || []).length) root.append(warpTable(copy, onWarp));
   root.append(sharedTable(model));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a run: the same run lights up on the other side and the thread's other runs are outlined. " +
-    "Keys: ←/→ along the rows, ↑/↓ to the row above or below, Home/End. Hover a warp in the table to pick out its runs." }));
+    "Keys: ←/→ along the rows, ↑/↓ to the row (or band) above or below, Home/End. Hover or focus a warp in the table " +
+    "to pick out its runs (the table is one Tab stop: ↑/↓ move between warps). Tab moves on; Escape leaves the view." }));
   return () => onWarp(null);
 }
 
 function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
-  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic"];
+  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic", "dot_reads"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

@@ -1,7 +1,9 @@
 """A view's output in hosts other than Jupyter's, as far as this machine can stand them in: a
 VS Code-like notebook output (the HTML inserted with innerHTML and its scripts re-created, as
-VS Code's HTML renderer does, in a page that carries only the editor theme's --vscode-*
-variables, dark here), with every network request refused. The view draws, follows that theme,
+VS Code's HTML renderer does: only type, src, nonce, noModule and async carried over, and the new
+script appended outside the view, here to the one element that holds every output, then removed;
+in a page that carries only the editor theme's --vscode-* variables, dark here), with every
+network request refused. The view draws, follows that theme,
 and keeps the CUDA tokens at 4.5:1 contrast or more."""
 import json
 
@@ -29,16 +31,18 @@ HOST = """<!doctype html><html><head><meta charset="utf-8"><style>
 body { background: var(--vscode-editor-background); color: var(--vscode-editor-foreground); margin: 8px; }
 </style></head><body class="vscode-dark"><div id="out"></div><script>
   const out = document.getElementById("out");
+  const carried = ["type", "src", "nonce", "noModule", "async"];
   for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
     const cell = document.createElement("div");
-    cell.innerHTML = html;                              // scripts inserted so do not run...
-    for (const old of [...cell.querySelectorAll("script")]) {   // ...so the host re-creates them
-      const s = document.createElement("script");
-      for (const a of old.attributes) s.setAttribute(a.name, a.value);
-      s.textContent = old.textContent;
-      old.replaceWith(s);
-    }
     out.append(cell);
+    cell.innerHTML = html;                              // scripts inserted so do not run...
+    for (const old of [...cell.getElementsByTagName("script")]) {   // ...so the host re-creates them
+      const fresh = document.createElement("script");
+      fresh.text = old.innerText;
+      for (const k of carried) { const v = old[k] || old.getAttribute(k); if (v) fresh.setAttribute(k, v); }
+      out.appendChild(fresh);                           // not in the view: its parent is every output's
+      out.removeChild(fresh);
+    }
   }
 </script></body></html>"""
 

@@ -53,6 +53,7 @@ from ..caches import per_kernel
 from ..target import ANY as ANY_TARGET
 from .barriers import Barrier, place_barriers
 from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
+from .dot_reads import DotRead, dot_reads
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
 from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key
@@ -127,6 +128,7 @@ class Analysis:
     lowering: Optional[KernelLowering] = field(default=None, repr=False, compare=False)   # what the generator reads
     _shared: dict = field(default_factory=dict, repr=False, compare=False)   # the target-free part's lazy results
     uniformity: Optional[Uniformity] = None   # the checker's uniformity record (analysis.uniformity)
+    dot_reads: Tuple[DotRead, ...] = ()       # tensor slices dots read inline, and how (analysis.dot_reads)
 
     @property
     def copies(self) -> Tuple[CopyPlan, ...]:
@@ -197,7 +199,8 @@ class Analysis:
 
     def to_json(self) -> dict:
         """A JSON-ready dict: {"kernel", "threads", "footprint", "budget", "target", "tiles",
-        "ruler", "regions", "smem", "loops", "barriers", "copies"}, copies as runs [thread, row,
+        "ruler", "regions", "smem", "loops", "barriers", "copies", "shared_traffic", "traffic",
+        "dot_reads"}, copies as runs [thread, row,
         col, length] (not per element); ruler entries of regions other than tiles carry their
         "kind"; "smem" holds the map's "array_bytes" and "dynamic"."""
         def ruler_entry(x):
@@ -224,6 +227,7 @@ class Analysis:
                           "reason": b.reason} for b in self.barriers],
             "copies": [c.to_json() for c in self.copies],
             "shared_traffic": [t.to_json() for t in self.shared_traffic],
+            "dot_reads": [d.to_json() for d in self.dot_reads],
             "traffic": self.traffic(),
         }
 
@@ -303,7 +307,7 @@ def _for_target(kir: ir.KernelIR, base: _Base, target) -> Analysis:
     budget = DYNAMIC_BUDGET if kir.dynshared or m.dynamic else STATIC_BUDGET
     return Analysis(kir.name, kir.threads, m.footprint, budget, base.tiles, _ruler(base.lt, m), base.barriers,
                     base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared,
-                    base.uniformity)
+                    base.uniformity, dot_reads(kir, low))
 
 
 def _ruler(lt: Lifetimes, m: SmemMap) -> Tuple[RulerLine, ...]:

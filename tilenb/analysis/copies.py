@@ -11,7 +11,10 @@ copy (`tilenb.analysis.ownership`):
   statement), straight into registers, so it has no shared-memory side;
 - a store `A[...] = t` or `A[...] = <expression>`: direction "store", tile = the tile read
   elementwise with the destination's shape (the first one; null for a fill or an expression of
-  broadcasts only).
+  broadcasts only); a tile atomic `atomic_add(A[...], t)` is such a store with `op`
+  "atomic_add" (or "atomic_max"); `value` names the stored tile when the value is one tile.
+Each copy's `region` (`tilenb.analysis.valid_region`) says which of the slice's elements lie
+inside the tensor, as far as that is known before a launch.
 Tensor slices read by a reduction or a dot inline (not through a let view) are read by "any"
 threads and have no copy plan.
 
@@ -53,10 +56,12 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import ir
 from .layout import (SECTOR_BYTES, PanelSwizzle, Swizzle, ideal_sectors, ideal_wavefronts, sectors_per_request,
                      wavefronts_per_request)
 from .ownership import Access, StatementPlan
 from .partition import chunks
+from .valid_region import SliceRegion, slice_region
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,9 @@ class CopyPlan:
     slice_shape: Tuple[int, ...] = ()   # the tensor slice's shape at its declared rank ([514] for a 1-D slice)
     coalescing_note: str = ""      # when sectors exceed the ideal: which lanes, why, and what to change
     conflict_note: str = ""        # when wavefronts exceed the ideal: which lanes share a bank, and the fix
+    op: str = ""                   # "atomic_add" / "atomic_max" for a tile atomic's store; "" for a plain copy
+    value: str = ""                # a store's value in words when short ("t", "colsum(x)"), else ""
+    region: Optional[SliceRegion] = None   # the slice's part inside the tensor, as far as known before a launch
 
     def to_json(self) -> dict:
         """A JSON-ready dict; "swizzle" ({"bits", "base", "shift"}) appears only for a swizzled tile."""
@@ -132,6 +140,8 @@ class CopyPlan:
                        "wavefronts": w.wavefronts, "ideal_wavefronts": w.ideal_wavefronts} for w in self.warps],
             "is_view": self.is_view, "tensor_dtype": self.tensor_dtype,
             "coalescing_note": self.coalescing_note, "conflict_note": self.conflict_note,
+            "op": self.op, "value": self.value,
+            "valid_region": self.region.to_json() if self.region is not None else None,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
         if self.swizzle is not None:
@@ -523,5 +533,27 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                                 warps, is_view, fix, worst_res, getattr(g.storage.type, "dtype", ""), sw,
                                 _declared_shape(g, plan.shape),
                                 _coalescing_note(g, direction, ch, req, lane, nwarps, offs[ch.row, ch.col] * eb, nbytes, worst, ideal_s, worst_res, step),
-                                _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix)))
+                                _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix),
+                                *_store_op(plan.stmt, direction), slice_region(g.node, plan.shape)))
     return tuple(out)
+
+
+def _store_op(stmt, direction: str) -> Tuple[str, str]:
+    """(op, value) of a store: the tile atomic's operation ("atomic_add", "atomic_max"; "" for a
+    plain store) and its value in words when that is short (`_value_text`)."""
+    if direction != "store":
+        return "", ""
+    op = f"atomic_{stmt.op}" if isinstance(stmt, ir.Atomic) and stmt.tile else ""
+    return op, _value_text(getattr(stmt, "value", None))
+
+
+def _value_text(e) -> str:
+    """A tile by name, a reduction of one ("colsum(x)"), a constant; "" for anything longer."""
+    if isinstance(e, ir.Ref):
+        return e.sym.name
+    if isinstance(e, ir.Reduce):
+        inner = _value_text(e.x)
+        return f"{'row' if e.axis == 1 else 'col'}{e.op}({inner})" if inner else ""
+    if isinstance(e, ir.Const):
+        return str(e.value)
+    return ""

@@ -104,7 +104,7 @@ def worst_copy(copies: Sequence[dict]) -> int:
 def _lines_in(a: dict) -> List[int]:
     out = [t["first_line"] for t in a.get("tiles", [])] + [t["last_line"] for t in a.get("tiles", [])]
     out += [r["line"] for r in a.get("ruler", [])] + [b["line"] for b in a.get("barriers", [])]
-    out += [c["line"] for c in a.get("copies", [])]
+    out += [c["line"] for c in a.get("copies", [])] + [d["line"] for d in a.get("dot_reads", [])]
     return out
 
 
@@ -325,7 +325,8 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             copies = (a or {}).get("copies", [])
             out.append(W.ThreadMap(kernel=name, lines=lines, note=why, threads=int((a or {}).get("threads", 0)),
                                    copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies),
-                                   shared=(a or {}).get("shared_traffic", []), traffic=(a or {}).get("traffic", {})))
+                                   shared=(a or {}).get("shared_traffic", []), traffic=(a or {}).get("traffic", {}),
+                                   dot_reads=(a or {}).get("dot_reads", [])))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
                                        budget=int((a or {}).get("budget", STATIC_SMEM)), tiles=(a or {}).get("tiles", []),

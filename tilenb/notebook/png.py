@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .summary import copy_title, fmt_rate, fmt_time, line_labels, text as summary_text
+from .summary import copy_title, fmt_rate, fmt_time, line_labels, region_text, text as summary_text
 
 _MONO = "DejaVu Sans Mono"
 _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
@@ -72,18 +72,47 @@ def _threadmap(s) -> bytes:
         rgb = thread_rgb(thread)
         for k in range(col, col + length):
             img[row * segs + k // width, k % width] = rgb
+    # what the analysis knows lies outside the tensor before any launch: greyed
+    kr, kc = ((c.get("valid_region") or {}).get("known") or [None, None])[:2]
+    r0, r1 = kr or (0, rows)
+    c0, c1 = kc or (0, cols)
+    outside = (r0, r1, c0, c1) != (0, rows, 0, cols)
+    if outside:
+        grey = np.array([0.55, 0.55, 0.55])
+        for r in range(rows):
+            for k in range(cols):
+                if not (r0 <= r < r1 and c0 <= k < c1):
+                    y, x = r * segs + k // width, k % width
+                    img[y, x] = 0.45 * img[y, x] + 0.55 * grey
     import textwrap
     # each flag's cause and fix (tilenb.analysis.copies), printed between the figures and the map
-    notes = "\n".join(textwrap.fill(f"{what}: {c[key]}", 140) for what, key in
-                      (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key))
+    notes = [textwrap.fill(f"{what}: {c[key]}", 140) for what, key in
+             (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key)]
+    region = region_text(c)
+    if region:
+        notes.append(textwrap.fill(region + (" (grey: outside the tensor)" if outside else ""), 140))
+    notes = "\n".join(notes)
     head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0)   # inches above the map
     map_in = min(6.0, 0.09 * rows * segs + 0.6)
-    H = 0.3 + map_in + head_in
+    foot_in = 0.5                       # the x label and its ticks stay inside the figure
+    H = foot_in + map_in + head_in
     fig = Figure(figsize=(7, H))
-    ax = fig.add_axes((0.08, 0.25 / H, 0.9, map_in / H))
+    strip = rows == 1 and segs > 1      # a 1-row (or 1-D) slice: one strip cut into bands
+    left = 0.13 if strip else 0.08
+    ax = fig.add_axes((left, foot_in / H, 0.98 - left, map_in / H))
     ax.imshow(img, aspect="auto", interpolation="nearest")
-    ax.set_xlabel("column" + (f" (rows wrap every {width})" if segs > 1 else ""), fontsize=8)
-    ax.set_ylabel("row", fontsize=8)
+    if strip:
+        # the bands are columns of the one row, labelled as such (never as rows 0..segs-1)
+        ax.set_yticks(range(segs), [f"{b * width}-{min(cols, (b + 1) * width) - 1}" for b in range(segs)])
+        ax.set_ylabel("columns", fontsize=8)
+        ax.set_xlabel(f"column within the band (the row wraps every {width})", fontsize=8)
+    else:
+        ax.set_xlabel("column" + (f" (each row wraps every {width})" if segs > 1 else ""), fontsize=8)
+        ax.set_ylabel("row", fontsize=8)
+        if segs > 1:
+            # one tick per tile row, at its first band
+            step = max(1, rows // 16)
+            ax.set_yticks([r * segs for r in range(0, rows, step)], [str(r) for r in range(0, rows, step)])
     ax.tick_params(labelsize=7)
     labels = line_labels(s)
     line = labels.get(int(c["line"]), str(c["line"]))
@@ -95,7 +124,8 @@ def _threadmap(s) -> bytes:
              f"bank conflicts: {c.get('wavefronts')} wavefronts (ideal {c.get('ideal_wavefronts')}); "
              "colour = thread (hue by warp)", fontsize=8)
     if notes:
-        fig.text(0.01, 1 - 0.46 / H, notes, fontsize=6.5, va="top", color="#a00000")
+        fig.text(0.01, 1 - 0.46 / H, notes, fontsize=6.5, va="top", color="#a00000" if c.get("coalescing_note")
+                 or c.get("conflict_note") else "#333333")
     return _png(fig)
 
 

@@ -55,9 +55,9 @@ def _ranges(items: List[int]) -> str:
 
 
 def copy_title(c: dict, tile_dtype: str = "") -> str:
-    """'load X -> x' / 'store acc -> C' / 'let c_old views C (no tile is made)'; where the tile's
-    dtype (`tile_dtype`) and the tensor's (c["tensor_dtype"]) differ, both are named, as in
-    'store x (f32) -> Q (i8)'."""
+    """'load X -> x' / 'store acc -> C' / 'atomic_add colsum(x) -> Out' (a tile atomic, by its
+    op and value) / 'let c_old views C (no tile is made)'; where the tile's dtype (`tile_dtype`)
+    and the tensor's (c["tensor_dtype"]) differ, both are named, as in 'store x (f32) -> Q (i8)'."""
     tile = c.get("tile")
     if c.get("is_view"):
         return f"let {tile or 'view'} views {c.get('tensor')} (no tile is made; read into registers)"
@@ -65,10 +65,24 @@ def copy_title(c: dict, tile_dtype: str = "") -> str:
     both = bool(tile_dtype and tdt and tile_dtype != tdt)
     tensor = f"{c.get('tensor')} ({tdt})" if both else f"{c.get('tensor')}"
     if c.get("direction") == "store":
-        src = f"{tile} ({tile_dtype})" if both and tile else (tile or "an expression")
-        return f"store {src} -> {tensor}"
+        name = tile or c.get("value") or ""
+        src = f"{name} ({tile_dtype})" if both and name else (name or "an expression")
+        return f"{c.get('op') or 'store'} {src} -> {tensor}"
     dst = f"{tile} ({tile_dtype})" if both and tile else (tile or "registers")
     return f"load {tensor} -> {dst}"
+
+
+def region_text(c: dict) -> str:
+    """The copy's valid region as the analysis knows it before a launch (`valid_region`), and what
+    is left to run time; "" when the analysis has none."""
+    reg = c.get("valid_region") or {}
+    if not reg.get("text"):
+        return ""
+    if c.get("direction") == "store":
+        rest = "; of those, only the elements valid in the value are written (its region is known at run time)"
+    else:
+        rest = "; elements outside the tensor read as 0 and are invalid in the tile"
+    return f"valid region (inside {c.get('tensor')}): {reg['text']}{rest}"
 
 
 def fix_text(fix: dict) -> str:
@@ -118,6 +132,9 @@ def _text_threadmap(s) -> str:
             continue
         out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                    f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
+        reg = region_text(c)
+        if reg:
+            out.append(f"  {reg}")
         if c.get("measured"):
             out.append(_measured_text(c["measured"]))
         groups: List[list] = []
@@ -143,6 +160,9 @@ def _text_threadmap(s) -> str:
                 flag += "  <- bank conflicts"
             out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
                        f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
+    for d in s.get("dot_reads") or []:
+        out.append(f"line {_label(labels, d['line'])}: dot reads {d.get('tensor')} {_shape(d.get('shape') or [])} "
+                   f"itself (operand {d.get('operand')}; no copy statement): {d.get('text')}")
     shared = s.get("shared") or []
     if shared:
         out.append("shared memory besides the copies (per CTA):")

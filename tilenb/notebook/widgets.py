@@ -5,10 +5,11 @@ module reads the traits tagged `sync` here and nothing more. A view is displayed
 bundle that needs no kernel, no widget manager and no network, so that a saved notebook shows
 it the same with or without its kernel, trusted or not:
 
-- `text/html`: a static picture any sanitizer keeps (the PNG inline, the text), and the module
-  with its traits inlined, whose scripts replace the picture by the interactive view wherever
-  the front end runs an output's scripts (a live kernel's outputs and trusted notebooks in
-  JupyterLab and Notebook 7, VS Code, nbconvert's pages);
+- `text/html`: a static picture any sanitizer keeps (the PNG inline, the text summary visible;
+  no <style> element, so no CSS is left as text where scripts are stripped), and the module
+  (its CSS inside) with its traits inlined, whose scripts replace the picture by the interactive
+  view wherever the front end runs an output's scripts (a live kernel's outputs and trusted
+  notebooks in JupyterLab and Notebook 7, VS Code, nbconvert's pages);
 - `image/png` for the pictures (thread map, ruler, timing), drawn with matplotlib where it is
   installed (the listings, barriers and CUDA, are their text);
 - `text/plain`: a deterministic summary (no memory addresses, no times unless measured);
@@ -61,7 +62,8 @@ class ThreadMap(TileView):
     """Per copy statement, which thread moves which elements: the tensor slice and the tile side
     by side, runs coloured by thread (hue by warp), and per-warp coalescing (32-byte sectors
     against the ideal) and bank conflicts (shared-memory wavefronts against the ideal); then the
-    shared-memory accesses that are not a copy's tile side (`Analysis.shared_traffic`) and the
+    shared-memory accesses that are not a copy's tile side (`Analysis.shared_traffic`), the
+    tensor slices dots read inline with no copy plan and how (`Analysis.dot_reads`), and the
     kernel's per-CTA totals (`Analysis.traffic()`)."""
 
     _name = "threadmap"
@@ -71,6 +73,7 @@ class ThreadMap(TileView):
     selected = t.Int(0).tag(sync=True)         # index of the copy shown
     shared = t.List().tag(sync=True)           # analysis "shared_traffic" records (besides the copies)
     traffic = t.Dict().tag(sync=True)          # analysis "traffic": the per-CTA totals
+    dot_reads = t.List().tag(sync=True)        # analysis "dot_reads": tensor slices a dot reads with no copy plan
 
 
 class LifetimeRuler(TileView):

@@ -1,0 +1,160 @@
+"""The thread map in a plain page (its HTML as a front end inserts it, scripts re-created), driven
+by the keyboard: a 1-row slice drawn as one strip whose bands are labelled by their columns, the
+per-warp table a single Tab stop whose rows the arrow keys walk, Tab and Escape leaving the view
+(README: keys stay in a view until Escape or Tab), and two copies of one view in a page both
+drawing; the part of a slice known to lie outside its tensor greyed."""
+import json
+
+import pytest
+
+from browser_env import CHROMIUM, CHROMIUM_ARGS
+
+pytestmark = pytest.mark.browser
+
+ROW = """@launch(256)
+@grid(cdiv(N, 256))
+kernel scale(X: tensor<f32>[1, N], Y: tensor<f32>[1, N]) {
+  let c = ctx.block.x * 256
+  Y[0 :+ 1, c :+ 256] = X[0 :+ 1, c :+ 256] * 2.0
+}
+"""
+GEMM = """@launch(256)
+@grid(cdiv(N, 32), cdiv(M, 32))
+kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
+  let i = ctx.block.y * 32
+  let j = ctx.block.x * 32
+  var acc: tile<f32>[32, 32] = 0.0
+  for k in range(0, K, 16) {
+    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
+  }
+  C[i :+ 32, j :+ 32] = acc
+}
+"""
+
+EDGE = """@launch(64)
+kernel edge(X: tensor<f32>[8, 60], Y: tensor<f32>[8, 60]) {
+  var x = X[0 :+ 8, 0 :+ 64]
+  Y[-2 :+ 8, 0 :+ 64] = x
+}
+"""
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body><button id="before">before</button>
+<div id="out"></div><button id="after">after</button><script>
+  const out = document.getElementById("out");
+  for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
+    const cell = document.createElement("div");
+    out.append(cell);
+    cell.innerHTML = html;
+    for (const old of [...cell.querySelectorAll("script")]) {
+      const s = document.createElement("script");
+      for (const a of old.attributes) s.setAttribute(a.name, a.value);
+      s.textContent = old.textContent;
+      old.replaceWith(s);
+    }
+  }
+</script></body></html>"""
+
+
+def _threadmap(src, name):
+    import tilenb
+    from tilenb.notebook import views
+    return views(getattr(tilenb.compile(src, backend="cpu"), name), "threads")[0]
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    row, gemm = _threadmap(ROW, "scale"), _threadmap(GEMM, "gemm")
+    html = [w._repr_mimebundle_()[0]["text/html"] for w in (row, gemm)]
+    html.append(html[1])                                 # the same view twice in one page
+    html.append(_threadmap(EDGE, "edge")._repr_mimebundle_()[0]["text/html"])
+    data = json.dumps(html).replace("</", "<\\/")
+    path = tmp_path_factory.mktemp("keys") / "page.html"
+    path.write_text(PAGE.replace("<script>", f'<script type="application/json" id="outputs">{data}</script><script>', 1),
+                    encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1200, "height": 900})
+        pg.errors = []
+        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+        pg.goto(path.as_uri())
+        pg.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
+        pg.row_runs, pg.gemm = row.copies[row.selected]["runs"], gemm.copies[gemm.selected]
+        yield pg
+        browser.close()
+
+
+def view(page, i):
+    return page.locator(".tilenb-view").nth(i)
+
+
+ACTIVE = "() => [document.activeElement.dataset.run || null, document.activeElement.tagName === 'TR' ? document.activeElement.dataset.warp : null, " \
+         "[...document.querySelectorAll('.tilenb-view')].indexOf(document.activeElement.closest('.tilenb-view'))]"
+
+
+def test_the_same_view_twice_in_a_page_draws_twice(page):
+    assert page.errors == []
+    assert view(page, 2).get_attribute("data-tilenb-id") == view(page, 1).get_attribute("data-tilenb-id")
+    assert view(page, 2).locator(".tn-root").count() == 1 and view(page, 1).locator(".tn-root").count() == 1
+
+
+def test_a_one_row_slice_is_one_strip_with_bands_labelled_by_columns(page):
+    grid = view(page, 0).locator("svg.tn-grid").nth(0)
+    assert grid.locator("text.tn-bandtick").all_text_contents() == ["0–63", "64–127", "128–191", "192–255"]
+    assert grid.locator("text.tn-rowtick:not(.tn-bandtick)").count() == 0     # no "row 1, 2, 3"
+    # inside or not is known only at run time here (c + j < N): nothing greyed, and the text says why
+    assert grid.locator("rect.tn-outside").count() == 0
+    region = view(page, 0).locator(".tn-region").inner_text()
+    assert "columns j in 0..255 where 0 <= c + j < N" in region and "greyed" not in region
+    runs = page.row_runs
+    first = next(k for k, r in enumerate(runs) if r[2] == 0)
+    grid.locator(f'g.tn-run[data-run="{first}"]').click()
+    label = page.evaluate("document.activeElement.getAttribute('aria-label')")
+    assert "elements 0–3" in label and "row" not in label
+    page.keyboard.press("ArrowDown")                     # the band below: column 64
+    below = next(k for k, r in enumerate(runs) if r[2] == 64)
+    assert page.evaluate(ACTIVE) == [str(below), None, 0]
+    page.keyboard.press("ArrowUp")
+    assert page.evaluate(ACTIVE) == [str(first), None, 0]
+
+
+def test_the_warp_table_is_one_tab_stop_walked_by_the_arrows_and_tab_leaves(page):
+    tm = view(page, 1)
+    table = tm.locator("table.tn-warps").first
+    nwarps = len(page.gemm["warps"])
+    assert nwarps == 8 and table.locator("tbody tr").count() == nwarps
+    assert table.locator('tbody tr[tabindex="0"]').count() == 1
+    tm.locator("svg.tn-grid").nth(1).locator('g.tn-run[data-run="0"]').click()    # the tile side's first run
+    page.keyboard.press("Tab")
+    assert page.evaluate(ACTIVE) == [None, "0", 1]
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate(ACTIVE) == [None, "2", 1]
+    # the focused warp's runs light up: as many as the analysis gives warp 2
+    hot = tm.locator("svg.tn-grid").nth(0).locator("g.tn-run.tn-hot").count()
+    assert hot == sum(1 for r in page.gemm["runs"] if r[0] // 32 == 2) > 0
+    page.keyboard.press("Tab")                           # one press leaves the table and the view
+    assert page.evaluate(ACTIVE)[2] != 1
+    page.keyboard.press("Shift+Tab")                     # back onto the row last focused
+    assert page.evaluate(ACTIVE) == [None, "2", 1]
+
+
+def test_escape_leaves_the_view(page):
+    grid = view(page, 1).locator("svg.tn-grid").nth(0)
+    grid.locator('g.tn-run[data-run="3"]').click()
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate(ACTIVE)[2] == 1
+    page.keyboard.press("Escape")
+    assert page.evaluate(ACTIVE)[2] == -1
+
+
+def test_the_part_known_outside_the_tensor_is_greyed_and_said(page):
+    tm = view(page, 3)
+    tm.locator("button.tn-chip").nth(1).click()          # the store Y[-2 :+ 8, 0 :+ 64] = x
+    assert "rows 2..7 inside, 0..1 outside (Y's 8)" in tm.locator(".tn-region").inner_text()
+    grid = tm.locator("svg.tn-grid").nth(0)
+    # outside: tile rows 0-1 whole, and columns 60-63 of rows 2-7 (one rectangle each, no wrap)
+    assert grid.locator("rect.tn-outside").count() == 2 + 6
+    cells = grid.locator("rect.tn-outside").evaluate_all("rs => rs.reduce((n, r) => n + r.width.baseVal.value * r.height.baseVal.value, 0)")
+    cell = grid.locator("rect.tn-outside").first.evaluate("r => r.height.baseVal.value")
+    assert round(cells / cell / cell) == 2 * 64 + 6 * 4
