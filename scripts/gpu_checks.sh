@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/mac
 git log -1 --format=%h 2>/dev/null | tee -a "$OUT/machine.txt"
 t0=$(date +%s)
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -o addopts="" -q -m gpu -p no:cacheprovider -x --ignore=tests/browser tests/ \
+  timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -o addopts="" -q -m gpu -p no:cacheprovider --ignore=tests/browser tests/ \
     > "$OUT/pytest_gpu.txt" 2>&1; echo "pytest -m gpu rc $? in $(( $(date +%s) - t0 )) s"; tail -4 "$OUT/pytest_gpu.txt"
 fi
 if [ "$what" = fuzz ] || [ "$what" = all ]; then
