@@ -185,6 +185,21 @@ def test_counters_refused_says_what_to_do(tmp_path):
     _one_sentence(msg)
 
 
+def test_the_profiled_process_imports_the_package_not_its_modules(tmp_path):
+    """The process ncu starts (`python -m tilenb.runtime.gpu.profile_child`) gets the folder that
+    holds the tilenb package on its path, not the package itself (whose types.py would shadow
+    the standard library's): a stand-in ncu runs the same interpreter with the same environment."""
+    fake = tmp_path / "ncu"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-m" ]; do prev="$1"; shift; done\n'
+                    '"$prev" -c "import types, tilenb.runtime.gpu.profile_child; types.MappingProxyType; '
+                    'print(\'child imports ok\')" 2>&1\nexit 1\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    X, S, Y = _args(300, np.random.default_rng(3))
+    with pytest.raises(ProfileUnavailable) as e:
+        _cuda_module().scale_rows.profile(10, X, S, Y, ncu=str(fake))
+    assert "child imports ok" in str(e.value), str(e.value)
+
+
 # ---- on the GPU, under ncu -----------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("m, full", [(320, 10), (300, 9)])   # 300: the last CTA holds 12 of 32 rows

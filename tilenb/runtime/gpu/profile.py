@@ -458,7 +458,7 @@ def profile(kernel, grid, args, tune: Optional[dict] = None, ncu: Optional[str] 
         cmd = [exe] + ncu_profile_args(job["symbol"]) + ["-o", str(rep), sys.executable, "-m",
                                                           "tilenb.runtime.gpu.profile_child", str(work)]
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2])] +
+        env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[3])] +
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         said = (p.stdout or "") + (p.stderr or "")
