@@ -71,11 +71,18 @@ def _counts(page):
 
 
 def test_run_all_stops_at_the_failed_cell_whose_error_names_its_prompt(live):
+    from playwright.sync_api import expect
     _, page, _ = live
     counts = _counts(page)
     assert counts[:FAILING + 1] == [1, 2, 3, 4]
     assert counts[FAILING + 1] is None                    # Run All stopped at the failed cell
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(FAILING)
+    # Read the cell as a user does, scrolled to it: the views above push it below the fold, where
+    # the front end's windowing (content-visibility: auto on each cell) leaves it unrendered and
+    # its innerText empty, though the model holds the output.
+    cell.scroll_into_view_if_needed()
+    expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), use_inner_text=True)
+    expect(cell.locator(".jp-OutputArea-output")).to_have_text(re.compile(r"\S"), use_inner_text=True)
     prompt = cell.locator(".jp-InputPrompt").inner_text()
     error = cell.locator(".jp-OutputArea-output").inner_text()
     assert re.search(r"\[(\d+)\]", prompt).group(1) == "4"
