@@ -11,6 +11,7 @@
 
 const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
 const SIDE_PX = 400;      // width given to each side's grid
+const MAX_BANDS = 16;     // a long 1-row strip is cut into at most this many bands (wider ones past that)
 const ITEMSIZE = { f64: 8, i64: 8, u64: 8, f32: 4, i32: 4, u32: 4, tf32: 4, f16: 2, bf16: 2,
   i16: 2, u16: 2, i8: 1, u8: 1, bool: 1, fp8: 1, e4m3: 1, e5m2: 1 };
 
@@ -61,7 +62,10 @@ function fixText(fix) {
 function geometry(copy) {
   const shape = copy.shape.length === 1 ? [1, copy.shape[0]] : copy.shape;
   const [rows, cols] = shape;
-  const width = Math.min(cols, WRAP);
+  // a long 1-row strip wraps in wider bands (whole multiples of WRAP) so that it stays at most
+  // MAX_BANDS bands tall: a 4096-element row is 16 bands of 256, not 64 of 64
+  const wrap = rows === 1 && cols > WRAP * MAX_BANDS ? WRAP * Math.ceil(cols / (WRAP * MAX_BANDS)) : WRAP;
+  const width = Math.min(cols, wrap);
   const segs = Math.ceil(cols / width);
   const cell = Math.max(4, Math.min(18, Math.floor(SIDE_PX / width)));
   const runs = copy.runs || [];
@@ -127,7 +131,7 @@ function drawSide(g, copy, side, itemsize, caption) {
   body.append(s("rect", { x: 0, y: 0, width: W, height: H, class: "tn-bg" }));
   // column ticks along the top, row numbers down the left; a strip's bands are labelled on the
   // left by the columns each holds, and the ticks count on from the band's first column
-  const tick = g.width >= 32 ? 16 : g.width >= 8 ? 4 : 1;
+  const tick = g.width > 128 ? 64 : g.width >= 32 ? 16 : g.width >= 8 ? 4 : 1;   // ticks at least 64 px apart
   for (let c = 0; c < g.width; c += tick) {
     const t = s("text", { x: c * g.cell + 1, y: -4, class: "tn-tick" });
     t.textContent = g.strip ? `+${c}` : String(c);
