@@ -70,7 +70,6 @@ from ..types import DTYPES
 from .divisibility import Divisibility, stride_divisors
 from .layout import Layout, row_major
 from .lifetimes import Lifetimes
-from .mma_tiles import shape2
 from .partition import MAX_VECTOR_BYTES, as_2d, vector_width
 
 VECTOR_BYTES = (4, 8, 16)   # the vector accesses a thread issues: 32-, 64- and 128-bit loads and stores
@@ -679,7 +678,7 @@ def _walk_own(value, ident: bool, take, rows_only: bool = False) -> List[object]
             return
         for c in ir.sub_exprs(e):
             if isinstance(c.type, ir.TileT):
-                P, Q = shape2(e.type.shape), shape2(c.type.shape)
+                P, Q = as_2d(e.type.shape), as_2d(c.type.shape)
                 visit(c, ident and (Q[0] == P[0] if rows_only else Q == P))
     visit(value, ident)
     return found
