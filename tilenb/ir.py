@@ -11,6 +11,7 @@ never run under varying control; every `Slice` has constant lengths.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 from typing import Dict, Optional, Tuple, Union
 
 from .lang.ast import Span
@@ -29,10 +30,7 @@ class TileT:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return prod(self.shape)
 
 
 @dataclass(frozen=True)

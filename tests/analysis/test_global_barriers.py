@@ -27,9 +27,8 @@ from tilenb.codegen.plan import plan as codegen_plan
 from tilenb.lang.diagnostics import RaceError
 
 from support import cuda_emulator as EMU  # noqa: E402
+from support.cuda_emulator import needs_gxx  # noqa: E402
 from tilenb.examples import suite_kernels as SK  # noqa: E402
-
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 
 
 def _mod(src, debug=False):

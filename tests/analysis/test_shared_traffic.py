@@ -18,8 +18,7 @@ from tilenb.analysis import analyze
 from tilenb.codegen import generate
 
 from support import cuda_emulator as EMU
-
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+from support.cuda_emulator import needs_gxx
 
 
 def bank_wavefronts(addrs, nbytes):

@@ -4,7 +4,11 @@
 interpreter on a free local port with a random token, serving `root`, with its own config, data
 and runtime folders (no user settings, no trust database, no news pop-up), the page's app object
 exposed as `window.jupyterapp`, and this checkout first on the kernels' PYTHONPATH with the CPU
-backend. `stop()` ends it (and its kernels). Nothing listens beyond 127.0.0.1."""
+backend. `stop()` ends it (and its kernels). Nothing listens beyond 127.0.0.1.
+
+`APP`, `PANEL`, `NB`, `IDLE`: page expressions for the app, the current notebook panel, its
+notebook widget and "the kernel is idle"; `run_all(server, name, failing, ready)` opens a notebook
+in headless chromium and runs all its cells up to the failed one (a context manager: the page)."""
 import importlib.util
 import json
 import os
@@ -16,11 +20,20 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = {"jupyterlab": ("jupyterlab", "LabApp", "lab/tree/{}"),
         "notebook": ("notebook", "JupyterNotebookApp", "notebooks/{}")}
+
+
+APP = "window.jupyterapp"
+PANEL = f"({APP} && {APP}.shell.currentWidget)"
+NB = f"{PANEL}.content"
+IDLE = (f"() => {{ const p = {PANEL}; return !!(p && p.context && p.context.isReady && p.sessionContext && "
+        "p.sessionContext.session && p.sessionContext.session.kernel && "
+        "p.sessionContext.session.kernel.status === 'idle'); }")
 
 
 def missing(app):
@@ -90,3 +103,28 @@ class JupyterServer:
                 self.proc.wait(10)
         self.log.close()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+@contextmanager
+def run_all(server, name, failing, ready, failing_ms=120000):
+    """A headless chromium page (1280 x 1000) on notebook `name` of `server` after Run All: the
+    cell at index `failing` has run (Run All stops at its error, within `failing_ms`), the kernel
+    is idle again and the page expression `ready` holds. `page.errors` lists the page's uncaught
+    errors (message and stack). The browser closes when the block ends."""
+    from playwright.sync_api import sync_playwright
+
+    from browser_env import CHROMIUM, CHROMIUM_ARGS
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
+        page.set_default_timeout(60000)
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(f"{e}\n{e.stack or ''}"))
+        page.goto(server.page_url(name))
+        page.wait_for_function(IDLE, timeout=120000)
+        page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function(f"() => {NB}.widgets[{failing}].model.executionCount !== null", timeout=failing_ms)
+        page.wait_for_function(IDLE, timeout=120000)
+        page.wait_for_function(ready)
+        yield page
+        browser.close()

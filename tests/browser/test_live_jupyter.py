@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from browser_env import CHROMIUM, CHROMIUM_ARGS, CONTRAST
-from jupyter_env import ROOT, JupyterServer, missing
+from browser_env import CONTRAST
+from jupyter_env import APP, NB, PANEL, ROOT, JupyterServer, missing, run_all
 from tilenb.examples import kernel_source
 
 pytestmark = pytest.mark.browser
@@ -26,13 +26,6 @@ CELLS = ["%load_ext tilenb",
          "after_the_error = 1"]
 FAILING = 3
 
-APP = "window.jupyterapp"
-PANEL = f"({APP} && {APP}.shell.currentWidget)"
-NB = f"{PANEL}.content"
-IDLE = (f"() => {{ const p = {PANEL}; return !!(p && p.context && p.context.isReady && p.sessionContext && "
-        "p.sessionContext.session && p.sessionContext.session.kernel && "
-        "p.sessionContext.session.kernel.status === 'idle'); }")
-
 
 @pytest.fixture(scope="module", params=["jupyterlab", "notebook"])
 def live(request, tmp_path_factory):
@@ -40,7 +33,6 @@ def live(request, tmp_path_factory):
     if why:
         pytest.skip(f"needs {why}")
     import nbformat
-    from playwright.sync_api import sync_playwright
     root = tmp_path_factory.mktemp(request.param)
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -48,20 +40,8 @@ def live(request, tmp_path_factory):
     nbformat.write(nb, str(root / "views.ipynb"))
     server = JupyterServer(request.param, root)
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(60000)
-            page.errors = []
-            page.on("pageerror", lambda e: page.errors.append(f"{e}\n{e.stack or ''}"))
-            page.goto(server.page_url("views.ipynb"))
-            page.wait_for_function(IDLE, timeout=120000)
-            page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
-            page.wait_for_function(f"() => {NB}.widgets[{FAILING}].model.executionCount !== null", timeout=120000)
-            page.wait_for_function(IDLE, timeout=120000)
-            page.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4")
+        with run_all(server, "views.ipynb", FAILING, "document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4") as page:
             yield server, page, root
-            browser.close()
     finally:
         server.stop()
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from jupyter_env import ROOT, JupyterServer, missing
+from jupyter_env import APP, NB, PANEL, ROOT, JupyterServer, missing, run_all
 
 pytestmark = pytest.mark.browser
 
@@ -18,12 +18,6 @@ NOTEBOOK = ROOT / "tests" / "notebook" / "data" / "newcomer.ipynb"
 KERNELS = ["axpy", "softmax", "colsums", "gemm", "blur"]
 VIEWS = ["threadmap", "ruler", "barriers"]              # the magic's default --show on the CPU
 
-APP = "window.jupyterapp"
-PANEL = f"({APP} && {APP}.shell.currentWidget)"
-NB = f"{PANEL}.content"
-IDLE = (f"() => {{ const p = {PANEL}; return !!(p && p.context && p.context.isReady && p.sessionContext && "
-        "p.sessionContext.session && p.sessionContext.session.kernel && "
-        "p.sessionContext.session.kernel.status === 'idle'); }")
 COUNTS = f"() => {NB}.widgets.map(c => c.model.type === 'code' ? c.model.executionCount : null)"
 READY = "document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length"
 
@@ -41,28 +35,13 @@ def live(request, tmp_path_factory):
     why = missing(request.param)
     if why:
         pytest.skip(f"needs {why}")
-    from playwright.sync_api import sync_playwright
-
-    from browser_env import CHROMIUM, CHROMIUM_ARGS
     root = tmp_path_factory.mktemp(f"newcomer-{request.param}")
     shutil.copy(NOTEBOOK, root / "newcomer.ipynb")
     _, _, failing = _cells()
     server = JupyterServer(request.param, root)
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(60000)
-            page.errors = []
-            page.on("pageerror", lambda e: page.errors.append(f"{e}\n{e.stack or ''}"))
-            page.goto(server.page_url("newcomer.ipynb"))
-            page.wait_for_function(IDLE, timeout=120000)
-            page.evaluate(f"{APP}.commands.execute('notebook:run-all-cells')")
-            page.wait_for_function(f"() => {NB}.widgets[{failing}].model.executionCount !== null", timeout=180000)
-            page.wait_for_function(IDLE, timeout=120000)
-            page.wait_for_function(f"{READY} === {len(KERNELS) * len(VIEWS)}")
+        with run_all(server, "newcomer.ipynb", failing, f"{READY} === {len(KERNELS) * len(VIEWS)}", failing_ms=180000) as page:
             yield server, page, root
-            browser.close()
     finally:
         server.stop()
 

@@ -14,8 +14,8 @@ import pytest
 import tilenb
 
 from support import cuda_emulator as EMU
-
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+from support.cuda_emulator import needs_gxx
+from support.windows import store, window
 
 SENT = np.float32(-7.0)
 
@@ -42,27 +42,6 @@ kernel elt(X: tensor<f32>[N], A: tensor<f32>[N], B: tensor<f32>[N], C: tensor<f3
   C[0 :+ 16] = w
 }
 """
-
-
-def window(a, starts, lens):
-    """numpy's view of a window read: the window's values (0 outside) and its valid mask."""
-    val = np.zeros(lens, a.dtype)
-    ok = np.zeros(lens, bool)
-    for idx in np.ndindex(*lens):
-        src = tuple(s + k for s, k in zip(starts, idx))
-        if all(0 <= c < n for c, n in zip(src, a.shape)):
-            val[idx], ok[idx] = a[src], True
-    return val, ok
-
-
-def store(dst, starts, val, ok):
-    """dst[starts :+ shape] = val where ok and inside dst (broadcast already applied)."""
-    out = dst.copy()
-    for idx in np.ndindex(*val.shape):
-        d = tuple(s + k for s, k in zip(starts, idx))
-        if ok[idx] and all(0 <= c < n for c, n in zip(d, dst.shape)):
-            out[d] = val[idx]
-    return out
 
 
 def column_reference(X, r):
@@ -114,19 +93,11 @@ def test_element_broadcast_on_the_cpu_executor(N):
         np.testing.assert_array_equal(got, want)
 
 
-def _emulate(src, name, args, dims, tmp_path):
-    from tilenb.codegen import generate
-    text = textwrap.dedent(src).lstrip("\n")
-    mod = _compile(src, "cpu")
-    ks = generate(getattr(mod, name).ir(), text)
-    EMU.run(ks, args, dims, (1, 1, 1), workdir=tmp_path)
-
-
 @needs_gxx
 @pytest.mark.parametrize("M,N,r", COLUMN_CASES)
 def test_column_broadcast_in_the_generated_cuda(M, N, r, tmp_path):
     X, outs = _column_args(M, N)
-    _emulate(COLUMN, "col", [X, *outs, r], {"M": M, "N": N}, tmp_path)
+    EMU.run_source(COLUMN, "col", [X, *outs, r], {"M": M, "N": N}, tmp_path)
     for got, want in zip(outs, column_reference(X, r)):
         np.testing.assert_array_equal(got, want)
 
@@ -136,7 +107,7 @@ def test_column_broadcast_in_the_generated_cuda(M, N, r, tmp_path):
 def test_element_broadcast_in_the_generated_cuda(N, tmp_path):
     X = np.random.default_rng(N).uniform(-4, 4, N).astype(np.float32)
     outs = [np.full(N, SENT, np.float32) for _ in range(3)]
-    _emulate(ELEMENT, "elt", [X, *outs], {"N": N}, tmp_path)
+    EMU.run_source(ELEMENT, "elt", [X, *outs], {"N": N}, tmp_path)
     for got, want in zip(outs, element_reference(X)):
         np.testing.assert_array_equal(got, want)
 

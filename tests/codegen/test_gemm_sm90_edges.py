@@ -49,6 +49,7 @@ import numpy as np
 import pytest
 
 from support import cuda_emulator as EMU
+from support.cuda_emulator import needs_gxx
 import tilenb
 from tilenb import ir
 from tilenb.codegen import generate
@@ -57,7 +58,6 @@ from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
 BF16 = ml_dtypes.bfloat16
 NPDT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32}
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC is not installed")
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ is not available")
 
 # ---- bugs these tests found (all fixed: eb94c90, c92fd93), and the cases that guard them ----------
 # - a `var a: tile<f16>[..] = A_bf16[..]` tile (its declared type converts) was lowered on the tensor's

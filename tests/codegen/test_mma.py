@@ -27,10 +27,10 @@ from tilenb.codegen import generate, nvrtc_available, nvrtc_compile
 ROOT = Path(__file__).resolve().parents[2]
 from tilenb.examples import suite_kernels as SK  # noqa: E402
 from support import cuda_emulator as EMU  # noqa: E402
+from support.cuda_emulator import needs_gxx  # noqa: E402
 
 BF = ml_dtypes.bfloat16
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="libnvrtc cannot be loaded")
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 
 DOTS = """
 // bf16 dots inside expressions: at the store's coordinates (fragments, an odd number of 8-column

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 
 import math
-import shutil
 
 import ml_dtypes
 import numpy as np
@@ -27,10 +26,10 @@ from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
 
 from tilenb.examples import suite_kernels  # noqa: E402
 
+from support.cuda_emulator import needs_gxx  # noqa: E402
 from test_gemm_sm90_edges import assert_close, build_sm90, run_sm90  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
-needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) for the emulator")
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="needs NVRTC")
 
 # (BR, BC, D, NT): q from registers (64 x 64, 128 x 64 x 128) or from shared memory (128 x 128 x 128)

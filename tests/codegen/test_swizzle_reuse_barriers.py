@@ -21,8 +21,8 @@ from tilenb.analysis import analyze
 from tilenb.codegen import generate
 
 from support import cuda_emulator as EMU
+from support.cuda_emulator import needs_gxx
 
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 
 # F4's reproducer, at tensor extents that are not multiples of the tiles: `dead` is written and
 # never read, `v` (swizzled: the transpose reads it along columns) is placed in its bytes.

@@ -31,8 +31,8 @@ from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
 from tilenb.lang.diagnostics import TileRuleError, TileShapeError, TileTypeError
 
 from support import cuda_emulator as EMU
+from support.cuda_emulator import needs_gxx
 
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="libnvrtc cannot be loaded")
 
 NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,

@@ -12,8 +12,8 @@ import tilenb
 from tilenb import LaunchError, TileError
 
 from support import cuda_emulator as EMU
-
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+from support.cuda_emulator import needs_gxx
+from support.windows import first_run, store, window
 
 
 def compile_cpu(src, **kw):
@@ -22,15 +22,6 @@ def compile_cpu(src, **kw):
 
 def f32(*shape, seed=0, lo=-1.0, hi=1.0):
     return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
-
-
-def masked_store(dst, start, value):
-    """numpy's view of a 1-D slice store dst[start :+ len(value)] = value: the part inside dst."""
-    out = dst.copy()
-    for k, v in enumerate(value):
-        if 0 <= start + k < len(dst):
-            out[start + k] = v
-    return out
 
 
 # ---- windows with negative and runtime starts, broadcasts --------------------------------------
@@ -48,7 +39,7 @@ def test_broadcast_store_with_a_negative_or_runtime_start(s):
     mod = compile_cpu(BROADCAST)
     Z = f32(20, seed=1)
     X = np.array([2.5], np.float32)
-    want = masked_store(Z, s, np.full(16, 2.5, np.float32))
+    want = store(Z, (s,), np.full(16, 2.5, np.float32))
     mod.bc[1](Z, X, s)
     np.testing.assert_array_equal(Z, want)
 
@@ -182,21 +173,8 @@ FLAT_CASES = [(7, 12, 0, 0), (3, 8, 0, 0), (6, 4, 0, 0), (7, 12, 6, 0), (2, 8, -
 def flat_reference(X, r, c, Y, Z):
     """numpy: t = X[r :+ 5, c :+ 8] with its valid mask; flat(t) is valid on the run of the
     flattened mask that starts at its first True and stops at the next False."""
-    M, N = X.shape
-    t = np.zeros((5, 8), np.float32)
-    valid = np.zeros((5, 8), bool)
-    for i in range(5):
-        for j in range(8):
-            if 0 <= r + i < M and 0 <= c + j < N:
-                t[i, j], valid[i, j] = X[r + i, c + j], True
-    m = valid.ravel()
-    run = np.zeros(40, bool)
-    if m.any():
-        a = int(np.argmax(m))
-        b = a
-        while b < 40 and m[b]:
-            b += 1
-        run[a:b] = True
+    t, valid = window(X, (r, c), (5, 8))
+    run = first_run(valid)
     ft = t.ravel()
     Y, Z = Y.copy(), Z.copy()
     Y[0, 0] = ft[run].max() if run.any() else -np.inf
@@ -531,26 +509,13 @@ kernel fl2(A: tensor<i32>[M, N], O: tensor<i32>[G, 2], F: tensor<i32>[G, 48]) {
 
 
 def flat2_reference(A, G):
-    M, N = A.shape
     O = np.full((G, 2), -7, np.int32)
     F = np.full((G, 48), -7, np.int32)
     for b in range(G):
         r, c = b * 3 - 2, b - 1
-        t = np.zeros((6, 8), np.int64)
-        valid = np.zeros((6, 8), bool)
-        for i in range(6):
-            for j in range(8):
-                if 0 <= r + i < M and 0 <= c + j < N:
-                    t[i, j], valid[i, j] = A[r + i, c + j], True
+        t, valid = window(A.astype(np.int64), (r, c), (6, 8))
         t[0, 2:6] = 5
-        m = valid.ravel()
-        run = np.zeros(48, bool)
-        if m.any():
-            a = int(np.argmax(m))
-            e = a
-            while e < 48 and m[e]:
-                e += 1
-            run[a:e] = True
+        run = first_run(valid)
         ft = t.ravel()
         lv = ft * 3 - 1
         O[b, 0] = lv[run].max() if run.any() else np.iinfo(np.int32).min
@@ -611,7 +576,7 @@ def test_negative_starts_and_shared_dot_operands_on_the_gpu():
     mod = _cuda(BROADCAST + ROWBC + DOT)
     for s in (-1, -15, 3):
         Z = f32(20, seed=1)
-        want = masked_store(Z, s, np.full(16, 2.5, np.float32))
+        want = store(Z, (s,), np.full(16, 2.5, np.float32))
         mod.bc[1](Z, np.array([2.5], np.float32), s)
         np.testing.assert_array_equal(Z, want)
     M, N = 5, 20

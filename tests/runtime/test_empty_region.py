@@ -20,8 +20,8 @@ import pytest
 import tilenb
 
 from support import cuda_emulator as EMU
+from support.cuda_emulator import needs_gxx
 
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
 
 M, N = 5, 7
 HEAD = "@launch(32)\nkernel k(X: tensor<f32>[M, 7], Y: tensor<f32>[M, 7], s: i32) {\n"

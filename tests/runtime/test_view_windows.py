@@ -14,8 +14,8 @@ import pytest
 import tilenb
 
 from support import cuda_emulator as EMU
-
-needs_gxx = pytest.mark.skipif(not EMU.available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+from support.cuda_emulator import needs_gxx
+from support.windows import store, window
 
 SENT = np.float32(-7.0)
 
@@ -42,39 +42,17 @@ kernel vw(X: tensor<f32>[M, N], Y: tensor<f32>[3, 8], Z: tensor<f32>[2, 4], W: t
 """
 
 
-def view_read(X, org, ext, starts, lens):
-    """A window (starts, lens, relative to the view) of the view X[org :+ ext]: its values (0
-    outside) and its valid mask; valid means inside the view and inside X."""
-    val = np.zeros(lens, X.dtype)
-    ok = np.zeros(lens, bool)
-    for idx in np.ndindex(*lens):
-        rel = tuple(s + k for s, k in zip(starts, idx))
-        src = tuple(o + c for o, c in zip(org, rel))
-        if all(0 <= c < n for c, n in zip(rel, ext)) and all(0 <= c < n for c, n in zip(src, X.shape)):
-            val[idx], ok[idx] = X[src], True
-    return val, ok
-
-
-def put(dst, starts, val, ok):
-    out = dst.copy()
-    for idx in np.ndindex(*val.shape):
-        d = tuple(s + k for s, k in zip(starts, idx))
-        if ok[idx] and all(0 <= c < n for c, n in zip(d, dst.shape)):
-            out[d] = val[idx]
-    return out
-
-
 def views_reference(X, s, r):
     M, N = X.shape
-    a, oka = view_read(X, (1, 2), (3, 8), (0, s), (3, 8))
-    Y = put(np.full((3, 8), SENT, np.float32), (0, 0), a, oka)
+    a, oka = window(X, (0, s), (3, 8), view=((1, 2), (3, 8)))
+    Y = store(np.full((3, 8), SENT, np.float32), (0, 0), a, oka)
     # u = v[r :+ 2, :] is v's rows r, r + 1 (clipped to v); u[0 :+ 2, s :+ 4] is inside u's rows
-    b, okb = view_read(X, (1, 2), (3, 8), (r, s), (2, 4))
-    Z = put(np.full((2, 4), SENT, np.float32), (0, 0), b + np.float32(1), okb)
-    c, okc = view_read(X, (1, 2), (3, 8), (r, s), (2, 8))
+    b, okb = window(X, (r, s), (2, 4), view=((1, 2), (3, 8)))
+    Z = store(np.full((2, 4), SENT, np.float32), (0, 0), b + np.float32(1), okb)
+    c, okc = window(X, (r, s), (2, 8), view=((1, 2), (3, 8)))
     # the store lands only inside w (rows [1, 4), columns [2, 10) of W) and inside W
     okw = np.array([[0 <= r + i < 3 and 0 <= s + j < 8 for j in range(8)] for i in range(2)])
-    W = put(np.full((M, N), SENT, np.float32), (1 + r, 2 + s), c * np.float32(2), okc & okw)
+    W = store(np.full((M, N), SENT, np.float32), (1 + r, 2 + s), c * np.float32(2), okc & okw)
     return Y, Z, W
 
 
@@ -99,15 +77,8 @@ def _repro_args():
 
 
 def _repro_reference(X, s):
-    a, ok = view_read(X, (0, 0), (2, 8), (0, s), (1, 8))
-    return put(np.full((1, 8), SENT, np.float32), (0, 0), a, ok)
-
-
-def _emulate(src, name, args, dims, tmp_path):
-    from tilenb.codegen import generate
-    text = textwrap.dedent(src).lstrip("\n")
-    ks = generate(getattr(_compile(src, "cpu"), name).ir(), text)
-    EMU.run(ks, args, dims, (1, 1, 1), workdir=tmp_path)
+    a, ok = window(X, (0, s), (1, 8), view=((0, 0), (2, 8)))
+    return store(np.full((1, 8), SENT, np.float32), (0, 0), a, ok)
 
 
 def test_the_reference_of_the_reproducer():
@@ -127,7 +98,7 @@ def test_reproducer_on_the_cpu_executor(s):
 @pytest.mark.parametrize("s", REPRO_STARTS)
 def test_reproducer_in_the_generated_cuda(s, tmp_path):
     X, Y = _repro_args()
-    _emulate(REPRO, "viewwin", [X, Y, s], {}, tmp_path)
+    EMU.run_source(REPRO, "viewwin", [X, Y, s], {}, tmp_path)
     np.testing.assert_array_equal(Y, _repro_reference(X, s))
 
 
@@ -143,7 +114,7 @@ def test_view_windows_on_the_cpu_executor(M, N, s, r):
 @pytest.mark.parametrize("M,N,s,r", CASES)
 def test_view_windows_in_the_generated_cuda(M, N, s, r, tmp_path):
     X, outs = _views_args(M, N)
-    _emulate(VIEWS, "vw", [X, *outs, s, r], {"M": M, "N": N}, tmp_path)
+    EMU.run_source(VIEWS, "vw", [X, *outs, s, r], {"M": M, "N": N}, tmp_path)
     for got, want in zip(outs, views_reference(X, s, r)):
         np.testing.assert_array_equal(got, want)
 

@@ -4,6 +4,7 @@
 - `cuda_emulator`: the generated CUDA compiled with g++ and run on the CPU, one OS thread per
   CUDA thread, for checking the generator's output without a GPU.
 - `fake_cupy`: a stand-in for CuPy and the GPU, for the host side of a CUDA launch.
+- `windows`: numpy references of window reads and stores (values, valid masks, flat()'s run).
 - `sass_widths`: NVRTC cubins disassembled with nvdisasm, each memory instruction's width read
   back against the analysis.
 

@@ -21,7 +21,9 @@ What is emulated, and how (the PTX ISA's definitions, "Warp-level matrix instruc
 Use: `run(kernel_source, args, dims, grid)` with a `tilenb.codegen.KernelSource`, the launch's
 arguments (numpy arrays, updated in place; Python numbers for scalars), the runtime dimensions in
 the kernel's order, and the grid. Needs g++ with C++20. Errors: RuntimeError with the compiler's
-or the program's output.
+or the program's output. `run_source(src, name, args, dims)` does the same from tile source (the
+kernel compiled and its CUDA generated here, one CTA by default); `needs_gxx` marks tests that
+need the emulator.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 EMU_PRELUDE = r"""
 #include <atomic>
@@ -398,6 +401,22 @@ _C_SCALAR = {"f32": ("float", np.float32), "f64": ("double", np.float64), "i32":
 
 def available() -> bool:
     return shutil.which("g++") is not None
+
+
+# the marker of tests that emulate the generated CUDA: they skip where g++ is missing
+needs_gxx = pytest.mark.skipif(not available(), reason="g++ (C++20) is needed to emulate CUDA on the CPU")
+
+
+def run_source(src, name, args, dims, workdir=None, grid=(1, 1, 1)):
+    """Compile tile source `src` (dedented), generate the CUDA of its kernel `name` and run it
+    here with `run` (default: one CTA); tensors in `args` are updated in place."""
+    import textwrap
+
+    import tilenb
+    from tilenb.codegen import generate
+    text = textwrap.dedent(src).lstrip("\n")
+    mod = tilenb.compile(text, backend="cpu", filename="k.tile")
+    run(generate(getattr(mod, name).ir(), text), args, dims, grid, workdir=workdir)
 
 
 def emulated_source(ks) -> str:

@@ -32,6 +32,7 @@ ValueError on a coordinate or box outside the layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
@@ -61,10 +62,7 @@ class Layout:
 
     @property
     def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return prod(self.shape)
 
     def __call__(self, *coord: int) -> int:
         if len(coord) != self.rank:

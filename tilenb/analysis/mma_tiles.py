@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from .. import ir
 from ..caches import per_kernel
+from .partition import as_2d as shape2   # the name the code generator imports
 
 REGISTER_BUDGET = 176     # 32-bit registers per thread the promoted tiles may take together
 ELEMENTWISE = (ir.Unary, ir.Binary, ir.Math, ir.Convert)
@@ -124,14 +125,6 @@ def grid_layout(M: int, N: int, W: int) -> MmaLayout:
 
 def packed(lay, dtype) -> bool:
     return isinstance(lay, MmaLayout) and dtype in ("f16", "bf16")
-
-
-def shape2(shape) -> Tuple[int, int]:
-    if len(shape) == 0:
-        return (1, 1)
-    if len(shape) == 1:
-        return (1, int(shape[0]))
-    return (int(shape[0]), int(shape[1]))
 
 
 def mma_dot(d) -> bool:

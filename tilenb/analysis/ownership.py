@@ -607,7 +607,7 @@ class _Planner:
             return sp
         if not isinstance(value.type, ir.TileT):
             return sp
-        reds = _own_reductions(value, ident)
+        reds = own_reductions(value, ident)
         if not reds or any(r.axis != 1 or len(r.x.type.shape) != 2 or r.x.type.shape[0] != R for r in reds):
             return sp
         widths, vec = [], {}
@@ -662,42 +662,58 @@ def _vector_ok(a: Access, V: int, no_vector) -> bool:
             and a.elem_bytes * V in VECTOR_BYTES and (a.node is None or id(a.node) not in no_vector))
 
 
-def _own_reductions(value, ident: bool) -> List[ir.Reduce]:
-    """The reductions of `value` at the statement's own coordinates (through elementwise
-    operators of the same shape; not inside a dot or transpose)."""
+def _walk_own(value, ident: bool, take, rows_only: bool = False) -> List[object]:
+    """The nodes of `value` that `take` keeps, walking down through the nodes evaluated at the
+    statement's own coordinates: a child stays "at its own coordinates" (`ident`) while its
+    shape is its parent's (with `rows_only`, while its row count is its parent's: the columns
+    may broadcast). `take(e, ident)` answers True (keep e, stop), False (stop) or None (go on
+    into e's tile operands)."""
     found = []
 
     def visit(e, ident):
-        if isinstance(e, ir.Reduce):
-            if ident and len(e.x.type.shape) == 2:
+        verdict = take(e, ident)
+        if verdict is not None:
+            if verdict:
                 found.append(e)
-            return
-        if isinstance(e, (ir.Dot, ir.Transpose)):
             return
         for c in ir.sub_exprs(e):
             if isinstance(c.type, ir.TileT):
-                visit(c, ident and as_2d(c.type.shape) == as_2d(e.type.shape))
+                P, Q = as_2d(e.type.shape), as_2d(c.type.shape)
+                visit(c, ident and (Q[0] == P[0] if rows_only else Q == P))
     visit(value, ident)
     return found
+
+
+def _take_reduction(e, ident):
+    if isinstance(e, ir.Reduce):
+        return ident and len(e.x.type.shape) == 2
+    if isinstance(e, (ir.Dot, ir.Transpose)):
+        return False
+    return None
+
+
+def own_reductions(value, ident: bool = True, rows_only: bool = False) -> List[ir.Reduce]:
+    """The reductions of 2-D tiles that `value` evaluates at the statement's own coordinates
+    (through elementwise operators of the same shape; not inside a dot, transpose or another
+    reduction). `ident` says whether `value` itself is at those coordinates; with `rows_only`
+    only the rows must be the statement's (a reduction broadcast along the row counts). The one
+    walk behind the row-reduction plans here, `smem.identity_reductions` and the code
+    generator's hoisting of row reductions."""
+    return _walk_own(value, ident, _take_reduction, rows_only)
+
+
+def _take_leaf(e, ident):
+    if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
+        return ident
+    if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
+        return False
+    return None
 
 
 def _own_leaves(x) -> List[object]:
     """The tile names and slices `x` reads at its own coordinates (not broadcast, transposed,
     or inside a reduction or dot)."""
-    out = []
-
-    def visit(e, ident):
-        if isinstance(e, (ir.Ref, ir.Slice)) and isinstance(e.type, ir.TileT):
-            if ident:
-                out.append(e)
-            return
-        if isinstance(e, (ir.Reduce, ir.Dot, ir.Transpose)):
-            return
-        for c in ir.sub_exprs(e):
-            if isinstance(c.type, ir.TileT):
-                visit(c, ident and as_2d(c.type.shape) == as_2d(e.type.shape))
-    visit(x, True)
-    return out
+    return _walk_own(x, True, _take_leaf)
 
 
 def narrow_within(plans: Tuple[StatementPlan, ...], barriers) -> Tuple[StatementPlan, ...]:

@@ -38,7 +38,11 @@ MAX_VECTOR_BYTES = 16   # the widest load/store a thread issues (ld.global.v4.b3
 
 
 def as_2d(shape: Tuple[int, ...]) -> Tuple[int, int]:
-    """[N] -> (1, N); [R, C] -> (R, C)."""
+    """The 2-D (rows, columns) extent a tile statement iterates over: [N] -> (1, N);
+    [R, C] -> (R, C); () (a scalar) -> (1, 1). ValueError for more dimensions (the checker
+    allows tiles of 1 or 2). The one home of this rule; `mma_tiles.shape2` is this function."""
+    if len(shape) == 0:
+        return (1, 1)
     if len(shape) == 1:
         return (1, int(shape[0]))
     if len(shape) == 2:

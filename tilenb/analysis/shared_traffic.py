@@ -42,8 +42,9 @@ from typing import Callable, Dict, List, Optional, Set, Tuple
 import numpy as np
 
 from .. import ir
+from ..types import dtype
 from .layout import wavefronts_per_request
-from .partition import chunks
+from .partition import as_2d, chunks
 
 # the element types the generator holds in a scalar register (every value type of the language)
 _REGISTER_DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32", "i64", "index", "u8", "u16", "u32", "bool")
@@ -81,7 +82,7 @@ def register_scalars(value, space_of: Callable[[ir.Sym], Optional[str]]) -> Tupl
     out: List[ir.Ref] = []
 
     def visit(e):
-        if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT) and _shape2(e.type.shape) == (1, 1):
+        if isinstance(e, ir.Ref) and isinstance(e.type, ir.TileT) and as_2d(e.type.shape) == (1, 1):
             if space_of(e.sym) == "shared" and e.type.dtype in _REGISTER_DTYPES:
                 out.append(e)
             return
@@ -92,11 +93,6 @@ def register_scalars(value, space_of: Callable[[ir.Sym], Optional[str]]) -> Tupl
     if isinstance(getattr(value, "type", None), ir.TileT):
         visit(value)
     return tuple(out)
-
-
-def _shape2(shape) -> Tuple[int, int]:
-    s = tuple(shape)
-    return (1, s[0]) if len(s) == 1 else (s[0], s[1]) if len(s) == 2 else (0, 0)
 
 
 def _figures(req: np.ndarray, lane: np.ndarray, warp_of: np.ndarray, start: np.ndarray, nbytes: int, nwarps: int):
@@ -219,7 +215,7 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
     line, pos = plan.line, plan.position
     for red, V in plan.row_reductions:
         x = red.x
-        Rx, Cx = _shape2(x.type.shape)
+        Rx, Cx = as_2d(x.type.shape)
         steps = Cx // V // T
         if steps < 1:
             continue
@@ -237,8 +233,8 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
             if id(r.sym) in done or space_of(r.sym) != "shared":
                 continue
             done.add(id(r.sym))
-            eb = _itemsize(r.type.dtype)
-            R2, C2 = _shape2(r.type.shape)
+            eb = dtype(r.type.dtype).itemsize
+            R2, C2 = as_2d(r.type.shape)
             base = base_of(r.sym)
             if (R2, C2) == (Rx, Cx):
                 st = base + (row * C2 + j0) * eb
@@ -250,7 +246,7 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
                 st = base + (rr * C2 + cc) * eb
                 n, wf, per = _figures(req, t % 32, warp, st, eb, NW)
                 out.append(SharedTraffic(line, pos, r.sym.name, "broadcast in a pass", "load", n, wf, per))
-        pb = _itemsize(red.type.dtype)
+        pb = dtype(red.type.dtype).itemsize
         name = f"row{red.op} partials"
         # lane 0 of every warp, every row: one single-lane request
         w = np.tile(np.arange(NW, dtype=np.int64), Rx)
@@ -279,8 +275,3 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
         n, wf, per = _figures((k // T) * NW + th // 32, th % 32, th // 32, st, dest.elem_bytes, NW)
         out.append(SharedTraffic(line, pos, dest.name, "reduction result", "store", n, wf, per))
     return out
-
-
-def _itemsize(dtype: str) -> int:
-    return {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "u16": 2, "i32": 4, "u32": 4,
-            "i64": 8, "index": 8, "bool": 1}.get(dtype, 4)

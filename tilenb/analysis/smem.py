@@ -45,6 +45,7 @@ from ..target import STATIC_SMEM
 from .lifetimes import Lifetimes, cluster_slots
 from .lowering import KernelLowering, tile_statement, compound_value, early_rings
 from .mma_tiles import shape2
+from .ownership import own_reductions
 
 STATIC_LIMIT = STATIC_SMEM   # bytes of static shared memory a CTA may declare (tilenb.target)
 # bytes of the register type a reduction partial is held in (the generator's ctypes_.VALUE_C)
@@ -351,21 +352,7 @@ def identity_reductions(value, domain) -> List[ir.Reduce]:
     """Reductions of `value` evaluated at the statement's own coordinates (through elementwise
     nodes of the same shape) whose axis runs along the statement's extent of 1."""
     R, Cc = domain
-    found: List[ir.Reduce] = []
-
-    def visit(e, ident):
-        if isinstance(e, ir.Reduce):
-            if ident and len(e.x.type.shape) == 2:
-                if (e.axis == 1 and Cc == 1) or (e.axis == 0 and R == 1):
-                    found.append(e)
-            return
-        if isinstance(e, (ir.Dot, ir.Transpose)):
-            return
-        for c in ir.sub_exprs(e):
-            if isinstance(c.type, ir.TileT):
-                visit(c, ident and shape2(c.type.shape) == shape2(e.type.shape))
-    visit(value, True)
-    return found
+    return [e for e in own_reductions(value) if (e.axis == 1 and Cc == 1) or (e.axis == 0 and R == 1)]
 
 
 def _flag_loop(s: ir.For, uni) -> bool:

@@ -18,6 +18,7 @@ from typing import Optional
 
 from ... import ir
 from ...analysis.mma_tiles import shape2
+from ...analysis.ownership import own_reductions
 from ...types import operand_dtype
 
 from .. import ctypes_ as C
@@ -236,19 +237,8 @@ def hoist_row_reductions(g, value, i, domain):
     to `elem_value`, which reads its row 0)."""
     if not isinstance(value.type, ir.TileT):
         return
-    found = []
-
-    def visit(e, rows_same):
-        if isinstance(e, ir.Reduce):
-            if rows_same and e.axis == 1 and len(e.x.type.shape) == 2:
-                found.append(e)
-            return
-        if isinstance(e, (ir.Dot, ir.Transpose)):
-            return
-        for c in ir.sub_exprs(e):
-            if isinstance(c.type, ir.TileT):
-                visit(c, rows_same and shape2(c.type.shape)[0] == shape2(e.type.shape)[0])
-    visit(value, shape2(value.type.shape)[0] == domain[0])
+    rows_same = shape2(value.type.shape)[0] == domain[0]
+    found = [r for r in own_reductions(value, rows_same, rows_only=True) if r.axis == 1]
     for r in found:
         ev(g, r, At(i, 0, None, None, False))
 
