@@ -47,11 +47,14 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from .. import ir
 from ..switches import SWITCHES
+from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
+from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
+from .tc_moves import Move, slice_move
 from .mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, mma_register_tiles,
                         rows_layout, shape2, statement_parts)
 
@@ -250,6 +253,7 @@ class Stage:
     local: bool = True
     ring: bool = False       # streamed by TMA into the loop's ring (codegen/sm90/streamed.py), not cp.async
     src: Optional[ir.Slice] = None   # the tensor slice copied (a view's, when the operand is a view)
+    move: Optional[Move] = None      # its 16-byte chunks' proven alignment (`tc_moves`): a run-time test where short
 
 
 @dataclass
@@ -322,6 +326,9 @@ class KernelLowering:
     loops: Tuple[LoopLowering, ...] = ()
     why_not: Dict[int, str] = field(default_factory=dict)    # id(For) -> why a wgmma path was not taken
     by_loop: Dict[int, LoopLowering] = field(default_factory=dict)   # id(For / While) -> its entry of `loops`
+    # id(tile Assign) -> the proven alignment of its 16-byte row moves into a tensor (`tc_moves.Move`):
+    # the stores a GEMM loop's accumulator may leave by in 16-byte rows (codegen/sm90/gemm.staged_store)
+    moves: Dict[int, Move] = field(default_factory=dict)
 
     def lowering_of(self, loop) -> str:
         """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
@@ -570,11 +577,17 @@ class _Lower:
                         st = Stage(off, nbytes, R, Cc, pitch, dt)
                         off += nbytes
                     st.src = sl
+                    st.move = slice_move(self.kir, self._divisibility(), sl, 8)
                     self.stages[id(op)] = st
             local_max = max(local_max, off)
         self.pipe_bytes = pipe_bytes
         self.scratch_bytes = pipe_bytes + local_max
         self.scratch_base = _align(self.f.footprint) if self.scratch_bytes else self.f.footprint
+
+    def _divisibility(self) -> Divisibility:
+        if not hasattr(self, "_div"):
+            self._div = Divisibility(self.kir)
+        return self._div
 
     def _view_slice(self, op) -> Optional[ir.Slice]:
         """The tensor slice behind a dot operand that is a `let` view of a tensor the lifetimes did
@@ -827,7 +840,21 @@ class _Lower:
                              self.pipe_bytes, self.scratch_base, self.scratch_bytes, rings, by_op, end,
                              why_not=dict(self.why_not))
         low.loops = self.loop_summary(low)
+        if gemm:
+            low.moves = self.store_moves()
         return low
+
+    def store_moves(self) -> Dict[int, Move]:
+        """The row moves of every tile statement that writes a tensor slice of 2- or 4-byte
+        elements (those a wgmma accumulator's store may take, in 16-byte rows)."""
+        out = {}
+        for s in ir.walk_stmts(self.kir.body):
+            t = s.target if isinstance(s, ir.Assign) else None
+            if isinstance(t, ir.Slice) and t.base.kind == "tensor" and isinstance(t.type, ir.TileT):
+                isz = DTYPES[t.base.type.dtype].itemsize
+                if isz in (2, 4):
+                    out[id(s)] = slice_move(self.kir, self._divisibility(), t, 16 // isz)
+        return out
 
     # ---- what `Analysis.loops` says
     def loop_summary(self, low: KernelLowering) -> Tuple[LoopLowering, ...]:
