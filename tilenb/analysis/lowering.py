@@ -54,7 +54,7 @@ from .lifetimes import gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
-from .tc_moves import Move, slice_move
+from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, mma_register_tiles,
                         rows_layout, shape2, statement_parts)
 
@@ -142,6 +142,7 @@ class RingOp:
     key: int = 0                  # id of the dot's operand (the slice, or a view of it)
     off: int = 0                  # byte offset in a stage
     tmap: str = ""
+    col_aligned: bool = False     # col0 proven a 16-byte boundary (analysis/tc_moves): no run-time test
 
     @property
     def boxes(self) -> int:
@@ -673,7 +674,11 @@ class _Lower:
             return None
         if any(isinstance(x, ir.Ref) and x.sym is loop.var for x in ir.walk_expr(c.start)):
             return None
-        return RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
+        rop = RingOp(op, d.trans_b, R, Cc, span, chunk, list(fixed), r.start, c.start, dt, dot=d)
+        # a TMA box starts on a 16-byte boundary of the contiguous dimension (`tc_moves`): proven
+        # here, or tested at run time by the generator (the copy path otherwise)
+        rop.col_aligned = self._divisibility().of(c.start) * DTYPES[dt].itemsize % VECTOR_BYTES == 0
+        return rop
 
     def stream_rings(self) -> Optional[Tuple[Dict[int, Ring], Dict[int, Tuple[Ring, RingOp]]]]:
         """The loops streamed on wgmma (codegen/sm90/streamed.py's docstring), before their bytes
