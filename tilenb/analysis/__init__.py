@@ -29,6 +29,9 @@ The pipeline, one stage per module:
     barriers.place_barriers      hazards between threads (shared and global memory) -> the fewest barriers, with reasons
     lowering.lower               per target: GEMM / streamed / mma.sync loops, tensor-core register
                                  layouts, routes of tensor-core statements, scratch, stages, rings
+                                 (gemm_loops.py: the GEMM loop shape and its records; tc_moves.py: the
+                                 proven alignment of the tensor-core paths' 16-byte moves, and where a
+                                 run-time test remains)
     smem.build                   the shared-memory map: every region the generated kernel declares
     copies.copy_plans            global <-> shared moves: runs, sectors, wavefronts, layout fixes
 (layout.py is the layout algebra; partition.py the one thread -> element rule; divisibility.py the

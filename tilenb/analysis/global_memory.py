@@ -326,8 +326,10 @@ class _Builder:
         return t
 
 
-def _tensor_cells(accs: List[_Acc], aff: _Affine, pos_stmt, threads: int, out: _Builder):
-    name = accs[0].access.storage.name
+def _classes(accs: List[_Acc], aff: _Affine):
+    """The tensor's accesses grouped by the affine form of their window's start (one class a
+    form; "per_thread" for accesses without a window), each access given its constant offsets,
+    lengths and ranged flags per dimension; and the classes whose form names a volatile value."""
     classes: Dict[object, List[_Acc]] = {}
     volatile_keys = set()
     for x in accs:
@@ -356,6 +358,15 @@ def _tensor_cells(accs: List[_Acc], aff: _Affine, pos_stmt, threads: int, out: _
         classes.setdefault(key, []).append(x)
         if vol:
             volatile_keys.add(key)
+    return classes, volatile_keys
+
+
+def _tensor_cells(accs: List[_Acc], aff: _Affine, pos_stmt, threads: int, out: _Builder):
+    """The cells of one tensor's accesses (`_Builder`): per class of accesses a frame of exact
+    element cells where the accesses' turns are proven, else one shared cell; then a cell for
+    each pair of classes that may meet."""
+    name = accs[0].access.storage.name
+    classes, volatile_keys = _classes(accs, aff)
     keys = list(classes)
     per: Dict[int, Tuple[list, list]] = {id(x): ([], []) for x in accs}
 
@@ -460,6 +471,11 @@ def _tensor_cells(accs: List[_Acc], aff: _Affine, pos_stmt, threads: int, out: _
                 out.relabel_at.setdefault(lp, []).append(np.array([c]))
             for lp in clear:
                 out.clear_at.setdefault(lp, []).append(np.array([c]))
+    _record_cells(accs, per, out)
+
+
+def _record_cells(accs: List[_Acc], per, out: _Builder):
+    """Each access's touched cells (and their threads) into `out.cells`, sorted by cell."""
     for x in accs:
         cl, th = per[id(x)]
         if not cl:

@@ -181,18 +181,19 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
                 if st is None or st.ring or low.stage_dots.get(id(op), (None,))[0] is not d:
                     continue
                 name = (st.src or op).base.name if isinstance(st.src or op, ir.Slice) else "operand"
+                moves = f"; {st.move.describe()}" if st.move is not None else ""   # analysis/tc_moves
                 if st.loop is None:
                     regions.append(Region(f"{name} staging (line {d.span.line})", "staging", low.stage_off(st), st.bytes,
                                           (d.span.line,), ((p, p),),
                                           what=f"{name}[...] [{st.rows}, {st.cols}] copied by cp.async for the dot at "
-                                               f"line {d.span.line} (rows padded to {st.pitch} elements)", key=id(op)))
+                                               f"line {d.span.line} (rows padded to {st.pitch} elements){moves}", key=id(op)))
                 else:
                     regions.append(Region(f"{name} double buffer (line {d.span.line})", "double buffer",
                                           low.stage_off(st), 2 * st.bytes, tuple(sorted({d.span.line, st.loop.span.line})),
                                           (loop_span(st.loop),),
                                           what=f"{name}[...] [{st.rows}, {st.cols}] for the dot at line {d.span.line}, two "
                                                f"buffers of {st.bytes} bytes: the next turn's copy (cp.async) lands in "
-                                               f"one while this turn reads the other (loop at line {st.loop.span.line})",
+                                               f"one while this turn reads the other (loop at line {st.loop.span.line}){moves}",
                                           key=id(op)))
     # streamed rings (set up early, maybe, before the statements ahead of their loop)
     early_at: Dict[int, int] = {}

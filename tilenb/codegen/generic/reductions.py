@@ -5,6 +5,8 @@ combines its own elements (vector loads where the analysis proved the window ali
 warp shuffle tree, then (when a row spans warps) partials in the shared arrays the analysis
 sized (`Analysis.smem`, `identity_reductions`); `coop_sweep` is the same for reductions the
 statement evaluates at an extent of 1. Invalid elements are skipped (the combine's identity);
+an operand's valid columns are uniform, so whether they cover the whole row is tested once
+outside the step loop: the covered loop tests no chunk, only the other one tests each chunk.
 every thread of the CTA reaches the same barriers.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ...analysis.smem import identity_reductions
 
 from .. import cache_hints
 from .. import ctypes_ as C
-from ..emitter import c_cond
+from ..emitter import c_cond, is_int
 from ..values import At
 
 from . import exprs, vectors
@@ -119,6 +121,71 @@ def reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked: bool
         g.emit("}")
 
 
+def row_covered(xr, n: int):
+    """C condition (or True) that valid columns [xr[2], xr[3]) (uniform ints) hold all n columns
+    of the row: then every chunk of the step loop is whole."""
+    conds = []
+    if not (is_int(xr[2]) and xr[2] <= 0):
+        conds.append(f"{xr[2]} <= 0")
+    if not (is_int(xr[3]) and xr[3] >= n):
+        conds.append(f"{xr[3]} >= {n}")
+    return " && ".join(conds) if conds else True
+
+
+def reduce_steps(g, red, x, xr, xshape, dt, acc, row, V, steps, vtypes, mode: str):
+    """The step loop of one thread over its `steps` chunks of x's row `row`: each chunk's vector
+    operands loaded, then combined into acc. `mode`: "whole" (the caller proved every column
+    of the row valid: no chunk is tested), "test" (each chunk tests whether it lies wholly in
+    x's valid columns, else checks its elements one by one), "plain" (as "test", but where the
+    chunk is provably whole or x nests a reduction: one unchecked or element-checked chunk)."""
+    assert mode in ("whole", "test", "plain")
+    st = g.new("s")
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {st} = 0; {st} < {steps}; ++{st}) {{")
+    g.ind += 1
+    j0 = g.new("j")
+    g.emit(f"const int {j0} = (tnb_tid + {st} * {g.T}) * {V};")
+    inner = dict(g.pre)
+    bufs = []
+    if V > 1:
+        seen = {}
+        for e, loc in reduce_vector_leaves(g, x, xshape, V):
+            key = exprs.leaf_key(g, e, loc)
+            if key in seen:
+                bufs.append((e,) + seen[key][1:])
+                continue
+            buf = g.new("vin")
+            nb = C.itemsize(loc.dtype) * V
+            g.emit(f"__align__(16) {C.STORE_C[loc.dtype]} {buf}[{V}];")
+            load = f"*({vtypes[nb]}*){buf} = *(const {vtypes[nb]}*)({loc.ptr} + {loc.index(row, j0)});"
+            if loc.kind == "global":
+                b = exprs.region(g, e)
+                if id(e) in g.hints.loads:      # the last touch of re-read data
+                    load = cache_hints.load_text(vtypes[nb], buf, f"{loc.ptr} + {loc.index(row, j0)}")
+                vectors.chunk_load(g, load, loc, b, row, j0, V, lambda v, buf=buf: f"{buf}[{v}]")
+            else:
+                g.emit(load)
+                b = exprs.loc_bounds(g, loc, False)
+            bufs.append((e, loc, buf, b))
+            seen[key] = bufs[-1]
+    whole = True if mode == "whole" else exprs.chunk_inside(g, (0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
+    if mode == "test":
+        g.emit(f"if ({c_cond(whole)}) {{  // the whole chunk lies in the valid region")
+        g.ind += 1
+        reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=False)
+        g.ind -= 1
+        g.emit("} else {")
+        g.ind += 1
+        reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=True)
+        g.ind -= 1
+        g.emit("}")
+    else:
+        reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=whole is not True)
+    g.pre = inner
+    g.ind -= 1
+    g.emit("}")
+
+
 def block_sweep(g, s, domain, value, reds, widths, write, mask):
     R, _ = domain
     NW = g.T // 32
@@ -153,52 +220,21 @@ def block_sweep(g, s, domain, value, reds, widths, write, mask):
             if rowok is not True:
                 g.emit(f"if ({rowok}) {{")
                 g.ind += 1
-            st = g.new("s")
-            g.emit("#pragma unroll")
-            g.emit(f"for (int {st} = 0; {st} < {steps}; ++{st}) {{")
-            g.ind += 1
-            j0 = g.new("j")
-            g.emit(f"const int {j0} = (tnb_tid + {st} * {g.T}) * {V};")
-            inner = dict(g.pre)
-            bufs = []
-            if V > 1:
-                seen = {}
-                for e, loc in reduce_vector_leaves(g, x, xshape, V):
-                    key = exprs.leaf_key(g, e, loc)
-                    if key in seen:
-                        bufs.append((e,) + seen[key][1:])
-                        continue
-                    buf = g.new("vin")
-                    nb = C.itemsize(loc.dtype) * V
-                    g.emit(f"__align__(16) {C.STORE_C[loc.dtype]} {buf}[{V}];")
-                    load = f"*({vtypes[nb]}*){buf} = *(const {vtypes[nb]}*)({loc.ptr} + {loc.index(row, j0)});"
-                    if loc.kind == "global":
-                        b = exprs.region(g, e)
-                        if id(e) in g.hints.loads:      # the last touch of re-read data
-                            load = cache_hints.load_text(vtypes[nb], buf, f"{loc.ptr} + {loc.index(row, j0)}")
-                        vectors.chunk_load(g, load, loc, b, row, j0, V, lambda v, buf=buf: f"{buf}[{v}]")
-                    else:
-                        g.emit(load)
-                        b = exprs.loc_bounds(g, loc, False)
-                    bufs.append((e, loc, buf, b))
-                    seen[key] = bufs[-1]
-            whole = exprs.chunk_inside(g, (0, 1, xr[2], xr[3]), 0, j0, V, (1, xshape[1]))
-            nested = exprs.has_reduce_or_dot(g, x)
-            if whole is not True and not nested:
-                g.emit(f"if ({c_cond(whole)}) {{  // the whole chunk lies in the valid region")
+            whole_row = row_covered(xr, xshape[1])
+            if whole_row is True or exprs.has_reduce_or_dot(g, x):
+                reduce_steps(g, red, x, xr, xshape, dt, acc, row, V, steps, vtypes, "plain")
+            else:
+                # x's valid columns are uniform: test once whether they cover the whole row, so that
+                # the hot step loop is straight-line code; only a partial row tests each chunk
+                g.emit(f"if ({c_cond(whole_row)}) {{  // the valid region covers every column of the row")
                 g.ind += 1
-                reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=False)
+                reduce_steps(g, red, x, xr, xshape, dt, acc, row, V, steps, vtypes, "whole")
                 g.ind -= 1
                 g.emit("} else {")
                 g.ind += 1
-                reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=True)
+                reduce_steps(g, red, x, xr, xshape, dt, acc, row, V, steps, vtypes, "test")
                 g.ind -= 1
                 g.emit("}")
-            else:
-                reduce_chunk(g, red, x, xr, xshape, dt, acc, row, j0, V, bufs, checked=whole is not True)
-            g.pre = inner
-            g.ind -= 1
-            g.emit("}")
             if rowok is not True:
                 g.ind -= 1
                 g.emit("}")

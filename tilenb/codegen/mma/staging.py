@@ -71,17 +71,6 @@ def stage_now(g, stages: List[Tuple[object, Stage]]):
     g.emit("__syncthreads();  // codegen-internal: the staged scratch tile is visible to every warp")
 
 
-def _chunks_aligned(g, loc) -> bool:
-    """Every 8-element chunk of the slice that starts on a column multiple of 8 starts on a
-    16-byte boundary of the tensor (its base is 16-byte aligned): the row length is a constant
-    multiple of 8 and the slice's first column a constant multiple of 8."""
-    last = loc.entries[-1]
-    ext = loc.extents[-1]
-    if last[0] != "rng" or not (is_int(ext) and ext % 8 == 0):
-        return False
-    return is_int(last[1]) and last[1] % 8 == 0
-
-
 def stage_pipelined(g, op, st: Stage) -> str:
     """The double-buffered staging of `op` in its loop; returns the C pointer of this turn's tile."""
     lp = g.mma_live_loops[id(st.loop)]
@@ -164,7 +153,8 @@ def _copy_tile(g, op: ir.Slice, st: Stage, off, asynchronous: bool):
         cols_full.append(f"{c} >= {b[2]}")
     if not (is_int(b[3]) and b[3] >= st.cols):
         cols_full.append(f"{c} + 8 <= {b[3]}")
-    aligned = [] if _chunks_aligned(g, loc) else [f"(((unsigned long long){src}) & 15) == 0"]
+    # the analysis' proof (`Stage.move`, analysis/tc_moves): a run-time address test only where it is short
+    aligned = [f"(((unsigned long long){src}) & 15) == 0"] if st.move is None or st.move.checked else []
     full = " && ".join(rows + cols_full + aligned) or "true"
     copy = f"tnb_cp16u({dst}, {src});" if asynchronous else f"tnb_st16u({dst}, *(const uint4*){src});"
     g.emit(f"if ({full}) {copy}")

@@ -501,15 +501,20 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
     mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
     k, r, c = g.new("k"), g.new("r"), g.new("c")
+    move = g.low.moves.get(id(s))          # the analysis' proof (analysis/tc_moves): a run-time test only where short
     al = g.new("al")
-    idx00 = loc.index(0, 0)
-    g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{idx00}]) % 16 == 0) && "
-           f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
+    if move is not None and not move.checked:
+        al = None
+        g.emit(f"// every row starts 16-byte aligned ({move.describe()})")
+    else:
+        idx00 = loc.index(0, 0)
+        g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{idx00}]) % 16 == 0) && "
+               f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
     g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
     g.ind += 1
     g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
     g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
-    g.emit(f"if ({al} && {c} >= {mc0} && {c} + {V} <= {mc1}) {{")
+    g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
     g.ind += 1
     g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {r} * {pitch} + {c} * {isz});")
     g.ind -= 1

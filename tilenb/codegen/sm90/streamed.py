@@ -148,11 +148,12 @@ def loop_begin(g, s: ir.For, ring: Ring, var: str, lo: str, hi: str) -> dict:
     g.emit(f"const long long {lov} = {lo};")
     g.emit(f"const long long {nk} = {hi} > {lov} ? ({hi} - {lov} + {s.step - 1}) / {s.step} : 0;  // turns of the loop")
     live.update(lo=lov, nk=nk, it=it, use=use, base=base, ringu=ringu, bars=bars)
-    aligned = []
+    aligned = ["tnb_tma"]
     for rop in ring.ops:
-        _, _, c0 = _coords(g, rop)
-        aligned.append(f"(({c0}) & 7) == 0")
-    g.emit(f"const bool {use} = tnb_tma && {' && '.join(aligned)};  // else: each thread copies with bounds checks")
+        if not rop.col_aligned:      # the analysis did not prove the box start 16-byte aligned: test it
+            _, _, c0 = _coords(g, rop)
+            aligned.append(f"(({c0}) & 7) == 0")
+    g.emit(f"const bool {use} = {' && '.join(aligned)};  // else: each thread copies with bounds checks")
     g.emit(f"long long {it} = 0;  // turns done")
     g.emit(f"if ({use}) {{")
     g.ind += 1
