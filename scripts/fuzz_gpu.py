@@ -214,9 +214,11 @@ def _counts(c: Counter) -> str:
 
 
 # ---- sanitizer mode -------------------------------------------------------------------------
-SAN_ERROR = re.compile(r"^=+ (?:Invalid|Misaligned|Out-of-range|Race|Barrier|Uninitialized|Program hit|Error|"
+SAN_ERROR = re.compile(r"^=+ (?!ERROR SUMMARY|RACECHECK SUMMARY)(?:Invalid|Misaligned|Out-of-range|Race|Barrier|Uninitialized|Program hit|Error|"
                        r"Warp|Cuda|Unspecified|Address|Divergent|Illegal|Malloc|Leaked|Host API)", re.I)
 SAN_KERNEL = re.compile(r"\b(fz\d+_\d+)\b")
+# (the summary lines, "ERROR SUMMARY: 0 errors" among them, are counts, not errors: case-insensitive
+# "Error" would otherwise take each one for an error that names no kernel)
 
 
 def batch_main(seed: int, indices, backend="cuda"):

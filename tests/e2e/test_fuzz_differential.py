@@ -390,3 +390,27 @@ def test_gpu_script_sanitizer_mode_attributes_errors_and_restarts_batches(tmp_pa
     errs = {i: r["sanitizer_errors"] for i, r in by.items() if r["sanitizer_errors"]}
     assert errs == {0: 1, 2: 1, 4: 1, 6: 1}
     assert rc == 1 and (out / "fail_1_0.txt").exists()
+
+
+def test_gpu_script_sanitizer_mode_a_clean_run_passes(tmp_path, monkeypatch):
+    """A batch whose log holds only compute-sanitizer's banner and "ERROR SUMMARY: 0 errors" is
+    clean: no error is counted, none is left unattributed, and the exit status is 0 (the H200's
+    runs once counted every summary line as an error naming no kernel)."""
+    fake = tmp_path / "clean-sanitizer"
+    fake.write_text(f"#!{sys.executable}\n" + """import subprocess, sys
+args = sys.argv[1:]
+log = args[args.index("--log-file") + 1]
+r = subprocess.run(args[args.index("--log-file") + 2:])
+open(log, "w").write("========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors\\n")
+sys.exit(r.returncode)
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TILENB_COMPUTE_SANITIZER", str(fake))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import fuzz_gpu as fg
+    out = tmp_path / "out"
+    rc = fg.main(["--sanitizer", "memcheck", "--backend", "selftest", "--seed", "1", "--only", "0,4",
+                  "--batch", "2", "--parallel", "1", "--out", str(out)])
+    text = (out / "summary.txt").read_text() if (out / "summary.txt").exists() else ""
+    assert rc == 0, text
+    assert "unattributed: 0" in text, text
