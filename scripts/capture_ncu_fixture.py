@@ -7,8 +7,8 @@ profiles the profile tests' `scale_rows` (tests/support/ncu_fixture.py) at M = 3
 (`--page source --print-source cuda,sass`), job.json (what tilenb recorded about the launch) and
 README.md (the device, ncu's version, the command); for fixing the parser should the format
 differ, also the CUDA-only and SASS-only source pages and the details page, and the report
-itself (report.ncu-rep). Copy OUT_DIR to tests/runtime/data/ncu_h200/ (the test prefers it to
-the provisional fixture). Prints the Profile beside the analysis.
+itself (report.ncu-rep). Copy raw.csv, source.csv, job.json and README.md to tests/runtime/data/ncu_h200/ (the
+fixture the tests read). Prints the Profile beside the analysis.
 """
 from __future__ import annotations
 

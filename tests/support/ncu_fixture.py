@@ -1,6 +1,6 @@
 """The profiled kernel and the saved Nsight Compute pages the profile tests read (runtime and
-notebook stages): data/ncu_h200 under tests/runtime when present (a capture from the H200 by
-scripts/capture_ncu_fixture.py), else the hand-made provisional pages beside it."""
+notebook stages): data/ncu_h200 under tests/runtime, a capture from the H200 by
+scripts/capture_ncu_fixture.py."""
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "runtime" / "data"
@@ -18,4 +18,4 @@ kernel scale_rows(X: tensor<f32>[M, 64], S: tensor<f32>[M, 1], Y: tensor<f32>[M,
 
 def fixture_dir() -> Path:
     real = DATA / "ncu_h200"
-    return real if (real / "source.csv").exists() else DATA / "ncu_provisional"
+    return real

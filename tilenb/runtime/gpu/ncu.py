@@ -77,19 +77,31 @@ def number(v) -> Optional[float]:
 
 
 # ---- the raw page --------------------------------------------------------------------------
+# ncu prints each metric in a unit of its own choosing (its units row): scaled to bytes,
+# nanoseconds and bytes per second here, as the metric names in KERNEL_METRICS promise
+_UNIT_SCALE = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+               "byte/s": 1.0, "Kbyte/s": 1e3, "Mbyte/s": 1e6, "Gbyte/s": 1e9, "Tbyte/s": 1e12,
+               "nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+               "second": 1e9, "s": 1e9}
+
+
 def read_raw(text: str) -> List[dict]:
     """Rows of ncu's raw-page CSV (one per profiled launch, in launch order):
-    `{"name": the kernel's symbol, "values": {metric name: float}}`; the units row and
-    ncu's own `==PROF==` lines are skipped."""
+    `{"name": the kernel's symbol, "values": {metric name: float}}`, each value scaled by the
+    units row to bytes, nanoseconds or bytes per second (ncu prints "89.344 Kbyte", "3.07 us");
+    a unit it does not know (sector, %, inst) leaves the number as printed. ncu's own
+    `==PROF==` lines are skipped."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
     out = []
+    units: Dict[str, str] = {}
     for r in csv.DictReader(lines):
         name = (r.get("Kernel Name") or "").split("(")[0].strip()
-        if not name or name == "Kernel Name":
-            continue
         vals = {k: x for k, x in ((k, number(v)) for k, v in r.items() if k) if x is not None}
-        if not vals:            # the units row
+        if not name or name == "Kernel Name" or not vals:
+            if not out and not units:   # the units row comes first, under the header
+                units = {k: (v or "").strip() for k, v in r.items() if k}
             continue
+        vals = {k: x * _UNIT_SCALE.get(units.get(k, ""), 1.0) for k, x in vals.items()}
         out.append({"name": name, "values": vals})
     return out
 

@@ -103,9 +103,17 @@ class LineFigures:
     def bank_conflicts(self) -> int:
         return max(0, self.wavefronts - self.ideal_wavefronts)
 
-    def add(self, src: N.SourceLine):
+    def add(self, src: N.SourceLine, seen: Optional[set] = None):
+        """Add a source line's counters; with `seen` (SASS addresses already counted on some
+        line), an instruction is counted once: ncu lists an inlined helper's instructions under
+        the calling tile line and again under the helper's own line."""
         rows = src.sass or []
-        if not rows:                      # a CUDA-only page: the line's totals
+        if rows and seen is not None:
+            rows = [r for r in rows if r.address not in seen]
+            seen.update(r.address for r in rows)
+            if not rows:                  # every instruction counted on another line already
+                return
+        if not src.sass:                  # a CUDA-only page: the line's totals
             v = src.values
             self.sectors += int(v.get(N.COL_SECTORS, 0))
             self.wavefronts += int(v.get(N.COL_WAVEFRONTS, 0))
@@ -349,14 +357,15 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
     calls = job["helper_calls"]
     total = 0
     stalls: Dict[str, int] = {}
-    for src in N.read_source(source_csv):
-        if src.kernel and src.kernel != job["symbol"]:
-            continue
+    seen: set = set()       # SASS addresses counted already (tile lines first: they hold inlined helpers too)
+    srcs = [s for s in N.read_source(source_csv) if not (s.kernel and s.kernel != job["symbol"])]
+    srcs.sort(key=lambda s: s.file != N.TILE_FILE)
+    for src in srcs:
         total += int(src.values.get(N.COL_SAMPLES, 0))
         for k, x in N.stall_columns(src.values).items():
             stalls[k] = stalls.get(k, 0) + int(x)
         if src.file == N.TILE_FILE:
-            lines.setdefault(src.line, LineFigures(src.line)).add(src)
+            lines.setdefault(src.line, LineFigures(src.line)).add(src, seen)
         elif src.file == N.BARRIER_FILE and 1 <= src.line <= len(barriers):
             b = barriers[src.line - 1]
             b["samples"] += int(src.values.get(N.COL_SAMPLES, 0))
@@ -366,12 +375,12 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
             at = calls.get(name, []) if name else []
             if len(at) == 1:
                 f = lines.setdefault(at[0], LineFigures(at[0]))
-                f.add(src)
+                f.add(src, seen)
                 if name not in f.via:
                     f.via.append(name)
             else:
                 key = name or "set-up"
-                other.setdefault(key, LineFigures(0)).add(src)
+                other.setdefault(key, LineFigures(0)).add(src, seen)
     for b in barriers:
         b["share"] = b["samples"] / total if total else 0.0
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
