@@ -1,5 +1,8 @@
 import os
 
+# notebooks kept as test data (the browser tests open them) are not tutorials: nbval skips them
+collect_ignore_glob = ["notebook/data/*"]
+
 import pytest
 
 try:

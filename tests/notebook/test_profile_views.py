@@ -47,9 +47,9 @@ def test_views_without_profile_are_unchanged():
 
 
 def test_tileprofile_magic_refuses_on_cpu():
-    IPython = pytest.importorskip("IPython")
-    from IPython.testing.globalipapp import get_ipython
-    ip = get_ipython()
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    ip = InteractiveShell.instance()    # the one shell the other magic tests share (one singleton a process)
     ip.run_line_magic("load_ext", "tilenb")
     m = tilenb.compile(T.SOURCE, backend="cpu")
     X = np.ones((40, 64), np.float32)
