@@ -190,13 +190,17 @@ def blocks_early_copy(t, deps) -> bool:
     return sym is None or id(sym) in deps or sym.kind in ("tensor", "view")
 
 
-def _is_tile_stmt(s) -> bool:
+def is_tile_stmt(s) -> bool:
+    """A statement that every thread of the CTA runs together (a tile statement, a tile atomic
+    or a barrier); the code generator asks the same (`tilenb.codegen.plan`)."""
     if isinstance(s, ir.Barrier):
         return True
     if isinstance(s, (ir.Let, ir.VarDecl)):
         return isinstance(s.sym.type, ir.TileT)
     if isinstance(s, ir.Assign):
         return isinstance(s.target.type, ir.TileT)
+    if isinstance(s, ir.Atomic):
+        return s.tile           # a tile atomic (a tensor slice target)
     return False
 
 
@@ -219,7 +223,7 @@ def early_rings(body, rings: Dict[int, Ring]) -> Dict[int, List[ir.For]]:
         i = j
         while i > 0 and not blocks_early_copy(body[i - 1], deps):
             i -= 1
-        if i < j and any(_is_tile_stmt(t) for t in body[i:j]):
+        if i < j and any(is_tile_stmt(t) for t in body[i:j]):
             out.setdefault(i, []).append(s)
     return out
 

@@ -18,23 +18,11 @@ from typing import Dict, List, Optional
 
 from .. import ir
 from ..analysis import analyze
+from ..analysis.lowering import is_tile_stmt  # noqa: F401  (the analysis' rule, read here too)
 from ..analysis.uniformity import Uniformity
 
 
 # ---- statements that need the whole CTA ------------------------------------------------------
-def is_tile_stmt(s) -> bool:
-    """A statement that every thread of the CTA runs together (a tile statement or barrier)."""
-    if isinstance(s, ir.Barrier):
-        return True
-    if isinstance(s, (ir.Let, ir.VarDecl)):
-        return isinstance(s.sym.type, ir.TileT)
-    if isinstance(s, ir.Assign):
-        return isinstance(s.target.type, ir.TileT)
-    if isinstance(s, ir.Atomic):
-        return s.tile           # a tile atomic (a tensor slice target)
-    return False
-
-
 def contains_cta(body) -> bool:
     for s in ir.walk_stmts(body):
         if is_tile_stmt(s):
