@@ -106,7 +106,10 @@ class LineFigures:
     def add(self, src: N.SourceLine, seen: Optional[set] = None):
         """Add a source line's counters; with `seen` (SASS addresses already counted on some
         line), an instruction is counted once: ncu lists an inlined helper's instructions under
-        the calling tile line and again under the helper's own line."""
+        the calling tile line and again under the helper's own line. Everything is summed over
+        the line's instructions that are counted here, its warp-stall samples too (a line whose
+        instructions were all counted elsewhere adds nothing); a page without SASS rows gives
+        the line's own totals."""
         rows = src.sass or []
         if rows and seen is not None:
             rows = [r for r in rows if r.address not in seen]
@@ -118,7 +121,9 @@ class LineFigures:
             self.sectors += int(v.get(N.COL_SECTORS, 0))
             self.wavefronts += int(v.get(N.COL_WAVEFRONTS, 0))
             self.ideal_wavefronts += int(v.get(N.COL_WAVEFRONTS_IDEAL, v.get(N.COL_WAVEFRONTS, 0)))
+            self._add_samples(v)
         for r in rows:
+            self._add_samples(r.values)
             op, v = r.opcode, r.values
             sec = int(v.get(N.COL_SECTORS, 0))
             wf = int(v.get(N.COL_WAVEFRONTS, 0))
@@ -150,8 +155,10 @@ class LineFigures:
             elif op.startswith("STS"):
                 self.st_wavefronts += wf
                 self.shared_requests += ex
-        self.samples += int(src.values.get(N.COL_SAMPLES, 0))
-        for k, x in N.stall_columns(src.values).items():
+
+    def _add_samples(self, values: Dict[str, float]):
+        self.samples += int(values.get(N.COL_SAMPLES, 0))
+        for k, x in N.stall_columns(values).items():
             self.stalls[k] = self.stalls.get(k, 0) + int(x)
 
 
@@ -193,27 +200,39 @@ class Profile:
         """Per copy line of `analysis` (an `Analysis` of the profiled variant, best made with the
         launch's extents: `Profile.analysis(kernel)`), and per line where the hardware counted
         memory traffic: {"line", "metric" ("global sectors" / "shared wavefronts"), "predicted",
-        "predicted_upper", "measured", "ok", "reason"}. The prediction is the copy plans'
-        per-CTA figures times the full CTAs (`full_ctas`, default every CTA) up to all CTAs; a
-        measurement inside that range is ok; otherwise `reason` says what differs."""
+        "predicted_upper", "measured", "ok", "reason", "beyond_copies"}. The prediction is the
+        analysis' per-CTA figures of the line times the full CTAs (`full_ctas`, default every
+        CTA) up to all CTAs: the copy plans' sectors; their wavefronts plus the line's
+        `analysis.shared_traffic` (the shared reads and writes no copy plan counts: an [R, 1]
+        operand broadcast along its rows, a reduction's passes and partials, ...), the same
+        per-line split as `Analysis.traffic()`. "beyond_copies" lists those records as
+        (kind, tile, wavefronts per CTA). A measurement inside the range is ok; otherwise
+        `reason` says what differs."""
         ctas = self.ctas
         full = ctas if full_ctas is None else int(full_ctas)
         plans: Dict[int, list] = {}
         for cp in analysis.copies:
             plans.setdefault(int(cp.line), []).append(cp)
+        extra: Dict[int, list] = {}
+        for t in getattr(analysis, "shared_traffic", ()):
+            extra.setdefault(int(t.line), []).append(t)
         rows = []
-        for line in sorted(set(plans) | {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}):
+        measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
+        for line in sorted(set(plans) | set(extra) | measured):
             ps = plans.get(line, [])
+            ts = extra.get(line, [])
             f = self.lines.get(line, LineFigures(line))
-            for metric, per_cta, meas in (
-                    ("global sectors", sum(int(p.sectors) for p in ps), f.sectors),
-                    ("shared wavefronts", sum(int(p.wavefronts) for p in ps), f.wavefronts)):
+            for metric, per_cta, meas, also in (
+                    ("global sectors", sum(int(p.sectors) for p in ps), f.sectors, []),
+                    ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
+                     f.wavefronts, [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
                 lo, hi = per_cta * full, per_cta * ctas
-                if not ps and not meas:
+                if not ps and not also and not meas:
                     continue
                 ok = lo <= meas <= hi
                 rows.append({"line": line, "metric": metric, "predicted": lo, "predicted_upper": hi,
-                             "measured": meas, "ok": ok, "reason": "" if ok else _reason(metric, ps, f, lo, hi)})
+                             "measured": meas, "ok": ok, "beyond_copies": also,
+                             "reason": "" if ok else _reason(metric, ps, f, lo, hi, also)})
         return rows
 
     def analysis(self, kernel, arch=None):
@@ -225,7 +244,8 @@ class Profile:
         """The measured figures the notebook views show beside their predictions (one home for
         the thread map, barriers and timing views): {"lines": {line: {"sectors", "requests",
         "wavefronts", "bank_conflicts", "predicted_sectors", "predicted_wavefronts", "ok",
-        "reasons"}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
+        "reasons", and "beyond_copies" (what of the predicted wavefronts is not the copy plans':
+        "with 160 for the broadcast read of s") where there is such}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
         {"duration_ns", "dram_bytes", "l2_bytes", "achieved_occupancy_pct", "dram_bytes_per_s"},
         "ctas"}."""
         lines: Dict[int, dict] = {}
@@ -235,6 +255,8 @@ class Profile:
                                              "bank_conflicts": f.bank_conflicts, "ok": True, "reasons": []})
             key = "predicted_sectors" if r["metric"] == "global sectors" else "predicted_wavefronts"
             d[key] = r["predicted"] if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+            if r.get("beyond_copies"):
+                d["beyond_copies"] = _beyond_text(r["beyond_copies"], self.ctas).strip()[1:-1]
             if not r["ok"]:
                 d["ok"] = False
                 d["reasons"].append(f"{r['metric']}: {r['reason']}")
@@ -272,6 +294,7 @@ class Profile:
             out.append("  line | metric | predicted | measured | verdict")
             for r in self.compare(analysis, full_ctas):
                 pred = str(r["predicted"]) if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+                pred += _beyond_text(r.get("beyond_copies"), self.ctas)
                 out.append(f"  {r['line']:>4} | {r['metric']} | {pred} | {r['measured']} | "
                            + ("matches" if r["ok"] else "DIFFERS: " + r["reason"]))
         else:
@@ -298,16 +321,24 @@ class Profile:
         return self.text(self.predicted)
 
 
-def _reason(metric, plans, f: LineFigures, lo, hi) -> str:
-    why = _reason_text(metric, plans, f, lo, hi)
+def _beyond_text(also, ctas: int) -> str:
+    """' (with 160 for the broadcast read of s)': the shared accesses beyond the copy plans in a
+    prediction (`Profile.compare`'s "beyond_copies"), whole launch."""
+    if not also:
+        return ""
+    return " (with " + ", ".join(f"{wf * ctas} for the {kind} of {tile}" for kind, tile, wf in also) + ")"
+
+
+def _reason(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
+    why = _reason_text(metric, plans, f, lo, hi, also)
     k = 1 if metric == "global sectors" else 2
     ops = [f"{op} {v[k]}" for op, v in f.ops.items() if v[k]]
     return why + (f" (by instruction: {', '.join(ops)})" if ops else "")
 
 
-def _reason_text(metric, plans, f: LineFigures, lo, hi) -> str:
+def _reason_text(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
     meas = f.sectors if metric == "global sectors" else f.wavefronts
-    if not plans:
+    if not plans and not also:
         return ("no copy plan at this line: a reduction or element access the analysis does not count as a copy "
                 "(for example a row reduction reading a shared tile)")
     if meas == 0:
@@ -326,7 +357,8 @@ def _reason_text(metric, plans, f: LineFigures, lo, hi) -> str:
     if meas < lo:
         return ("fewer shared accesses than the copy plan: the generator keeps values in registers, or copies by "
                 "cp.async whose shared side ncu does not count as store wavefronts")
-    return "more wavefronts than predicted: other shared accesses on this line (reductions, partials) or bank conflicts"
+    return ("more wavefronts than predicted: shared accesses on this line that the analysis does not model "
+            "(analysis.shared_traffic lists those it does), or bank conflicts it did not foresee")
 
 
 def _bytes_of(dt) -> int:
@@ -355,21 +387,15 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
     barriers = [{"where": w, "line": ln, "samples": 0, "barrier_samples": 0, "share": 0.0} for w, ln in job["barriers"]]
     helper_of = {int(k): v for k, v in job["helper_lines"].items()}
     calls = job["helper_calls"]
-    total = 0
-    stalls: Dict[str, int] = {}
+    at_barrier = [LineFigures(i + 1) for i in range(len(barriers))]
     seen: set = set()       # SASS addresses counted already (tile lines first: they hold inlined helpers too)
     srcs = [s for s in N.read_source(source_csv) if not (s.kernel and s.kernel != job["symbol"])]
-    srcs.sort(key=lambda s: s.file != N.TILE_FILE)
+    srcs.sort(key=lambda s: (s.file != N.TILE_FILE, s.file != N.BARRIER_FILE))
     for src in srcs:
-        total += int(src.values.get(N.COL_SAMPLES, 0))
-        for k, x in N.stall_columns(src.values).items():
-            stalls[k] = stalls.get(k, 0) + int(x)
         if src.file == N.TILE_FILE:
             lines.setdefault(src.line, LineFigures(src.line)).add(src, seen)
         elif src.file == N.BARRIER_FILE and 1 <= src.line <= len(barriers):
-            b = barriers[src.line - 1]
-            b["samples"] += int(src.values.get(N.COL_SAMPLES, 0))
-            b["barrier_samples"] += int(N.stall_columns(src.values).get("barrier", 0))
+            at_barrier[src.line - 1].add(src, seen)
         else:
             name = helper_of.get(src.line) if src.file == N.CUDA_FILE else None
             at = calls.get(name, []) if name else []
@@ -381,7 +407,17 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
             else:
                 key = name or "set-up"
                 other.setdefault(key, LineFigures(0)).add(src, seen)
-    for b in barriers:
+    # the kernel's samples and stall reasons: every instruction once (an inlined helper's
+    # instructions are listed under the calling line and again under the helper's own line)
+    counted = list(lines.values()) + list(other.values()) + at_barrier
+    total = sum(f.samples for f in counted)
+    stalls: Dict[str, int] = {}
+    for f in counted:
+        for k, x in f.stalls.items():
+            stalls[k] = stalls.get(k, 0) + x
+    for b, f in zip(barriers, at_barrier):
+        b["samples"] = f.samples
+        b["barrier_samples"] = int(f.stalls.get("barrier", 0))
         b["share"] = b["samples"] / total if total else 0.0
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
