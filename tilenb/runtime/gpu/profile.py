@@ -209,30 +209,18 @@ class Profile:
         (kind, tile, wavefronts per CTA). A measurement inside the range is ok; otherwise
         `reason` says what differs."""
         ctas = self.ctas
-        full = ctas if full_ctas is None else int(full_ctas)
-        plans: Dict[int, list] = {}
-        for cp in analysis.copies:
-            plans.setdefault(int(cp.line), []).append(cp)
-        extra: Dict[int, list] = {}
-        for t in getattr(analysis, "shared_traffic", ()):
-            extra.setdefault(int(t.line), []).append(t)
-        rows = []
         measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
-        for line in sorted(set(plans) | set(extra) | measured):
-            ps = plans.get(line, [])
-            ts = extra.get(line, [])
-            f = self.lines.get(line, LineFigures(line))
-            for metric, per_cta, meas, also in (
-                    ("global sectors", sum(int(p.sectors) for p in ps), f.sectors, []),
-                    ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
-                     f.wavefronts, [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
-                lo, hi = per_cta * full, per_cta * ctas
-                if not ps and not also and not meas:
-                    continue
-                ok = lo <= meas <= hi
-                rows.append({"line": line, "metric": metric, "predicted": lo, "predicted_upper": hi,
-                             "measured": meas, "ok": ok, "beyond_copies": also,
-                             "reason": "" if ok else _reason(metric, ps, f, lo, hi, also)})
+        rows = []
+        for r in predicted_lines(analysis, ctas, full_ctas, also_lines=measured):
+            f = self.lines.get(r["line"], LineFigures(r["line"]))
+            meas = f.sectors if r["metric"] == "global sectors" else f.wavefronts
+            if not r["plans"] and not r["beyond_copies"] and not meas:
+                continue
+            lo, hi = r["predicted"], r["predicted_upper"]
+            ok = lo <= meas <= hi
+            rows.append({"line": r["line"], "metric": r["metric"], "predicted": lo, "predicted_upper": hi,
+                         "measured": meas, "ok": ok, "beyond_copies": r["beyond_copies"],
+                         "reason": "" if ok else _reason(r["metric"], r["plans"], f, lo, hi, r["beyond_copies"])})
         return rows
 
     def analysis(self, kernel, arch=None):
@@ -319,6 +307,89 @@ class Profile:
 
     def __repr__(self):
         return self.text(self.predicted)
+
+
+# ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
+def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=()) -> List[dict]:
+    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan or
+    shared traffic (and per line of `also_lines`), two rows a line: {"line", "metric" ("global
+    sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x the full CTAs,
+    `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the line's
+    CopyPlans), "beyond_copies"}. Sectors are the copy plans'; wavefronts are the copy plans'
+    plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan counts),
+    listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same split as
+    `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
+    `LaunchPrediction` show."""
+    full = ctas if full_ctas is None else int(full_ctas)
+    plans: Dict[int, list] = {}
+    for cp in analysis.copies:
+        plans.setdefault(int(cp.line), []).append(cp)
+    extra: Dict[int, list] = {}
+    for t in getattr(analysis, "shared_traffic", ()):
+        extra.setdefault(int(t.line), []).append(t)
+    rows = []
+    for line in sorted(set(plans) | set(extra) | set(also_lines)):
+        ps, ts = plans.get(line, []), extra.get(line, [])
+        for metric, per_cta, also in (
+                ("global sectors", sum(int(p.sectors) for p in ps), []),
+                ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
+                 [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
+            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full,
+                         "predicted_upper": per_cta * ctas, "plans": ps, "beyond_copies": also})
+    return rows
+
+
+@dataclass
+class LaunchPrediction:
+    """What the analysis predicts for one launch, before (or without) a measurement: the kernel,
+    the launch's grid and runtime extents, the analysis made with those extents, and
+    `rows` (`predicted_lines`, leaving out metrics with nothing predicted). `text()` is the table
+    a Profile prints, without its measured column."""
+    kernel: str
+    grid: Tuple[int, int, int]
+    dims: Dict[str, int]
+    full_ctas: Optional[int]
+    analysis: object
+    rows: List[dict]
+
+    @property
+    def ctas(self) -> int:
+        return int(np.prod(self.grid))
+
+    def text(self) -> str:
+        full = "" if self.full_ctas is None or self.full_ctas == self.ctas else f", {self.full_ctas} of them full"
+        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTAs{full}; "
+               f"{', '.join(f'{k} = {v}' for k, v in self.dims.items()) or 'no runtime dims'}):",
+               "  line | metric | predicted for the launch (per CTA)"]
+        for r in self.rows:
+            pred = (str(r["predicted"]) if r["predicted"] == r["predicted_upper"]
+                    else f"{r['predicted']}..{r['predicted_upper']}")
+            out.append(f"  {r['line']:>4} | {r['metric']} | {pred}{_beyond_text(r['beyond_copies'], self.ctas)} "
+                       f"({r['per_cta']})")
+        return "\n".join(out)
+
+    __str__ = text
+
+    def __repr__(self):
+        return self.text()
+
+
+def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: Optional[int] = None,
+                   arch=None) -> LaunchPrediction:
+    """The analysis' prediction for the launch `kernel[grid](*args)` at the @autotune values
+    `tune`, on either backend and without a GPU: the launch's checks (bad arguments raise the
+    launch's LaunchError), the variant and runtime extents it binds, and `predicted_lines` for
+    its CTAs. Nothing is launched; the arguments are not touched."""
+    from ...analysis import analyze
+    from ..checks import prepare
+    ch = prepare(kernel, grid, args, variant=dict(tune) if tune else None).chosen
+    dims = {k: int(v) for k, v in ch.bound.dims.items()}
+    a = analyze(kernel.ir(**dict(ch.tune)), extents=dims, arch=arch)
+    g = tuple(int(x) for x in ch.grid)
+    ctas = int(np.prod(g))
+    rows = [r for r in predicted_lines(a, ctas, full_ctas) if r["plans"] or r["beyond_copies"]]
+    rows = [r for r in rows if r["per_cta"] or r["metric"] == "global sectors"]
+    return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
 
 
 def _beyond_text(also, ctas: int) -> str:
