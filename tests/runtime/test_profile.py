@@ -290,3 +290,45 @@ def test_profile_copy_kernel_on_gpu(m, full):
     total = prof.kernel_metrics["global_ld_sectors"] + prof.kernel_metrics["global_st_sectors"]
     assert total == sum(f.ld_sectors + f.st_sectors for f in prof.lines.values())
     assert len([b for b in prof.barriers if b["where"] != "internal"]) == len(a.barriers)
+
+
+# ---- which CTAs the prediction describes exactly -----------------------------------------------
+def test_full_ctas_counted_from_the_slice_starts():
+    from tilenb.runtime.gpu.profile import count_full_ctas, predict_launch
+    m = tilenb.compile(SOURCE, backend="cpu")
+    for rows, grid in ((320, 10), (300, 10), (33, 2)):
+        X, S, Y = _args(rows, np.random.default_rng(4))
+        p = predict_launch(m.scale_rows, grid, (X, S, Y))
+        starts = 32 * np.arange(grid)                       # r = ctx.block.x * 32, windows of 32 rows
+        assert p.full_ctas == int(np.count_nonzero(starts + 32 <= rows))
+        lo = {(r["line"], r["metric"]): r for r in p.rows}
+        for cp in p.analysis.copies:
+            r = lo[(cp.line, "global sectors")]
+            assert (r["predicted"], r["predicted_upper"]) == (cp.sectors * p.full_ctas, cp.sectors * grid)
+    # a start that depends on a scalar argument and a 2-D grid
+    src = '''
+@launch(128)
+kernel shifted(X: tensor<f32>[M, N], Y: tensor<f32>[M, N], s: i32) {
+  let r = ctx.block.y * 8 + s
+  let c = ctx.block.x * 64
+  Y[r :+ 8, c :+ 64] = X[r :+ 8, c :+ 64]
+}'''
+    k = tilenb.compile(src, backend="cpu").shifted
+    M_, N_, s = 50, 200, 3
+    X = np.zeros((M_, N_), np.float32)
+    gx, gy = -(-N_ // 64), -(-M_ // 8)
+    bx, by = np.meshgrid(np.arange(gx), np.arange(gy))
+    want = int(np.count_nonzero((by * 8 + s + 8 <= M_) & (bx * 64 + 64 <= N_)))
+    assert predict_launch(k, (gx, gy), (X, X.copy(), np.int32(s))).full_ctas == want
+    # a slice under a loop: not known
+    loop = '''
+@launch(128)
+kernel rows_loop(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
+  for i in range(0, 4) {
+    let r = (ctx.block.x * 4 + i) * 8
+    Y[r :+ 8, :] = X[r :+ 8, :]
+  }
+}'''
+    k = tilenb.compile(loop, backend="cpu").rows_loop
+    kir = k.ir()
+    assert count_full_ctas(kir, (3, 1, 1), {"M": 90}) is None

@@ -185,6 +185,7 @@ class Profile:
     other: Dict[str, LineFigures] = field(default_factory=dict)
     seconds: float = 0.0
     note: str = ""
+    full_ctas: Optional[int] = None     # CTAs wholly inside the tensors (count_full_ctas); None: unknown
 
     @property
     def ctas(self) -> int:
@@ -205,10 +206,13 @@ class Profile:
         CTA) up to all CTAs: the copy plans' sectors; their wavefronts plus the line's
         `analysis.shared_traffic` (the shared reads and writes no copy plan counts: an [R, 1]
         operand broadcast along its rows, a reduction's passes and partials, ...), the same
-        per-line split as `Analysis.traffic()`. "beyond_copies" lists those records as
-        (kind, tile, wavefronts per CTA). A measurement inside the range is ok; otherwise
+        per-line split as `Analysis.traffic()`; "beyond_copies" lists those records as (kind,
+        tile, wavefronts per CTA). `full_ctas` defaults to the Profile's own count
+        (`count_full_ctas` of the launch, where it can tell; else every CTA). A measurement inside the range is ok; otherwise
         `reason` says what differs."""
         ctas = self.ctas
+        if full_ctas is None:
+            full_ctas = self.full_ctas
         measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
         rows = []
         for r in predicted_lines(analysis, ctas, full_ctas, also_lines=measured):
@@ -268,7 +272,9 @@ class Profile:
         """The static text form: the kernel's figures, the per-line table (predicted beside
         measured when `analysis` is given) and the barriers' stall shares."""
         m = self.kernel_metrics
+        full = self.full_ctas if full_ctas is None else full_ctas
         out = [f"profile of {self.kernel} (Nsight Compute; grid {self.grid}, {self.ctas} CTAs"
+               f"{f', {full} of them full' if full is not None and full != self.ctas else ''}"
                f"{', ' + ', '.join(f'{k}={v}' for k, v in self.variant.items()) if self.variant else ''}):"]
         if "duration_ns" in m:
             out.append(f"  duration {m['duration_ns'] / 1e3:.2f} us (under ncu: caches flushed, clocks at base)")
@@ -339,6 +345,106 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     return rows
 
 
+class _Unknown(Exception):
+    pass
+
+
+def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None) -> Optional[int]:
+    """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
+    wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
+    `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
+    edge). Each slice start is evaluated per CTA from constants, dims, scalar parameters,
+    `ctx.block.*` / `ctx.grid.*` and the `let`s before it (+, -, *, /, %, min, max). None when
+    that is not possible: a tensor slice under a loop or a branch, or a start that depends on
+    anything else (a thread, a var)."""
+    scalars = scalars or {}
+    g = tuple(int(x) for x in tuple(grid) + (1,) * (3 - len(tuple(grid))))
+    n = g[0] * g[1] * g[2]
+    idx = np.arange(n, dtype=np.int64)
+    ctx = {"block.x": idx % g[0], "block.y": (idx // g[0]) % g[1], "block.z": idx // (g[0] * g[1]),
+           "grid.x": g[0], "grid.y": g[1], "grid.z": g[2]}
+    from ... import ir
+    lets: Dict[int, object] = {}
+    memo: Dict[int, object] = {}
+
+    def ev(e):
+        t = type(e)
+        if t is ir.Const:
+            if isinstance(e.value, bool) or not isinstance(e.value, (int, np.integer)):
+                raise _Unknown
+            return int(e.value)
+        if t is ir.Ctx:
+            if e.field not in ctx:
+                raise _Unknown
+            return ctx[e.field]
+        if t is ir.Ref:
+            sym = e.sym
+            if sym.kind == "dim" and sym.name in dims:
+                return int(dims[sym.name])
+            if sym.kind == "scalar_param" and sym.name in scalars:
+                return int(scalars[sym.name])
+            if sym.kind == "let" and id(sym) in lets:
+                if id(sym) not in memo:
+                    memo[id(sym)] = ev(lets[id(sym)])
+                return memo[id(sym)]
+            raise _Unknown
+        if t is ir.Binary and e.op in ("+", "-", "*", "/", "%"):
+            a, b = ev(e.a), ev(e.b)
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                return a * b
+            if np.any(np.asarray(b) == 0):
+                raise _Unknown
+            q = np.trunc(np.asarray(a) / np.asarray(b)).astype(np.int64)   # the language truncates
+            return q if e.op == "/" else a - q * b
+        if t is ir.Math and e.fn in ("min", "max") and len(e.args) == 2:
+            a, b = ev(e.args[0]), ev(e.args[1])
+            return np.minimum(a, b) if e.fn == "min" else np.maximum(a, b)
+        raise _Unknown
+
+    def extent(d):
+        if isinstance(d, int):
+            return d
+        if d in dims:
+            return int(dims[d])
+        raise _Unknown
+
+    full = np.ones(n, dtype=bool)
+
+    def slices_of(stmt):
+        for e in ir.stmt_exprs(stmt):
+            for x in ir.walk_expr(e):
+                if type(x) is ir.Slice and x.base.kind == "tensor":
+                    yield x
+
+    try:
+        for stmt in kir.body:
+            if ir.child_blocks(stmt):
+                if any(True for s2 in ir.walk_stmts([stmt]) for _ in slices_of(s2)):
+                    return None
+                continue
+            for sl in slices_of(stmt):
+                tdims = sl.base.type.dims
+                if len(sl.subs) != len(tdims):
+                    return None
+                for sub, d in zip(sl.subs, tdims):
+                    if isinstance(sub, ir.SubRange):
+                        if sub.full:
+                            continue
+                        lo, length = ev(sub.start), int(sub.length)
+                    else:
+                        lo, length = ev(sub.index), 1
+                    full &= (np.asarray(lo) >= 0) & (np.asarray(lo) + length <= extent(d))
+            if isinstance(stmt, ir.Let) and isinstance(stmt.sym.type, ir.ScalarT):
+                lets[id(stmt.sym)] = stmt.value
+    except _Unknown:
+        return None
+    return int(np.count_nonzero(full))
+
+
 @dataclass
 class LaunchPrediction:
     """What the analysis predicts for one launch, before (or without) a measurement: the kernel,
@@ -387,6 +493,8 @@ def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: O
     a = analyze(kernel.ir(**dict(ch.tune)), extents=dims, arch=arch)
     g = tuple(int(x) for x in ch.grid)
     ctas = int(np.prod(g))
+    if full_ctas is None:
+        full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
     rows = [r for r in predicted_lines(a, ctas, full_ctas) if r["plans"] or r["beyond_copies"]]
     rows = [r for r in rows if r["per_cta"] or r["metric"] == "global sectors"]
     return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
@@ -492,7 +600,7 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
         b["share"] = b["samples"] / total if total else 0.0
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
-                   note=job.get("note", ""))
+                   note=job.get("note", ""), full_ctas=job.get("full_ctas"))
 
 
 # ---- running ncu -----------------------------------------------------------------------------
@@ -626,8 +734,10 @@ def make_job(kernel, ch) -> dict:
     ks = kernel_source(kernel, ch.kir)
     off = kernel.module.checked.source.line_offset
     lined = N.lined_source(ks.source, off)
+    dims = {k: int(v) for k, v in ch.bound.dims.items()}
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
-            "grid": list(ch.grid), "dims": {k: int(v) for k, v in ch.bound.dims.items()},
+            "grid": list(ch.grid), "dims": dims,
+            "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
