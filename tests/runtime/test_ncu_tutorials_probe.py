@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tilenb
 from tilenb.runtime.gpu.profile import build_profile, predict_launch
 
@@ -75,3 +76,29 @@ def test_probe_records_the_tutorial_launches_and_predicts_them(tmp_path):
     assert {r["kernel"] for r in rows} == {"copy_rows", "copy_column", "transpose96", "transpose96_pad", "transpose64"}
     # the tutorial's launch: 1,000 rows, 32 CTAs of which 31 are full (found from the slice starts)
     assert "| tutorial 11 | transpose96 | 6 | shared wavefronts | 23808..24576 | - | not measured" in md
+
+
+# ---- on the GPU, under ncu -----------------------------------------------------------------
+@pytest.mark.gpu
+def test_probe_measures_tutorial_11_on_gpu(tmp_path):
+    from tilenb.runtime.gpu.profile import find_ncu
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "probes" / "ncu_tutorials.py"), "--out", str(tmp_path),
+                        "--tutorials", "11", "--no-suite"], capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = json.loads((tmp_path / "ncu_tutorials.json").read_text())
+    if any("ERR_NVGPUCTRPERM" in (r["reason"] or "") for r in rows):
+        pytest.skip("the GPU refuses its counters to this user")
+    assert all(r["measured"] is not None for r in rows), [r for r in rows if r["measured"] is None]
+    got = {(r["kernel"], r["line"], r["metric"]): r["measured"] for r in rows}
+    M = 1000
+    # the hardware's own figures, against numpy-free arithmetic on the launch: a column of X read
+    # one 4-byte element a sector (1,000 rows), the row copy at 16 sectors per 512 bytes
+    assert got[("copy_column", 5, "global sectors")] >= M
+    assert got[("copy_rows", 5, "global sectors")] == 2 * M * 64 * 4 // 32
+    # the conflicting transpose takes several times the wavefronts of its padded and swizzled forms
+    conflicts = got[("transpose96", 6, "shared wavefronts")]
+    assert conflicts >= 6 * got[("transpose96_pad", 7, "shared wavefronts")]
+    assert got[("transpose64", 6, "shared wavefronts")] * 96 < conflicts * 64
+    assert (tmp_path / "pages").is_dir() and "| tutorial 11 | transpose96 |" in (tmp_path / "ncu_tutorials.md").read_text()
