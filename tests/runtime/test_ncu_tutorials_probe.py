@@ -102,3 +102,23 @@ def test_probe_measures_tutorial_11_on_gpu(tmp_path):
     assert conflicts >= 6 * got[("transpose96_pad", 7, "shared wavefronts")]
     assert got[("transpose64", 6, "shared wavefronts")] * 96 < conflicts * 64
     assert (tmp_path / "pages").is_dir() and "| tutorial 11 | transpose96 |" in (tmp_path / "ncu_tutorials.md").read_text()
+
+
+def test_tutorial_11_profiled_variants_compile_with_nvrtc():
+    """The profiled variant of each tutorial-11 kernel (its CUDA with #line directives naming
+    tile lines) compiles for the H200's target, and maps its copy lines to the tile lines."""
+    from tilenb.codegen import nvrtc_available, nvrtc_compile
+    from tilenb.runtime.gpu import ncu as N
+    if not nvrtc_available():
+        pytest.skip("no NVRTC library here")
+    nb_src = (ROOT / "notebooks" / "src" / "11_measured_beside_predicted.py").read_text()
+    cells = [c.split("\n", 1)[1] for c in nb_src.split("# %%\n") if c.startswith("%%tilekernel")]
+    assert len(cells) == 5
+    for text in cells:
+        mod = tilenb.compile(text, backend="cpu")
+        (k,) = mod.kernels.values()
+        lined = N.lined_source(k.cuda_source(arch="sm_90"))
+        named = {int(ln.split()[1]) for ln in lined.text.splitlines()
+                 if ln.startswith("#line ") and ln.endswith(f'"{N.TILE_FILE}"')}
+        assert {cp.line for cp in k.analysis().copies} <= named, k.name
+        assert len(nvrtc_compile(lined.text, "sm_90")) > 0
