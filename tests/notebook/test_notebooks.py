@@ -121,6 +121,10 @@ LESSONS = {
            "`X[s - 1 :+ 514]` (line 6) reaches X[-1]", "edge warnings: 0", "load X -> x, [514] f32",
            "uncoalesced: warp 0, step 0: the slice of X may start 28 B into a 32-byte sector",
            "avg3 with zero padding", "30,522 rows in 477 x 6 CTAs", "softmax_cluster, 7 rows", "first_over"],
+    "11": ["<- uncoalesced", "<- bank conflicts", "fix: pad each tile row by 1 element (rows of 97)",
+           "6 | shared wavefronts | 23808..24576 (768)", "7 | shared wavefronts | 2976..3072 (96)",
+           "measured: nothing here. kernel 'copy_rows' cannot be profiled: the module runs on the CPU backend",
+           "transpose64                  512                128           4  swizzled"],
 }
 
 

@@ -65,3 +65,36 @@ def test_tileprofile_magic_refuses_on_cpu():
     finally:        # the shell is shared with other tests: leave its namespace as found
         for name in ("k", "X", "S", "Y"):
             ip.user_ns.pop(name, None)
+
+
+def test_measure_shows_the_prediction_and_why_on_cpu(capsys):
+    pytest.importorskip("IPython")
+    from tilenb.notebook import measure
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    X = np.random.default_rng(0).standard_normal((300, 64)).astype(np.float32)
+    S, Y = X[:, :1].copy(), np.zeros_like(X)
+    assert measure(m.scale_rows, 10, X, S, Y) is None
+    out = capsys.readouterr().out
+    assert not Y.any()                          # nothing launched, nothing written
+    # 300 rows: 9 full CTAs of 32 and one of 12; the load of X is 256 sectors a CTA
+    assert "predicted for scale_rows (grid (10, 1, 1), 10 CTAs, 9 of them full; M = 300)" in out
+    assert "5 | global sectors | 2304..2560 (256)" in out
+    assert "7 | shared wavefronts | 720..800 (with 160 for the broadcast read of s) (80)" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("measured: nothing here. kernel 'scale_rows' cannot be profiled: the module runs on the "
+                           "CPU backend") and "Traceback" not in out
+
+
+def test_measure_shows_the_profile_beside_the_prediction(monkeypatch, capsys):
+    pytest.importorskip("IPython")
+    from tilenb.notebook import measure
+    m, prof = _profile()
+    shown = []
+    monkeypatch.setattr(m.scale_rows, "profile", lambda grid, *args, **tune: prof, raising=False)
+    monkeypatch.setattr("IPython.display.display", lambda w, **kw: shown.append(w))
+    X = np.zeros((320, 64), np.float32)
+    assert measure(m.scale_rows, 10, X, X[:, :1].copy(), X.copy()) is prof
+    out = capsys.readouterr().out
+    assert "7 | shared wavefronts | 800 (with 160 for the broadcast read of s) | 800 | matches" in out
+    assert [w._name for w in shown] == ["threadmap", "barriers", "timing"]
+    assert "measured (Nsight Compute, whole launch)" in render.text("threadmap", shown[0].state())

@@ -102,7 +102,8 @@ def _measured_text(m: dict) -> str:
     return (f"  measured (Nsight Compute, whole launch): {_n(m.get('sectors'), 'sector')} in "
             f"{_n(m.get('requests'), 'request')} (predicted {m.get('predicted_sectors', '-')}), "
             f"{_n(m.get('wavefronts'), 'wavefront')} with {m.get('bank_conflicts', 0)} from bank conflicts "
-            f"(predicted {m.get('predicted_wavefronts', '-')}): {verdict}")
+            f"(predicted {m.get('predicted_wavefronts', '-')}"
+            f"{', ' + m['beyond_copies'] if m.get('beyond_copies') else ''}): {verdict}")
 
 
 def _text_threadmap(s) -> str:

@@ -138,13 +138,38 @@ def _base(path: str) -> str:
     return re.split(r"[\\/]", path.strip())[-1]
 
 
+def _source_rows(text: str):
+    """The rows of ncu's source-page CSV as lists of cells. ncu quotes every cell but does not
+    double a quote inside one, so a source line that holds quotes (`asm volatile("st.global...")`,
+    `extern "C"`) is not valid CSV: a line that starts and ends with a quote is cut at the `","`
+    between cells instead, and, under a header, cells beyond the header's count are joined back
+    into the source text (the second cell of a source-line row, the fourth of a SASS row), the
+    only cells that hold free text. Other lines are read as CSV."""
+    header_len = 0
+    for ln in text.splitlines():
+        if not ln.strip():
+            continue
+        if len(ln) >= 2 and ln[0] == '"' and ln[-1] == '"':
+            row = ln[1:-1].split('","')
+        else:
+            row = next(csv.reader([ln]), [])
+        if row and row[0].strip() in ("Line No", "# Line", "Line"):
+            header_len = len(row)
+        elif header_len and len(row) > header_len:
+            at = 1 if row[0].strip() else 3         # the source text of a line / of a SASS row
+            extra = len(row) - header_len
+            row = row[:at] + ['","'.join(row[at:at + extra + 1])] + row[at + extra + 1:]
+        yield row
+
+
 def read_source(text: str) -> List[SourceLine]:
     """The source lines of ncu's source-page CSV (`--print-source cuda,sass`; see the module
-    docstring), each with its SASS instructions, in the order ncu prints them."""
+    docstring), each with its SASS instructions, in the order ncu prints them. A source line's
+    text is read whole even where it holds quotes (`_source_rows`)."""
     out: List[SourceLine] = []
     kernel = fname = ""
     header: Optional[List[str]] = None
-    for row in csv.reader(io.StringIO(text)):
+    for row in _source_rows(text):
         if not row:
             continue
         head = row[0].strip()

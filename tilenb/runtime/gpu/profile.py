@@ -106,7 +106,10 @@ class LineFigures:
     def add(self, src: N.SourceLine, seen: Optional[set] = None):
         """Add a source line's counters; with `seen` (SASS addresses already counted on some
         line), an instruction is counted once: ncu lists an inlined helper's instructions under
-        the calling tile line and again under the helper's own line."""
+        the calling tile line and again under the helper's own line. Everything is summed over
+        the line's instructions that are counted here, its warp-stall samples too (a line whose
+        instructions were all counted elsewhere adds nothing); a page without SASS rows gives
+        the line's own totals."""
         rows = src.sass or []
         if rows and seen is not None:
             rows = [r for r in rows if r.address not in seen]
@@ -118,7 +121,9 @@ class LineFigures:
             self.sectors += int(v.get(N.COL_SECTORS, 0))
             self.wavefronts += int(v.get(N.COL_WAVEFRONTS, 0))
             self.ideal_wavefronts += int(v.get(N.COL_WAVEFRONTS_IDEAL, v.get(N.COL_WAVEFRONTS, 0)))
+            self._add_samples(v)
         for r in rows:
+            self._add_samples(r.values)
             op, v = r.opcode, r.values
             sec = int(v.get(N.COL_SECTORS, 0))
             wf = int(v.get(N.COL_WAVEFRONTS, 0))
@@ -150,8 +155,10 @@ class LineFigures:
             elif op.startswith("STS"):
                 self.st_wavefronts += wf
                 self.shared_requests += ex
-        self.samples += int(src.values.get(N.COL_SAMPLES, 0))
-        for k, x in N.stall_columns(src.values).items():
+
+    def _add_samples(self, values: Dict[str, float]):
+        self.samples += int(values.get(N.COL_SAMPLES, 0))
+        for k, x in N.stall_columns(values).items():
             self.stalls[k] = self.stalls.get(k, 0) + int(x)
 
 
@@ -178,6 +185,7 @@ class Profile:
     other: Dict[str, LineFigures] = field(default_factory=dict)
     seconds: float = 0.0
     note: str = ""
+    full_ctas: Optional[int] = None     # CTAs wholly inside the tensors (count_full_ctas); None: unknown
 
     @property
     def ctas(self) -> int:
@@ -193,27 +201,30 @@ class Profile:
         """Per copy line of `analysis` (an `Analysis` of the profiled variant, best made with the
         launch's extents: `Profile.analysis(kernel)`), and per line where the hardware counted
         memory traffic: {"line", "metric" ("global sectors" / "shared wavefronts"), "predicted",
-        "predicted_upper", "measured", "ok", "reason"}. The prediction is the copy plans'
-        per-CTA figures times the full CTAs (`full_ctas`, default every CTA) up to all CTAs; a
-        measurement inside that range is ok; otherwise `reason` says what differs."""
+        "predicted_upper", "measured", "ok", "reason", "beyond_copies"}. The prediction is the
+        analysis' per-CTA figures of the line times the full CTAs (`full_ctas`, default every
+        CTA) up to all CTAs: the copy plans' sectors; their wavefronts plus the line's
+        `analysis.shared_traffic` (the shared reads and writes no copy plan counts: an [R, 1]
+        operand broadcast along its rows, a reduction's passes and partials, ...), the same
+        per-line split as `Analysis.traffic()`; "beyond_copies" lists those records as (kind,
+        tile, wavefronts per CTA). `full_ctas` defaults to the Profile's own count
+        (`count_full_ctas` of the launch, where it can tell; else every CTA). A measurement inside the range is ok; otherwise
+        `reason` says what differs."""
         ctas = self.ctas
-        full = ctas if full_ctas is None else int(full_ctas)
-        plans: Dict[int, list] = {}
-        for cp in analysis.copies:
-            plans.setdefault(int(cp.line), []).append(cp)
+        if full_ctas is None:
+            full_ctas = self.full_ctas
+        measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
         rows = []
-        for line in sorted(set(plans) | {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}):
-            ps = plans.get(line, [])
-            f = self.lines.get(line, LineFigures(line))
-            for metric, per_cta, meas in (
-                    ("global sectors", sum(int(p.sectors) for p in ps), f.sectors),
-                    ("shared wavefronts", sum(int(p.wavefronts) for p in ps), f.wavefronts)):
-                lo, hi = per_cta * full, per_cta * ctas
-                if not ps and not meas:
-                    continue
-                ok = lo <= meas <= hi
-                rows.append({"line": line, "metric": metric, "predicted": lo, "predicted_upper": hi,
-                             "measured": meas, "ok": ok, "reason": "" if ok else _reason(metric, ps, f, lo, hi)})
+        for r in predicted_lines(analysis, ctas, full_ctas, also_lines=measured):
+            f = self.lines.get(r["line"], LineFigures(r["line"]))
+            meas = f.sectors if r["metric"] == "global sectors" else f.wavefronts
+            if not r["plans"] and not r["beyond_copies"] and not meas:
+                continue
+            lo, hi = r["predicted"], r["predicted_upper"]
+            ok = lo <= meas <= hi
+            rows.append({"line": r["line"], "metric": r["metric"], "predicted": lo, "predicted_upper": hi,
+                         "measured": meas, "ok": ok, "beyond_copies": r["beyond_copies"],
+                         "reason": "" if ok else _reason(r["metric"], r["plans"], f, lo, hi, r["beyond_copies"])})
         return rows
 
     def analysis(self, kernel, arch=None):
@@ -225,7 +236,8 @@ class Profile:
         """The measured figures the notebook views show beside their predictions (one home for
         the thread map, barriers and timing views): {"lines": {line: {"sectors", "requests",
         "wavefronts", "bank_conflicts", "predicted_sectors", "predicted_wavefronts", "ok",
-        "reasons"}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
+        "reasons", and "beyond_copies" (what of the predicted wavefronts is not the copy plans':
+        "with 160 for the broadcast read of s") where there is such}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
         {"duration_ns", "dram_bytes", "l2_bytes", "achieved_occupancy_pct", "dram_bytes_per_s"},
         "ctas"}."""
         lines: Dict[int, dict] = {}
@@ -235,6 +247,8 @@ class Profile:
                                              "bank_conflicts": f.bank_conflicts, "ok": True, "reasons": []})
             key = "predicted_sectors" if r["metric"] == "global sectors" else "predicted_wavefronts"
             d[key] = r["predicted"] if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+            if r.get("beyond_copies"):
+                d["beyond_copies"] = _beyond_text(r["beyond_copies"], self.ctas).strip()[1:-1]
             if not r["ok"]:
                 d["ok"] = False
                 d["reasons"].append(f"{r['metric']}: {r['reason']}")
@@ -258,7 +272,9 @@ class Profile:
         """The static text form: the kernel's figures, the per-line table (predicted beside
         measured when `analysis` is given) and the barriers' stall shares."""
         m = self.kernel_metrics
+        full = self.full_ctas if full_ctas is None else full_ctas
         out = [f"profile of {self.kernel} (Nsight Compute; grid {self.grid}, {self.ctas} CTAs"
+               f"{f', {full} of them full' if full is not None and full != self.ctas else ''}"
                f"{', ' + ', '.join(f'{k}={v}' for k, v in self.variant.items()) if self.variant else ''}):"]
         if "duration_ns" in m:
             out.append(f"  duration {m['duration_ns'] / 1e3:.2f} us (under ncu: caches flushed, clocks at base)")
@@ -272,6 +288,7 @@ class Profile:
             out.append("  line | metric | predicted | measured | verdict")
             for r in self.compare(analysis, full_ctas):
                 pred = str(r["predicted"]) if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+                pred += _beyond_text(r.get("beyond_copies"), self.ctas)
                 out.append(f"  {r['line']:>4} | {r['metric']} | {pred} | {r['measured']} | "
                            + ("matches" if r["ok"] else "DIFFERS: " + r["reason"]))
         else:
@@ -298,16 +315,209 @@ class Profile:
         return self.text(self.predicted)
 
 
-def _reason(metric, plans, f: LineFigures, lo, hi) -> str:
-    why = _reason_text(metric, plans, f, lo, hi)
+# ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
+def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=()) -> List[dict]:
+    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan or
+    shared traffic (and per line of `also_lines`), two rows a line: {"line", "metric" ("global
+    sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x the full CTAs,
+    `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the line's
+    CopyPlans), "beyond_copies"}. Sectors are the copy plans'; wavefronts are the copy plans'
+    plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan counts),
+    listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same split as
+    `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
+    `LaunchPrediction` show."""
+    full = ctas if full_ctas is None else int(full_ctas)
+    plans: Dict[int, list] = {}
+    for cp in analysis.copies:
+        plans.setdefault(int(cp.line), []).append(cp)
+    extra: Dict[int, list] = {}
+    for t in getattr(analysis, "shared_traffic", ()):
+        extra.setdefault(int(t.line), []).append(t)
+    rows = []
+    for line in sorted(set(plans) | set(extra) | set(also_lines)):
+        ps, ts = plans.get(line, []), extra.get(line, [])
+        for metric, per_cta, also in (
+                ("global sectors", sum(int(p.sectors) for p in ps), []),
+                ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
+                 [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
+            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full,
+                         "predicted_upper": per_cta * ctas, "plans": ps, "beyond_copies": also})
+    return rows
+
+
+class _Unknown(Exception):
+    pass
+
+
+def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None) -> Optional[int]:
+    """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
+    wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
+    `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
+    edge). Each slice start is evaluated per CTA from constants, dims, scalar parameters,
+    `ctx.block.*` / `ctx.grid.*` and the `let`s before it (+, -, *, /, %, min, max). None when
+    that is not possible: a tensor slice under a loop or a branch, or a start that depends on
+    anything else (a thread, a var)."""
+    scalars = scalars or {}
+    g = tuple(int(x) for x in tuple(grid) + (1,) * (3 - len(tuple(grid))))
+    n = g[0] * g[1] * g[2]
+    idx = np.arange(n, dtype=np.int64)
+    ctx = {"block.x": idx % g[0], "block.y": (idx // g[0]) % g[1], "block.z": idx // (g[0] * g[1]),
+           "grid.x": g[0], "grid.y": g[1], "grid.z": g[2]}
+    from ... import ir
+    lets: Dict[int, object] = {}
+    memo: Dict[int, object] = {}
+
+    def ev(e):
+        t = type(e)
+        if t is ir.Const:
+            if isinstance(e.value, bool) or not isinstance(e.value, (int, np.integer)):
+                raise _Unknown
+            return int(e.value)
+        if t is ir.Ctx:
+            if e.field not in ctx:
+                raise _Unknown
+            return ctx[e.field]
+        if t is ir.Ref:
+            sym = e.sym
+            if sym.kind == "dim" and sym.name in dims:
+                return int(dims[sym.name])
+            if sym.kind == "scalar_param" and sym.name in scalars:
+                return int(scalars[sym.name])
+            if sym.kind == "let" and id(sym) in lets:
+                if id(sym) not in memo:
+                    memo[id(sym)] = ev(lets[id(sym)])
+                return memo[id(sym)]
+            raise _Unknown
+        if t is ir.Binary and e.op in ("+", "-", "*", "/", "%"):
+            a, b = ev(e.a), ev(e.b)
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                return a * b
+            if np.any(np.asarray(b) == 0):
+                raise _Unknown
+            q = np.trunc(np.asarray(a) / np.asarray(b)).astype(np.int64)   # the language truncates
+            return q if e.op == "/" else a - q * b
+        if t is ir.Math and e.fn in ("min", "max") and len(e.args) == 2:
+            a, b = ev(e.args[0]), ev(e.args[1])
+            return np.minimum(a, b) if e.fn == "min" else np.maximum(a, b)
+        raise _Unknown
+
+    def extent(d):
+        if isinstance(d, int):
+            return d
+        if d in dims:
+            return int(dims[d])
+        raise _Unknown
+
+    full = np.ones(n, dtype=bool)
+
+    def slices_of(stmt):
+        for e in ir.stmt_exprs(stmt):
+            for x in ir.walk_expr(e):
+                if type(x) is ir.Slice and x.base.kind == "tensor":
+                    yield x
+
+    try:
+        for stmt in kir.body:
+            if ir.child_blocks(stmt):
+                if any(True for s2 in ir.walk_stmts([stmt]) for _ in slices_of(s2)):
+                    return None
+                continue
+            for sl in slices_of(stmt):
+                tdims = sl.base.type.dims
+                if len(sl.subs) != len(tdims):
+                    return None
+                for sub, d in zip(sl.subs, tdims):
+                    if isinstance(sub, ir.SubRange):
+                        if sub.full:
+                            continue
+                        lo, length = ev(sub.start), int(sub.length)
+                    else:
+                        lo, length = ev(sub.index), 1
+                    full &= (np.asarray(lo) >= 0) & (np.asarray(lo) + length <= extent(d))
+            if isinstance(stmt, ir.Let) and isinstance(stmt.sym.type, ir.ScalarT):
+                lets[id(stmt.sym)] = stmt.value
+    except _Unknown:
+        return None
+    return int(np.count_nonzero(full))
+
+
+@dataclass
+class LaunchPrediction:
+    """What the analysis predicts for one launch, before (or without) a measurement: the kernel,
+    the launch's grid and runtime extents, the analysis made with those extents, and
+    `rows` (`predicted_lines`, leaving out metrics with nothing predicted). `text()` is the table
+    a Profile prints, without its measured column."""
+    kernel: str
+    grid: Tuple[int, int, int]
+    dims: Dict[str, int]
+    full_ctas: Optional[int]
+    analysis: object
+    rows: List[dict]
+
+    @property
+    def ctas(self) -> int:
+        return int(np.prod(self.grid))
+
+    def text(self) -> str:
+        full = "" if self.full_ctas is None or self.full_ctas == self.ctas else f", {self.full_ctas} of them full"
+        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTAs{full}; "
+               f"{', '.join(f'{k} = {v}' for k, v in self.dims.items()) or 'no runtime dims'}):",
+               "  line | metric | predicted for the launch (per CTA)"]
+        for r in self.rows:
+            pred = (str(r["predicted"]) if r["predicted"] == r["predicted_upper"]
+                    else f"{r['predicted']}..{r['predicted_upper']}")
+            out.append(f"  {r['line']:>4} | {r['metric']} | {pred}{_beyond_text(r['beyond_copies'], self.ctas)} "
+                       f"({r['per_cta']})")
+        return "\n".join(out)
+
+    __str__ = text
+
+    def __repr__(self):
+        return self.text()
+
+
+def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: Optional[int] = None,
+                   arch=None) -> LaunchPrediction:
+    """The analysis' prediction for the launch `kernel[grid](*args)` at the @autotune values
+    `tune`, on either backend and without a GPU: the launch's checks (bad arguments raise the
+    launch's LaunchError), the variant and runtime extents it binds, and `predicted_lines` for
+    its CTAs. Nothing is launched; the arguments are not touched."""
+    from ...analysis import analyze
+    from ..checks import prepare
+    ch = prepare(kernel, grid, args, variant=dict(tune) if tune else None).chosen
+    dims = {k: int(v) for k, v in ch.bound.dims.items()}
+    a = analyze(kernel.ir(**dict(ch.tune)), extents=dims, arch=arch)
+    g = tuple(int(x) for x in ch.grid)
+    ctas = int(np.prod(g))
+    if full_ctas is None:
+        full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
+    rows = [r for r in predicted_lines(a, ctas, full_ctas) if r["plans"] or r["beyond_copies"]]
+    rows = [r for r in rows if r["per_cta"] or r["metric"] == "global sectors"]
+    return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
+
+
+def _beyond_text(also, ctas: int) -> str:
+    """' (with 160 for the broadcast read of s)': the shared accesses beyond the copy plans in a
+    prediction (`Profile.compare`'s "beyond_copies"), whole launch."""
+    if not also:
+        return ""
+    return " (with " + ", ".join(f"{wf * ctas} for the {kind} of {tile}" for kind, tile, wf in also) + ")"
+
+
+def _reason(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
+    why = _reason_text(metric, plans, f, lo, hi, also)
     k = 1 if metric == "global sectors" else 2
     ops = [f"{op} {v[k]}" for op, v in f.ops.items() if v[k]]
     return why + (f" (by instruction: {', '.join(ops)})" if ops else "")
 
 
-def _reason_text(metric, plans, f: LineFigures, lo, hi) -> str:
+def _reason_text(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
     meas = f.sectors if metric == "global sectors" else f.wavefronts
-    if not plans:
+    if not plans and not also:
         return ("no copy plan at this line: a reduction or element access the analysis does not count as a copy "
                 "(for example a row reduction reading a shared tile)")
     if meas == 0:
@@ -326,7 +536,8 @@ def _reason_text(metric, plans, f: LineFigures, lo, hi) -> str:
     if meas < lo:
         return ("fewer shared accesses than the copy plan: the generator keeps values in registers, or copies by "
                 "cp.async whose shared side ncu does not count as store wavefronts")
-    return "more wavefronts than predicted: other shared accesses on this line (reductions, partials) or bank conflicts"
+    return ("more wavefronts than predicted: shared accesses on this line that the analysis does not model "
+            "(analysis.shared_traffic lists those it does), or bank conflicts it did not foresee")
 
 
 def _bytes_of(dt) -> int:
@@ -355,21 +566,15 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
     barriers = [{"where": w, "line": ln, "samples": 0, "barrier_samples": 0, "share": 0.0} for w, ln in job["barriers"]]
     helper_of = {int(k): v for k, v in job["helper_lines"].items()}
     calls = job["helper_calls"]
-    total = 0
-    stalls: Dict[str, int] = {}
+    at_barrier = [LineFigures(i + 1) for i in range(len(barriers))]
     seen: set = set()       # SASS addresses counted already (tile lines first: they hold inlined helpers too)
     srcs = [s for s in N.read_source(source_csv) if not (s.kernel and s.kernel != job["symbol"])]
-    srcs.sort(key=lambda s: s.file != N.TILE_FILE)
+    srcs.sort(key=lambda s: (s.file != N.TILE_FILE, s.file != N.BARRIER_FILE))
     for src in srcs:
-        total += int(src.values.get(N.COL_SAMPLES, 0))
-        for k, x in N.stall_columns(src.values).items():
-            stalls[k] = stalls.get(k, 0) + int(x)
         if src.file == N.TILE_FILE:
             lines.setdefault(src.line, LineFigures(src.line)).add(src, seen)
         elif src.file == N.BARRIER_FILE and 1 <= src.line <= len(barriers):
-            b = barriers[src.line - 1]
-            b["samples"] += int(src.values.get(N.COL_SAMPLES, 0))
-            b["barrier_samples"] += int(N.stall_columns(src.values).get("barrier", 0))
+            at_barrier[src.line - 1].add(src, seen)
         else:
             name = helper_of.get(src.line) if src.file == N.CUDA_FILE else None
             at = calls.get(name, []) if name else []
@@ -381,11 +586,21 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
             else:
                 key = name or "set-up"
                 other.setdefault(key, LineFigures(0)).add(src, seen)
-    for b in barriers:
+    # the kernel's samples and stall reasons: every instruction once (an inlined helper's
+    # instructions are listed under the calling line and again under the helper's own line)
+    counted = list(lines.values()) + list(other.values()) + at_barrier
+    total = sum(f.samples for f in counted)
+    stalls: Dict[str, int] = {}
+    for f in counted:
+        for k, x in f.stalls.items():
+            stalls[k] = stalls.get(k, 0) + x
+    for b, f in zip(barriers, at_barrier):
+        b["samples"] = f.samples
+        b["barrier_samples"] = int(f.stalls.get("barrier", 0))
         b["share"] = b["samples"] / total if total else 0.0
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
-                   note=job.get("note", ""))
+                   note=job.get("note", ""), full_ctas=job.get("full_ctas"))
 
 
 # ---- running ncu -----------------------------------------------------------------------------
@@ -519,8 +734,10 @@ def make_job(kernel, ch) -> dict:
     ks = kernel_source(kernel, ch.kir)
     off = kernel.module.checked.source.line_offset
     lined = N.lined_source(ks.source, off)
+    dims = {k: int(v) for k, v in ch.bound.dims.items()}
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
-            "grid": list(ch.grid), "dims": {k: int(v) for k, v in ch.bound.dims.items()},
+            "grid": list(ch.grid), "dims": dims,
+            "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
