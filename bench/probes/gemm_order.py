@@ -1,0 +1,186 @@
+"""Question: Which tile order (GM) and tile shape brings tilenb's sm_90 GEMM closest to cuBLAS at
+4096³ and 8192³ in f16 and bf16, and does the 4096³ winner lose anything at 8192³?
+
+The suite's GEMM kernel (tilenb/examples/suite_kernels.py, GEMM: tiles in a grouped order, GM
+rows of tiles walked column by column) over a wider space than the suite's own: TM x TN of
+128 x 128, 128 x 256 and 256 x 128 (NT 256, TK 64) and GM in 1, 4, 8, 16, 32, 64 (GM 1: row by
+row; GM of the tile rows or more: column by column, the order before the grouped one). Against
+cuBLAS through torch.matmul in the same process, on the GPU this runs on.
+
+    python bench/probes/gemm_order.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
+                                      [--gm 1,4,8,16,32,64] [--tiles 128x128,128x256,256x128]
+                                      [--out DIR] [--jobs N]
+
+What it guarantees:
+- Every variant is compiled first (NVRTC in `--jobs` processes, into tilenb's disk cache), then
+  run once through the public call with its output poisoned with NaN and compared with cuBLAS's
+  (relative Frobenius error in float64; a variant that differs by more than 2e-2 is reported
+  and not timed).
+- Times: `--runs` runs (default 5); each run times cuBLAS and then every variant, each as the
+  median of CUDA-event timings of `--reps` launches after warm-up, so drift in the GPU's clocks
+  falls on all of them alike. A variant's figure is the median over the runs of its time, its %
+  of cuBLAS is cuBLAS's median over its median, and the spread is the range of the runs' own
+  ratios (cuBLAS of that run over the variant of that run).
+- Prints one line per variant and shape, the best variant per shape, and at the larger shapes
+  what the smallest shape's winner reaches there. With --out, writes DIR/gemm_order.json with
+  every run's times. At the defaults it takes under 5 minutes on an H200 (most of it NVRTC).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
+
+from tilenb.examples import suite_kernels as SK  # noqa: E402
+
+
+def kernel_text(dt: str, tms, tns, gms) -> str:
+    """The suite's GEMM for dtype `dt` with its @autotune line widened to these values."""
+    text = SK.GEMM.replace("{T}", dt)
+    line = (f"@autotune(TM in [{', '.join(map(str, tms))}], TN in [{', '.join(map(str, tns))}], TK in [64], "
+            f"GM in [{', '.join(map(str, gms))}], NT in [256])")
+    new, n = re.subn(r"@autotune\([^\n]*\)", line, text)
+    assert n == 1, "the suite's GEMM has one @autotune line"
+    return new
+
+
+def time_ms(torch, fn, reps):
+    """Median milliseconds of `reps` launches of `fn` between CUDA events, after 3 warm-ups."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in evs:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in evs)
+
+
+def label(v) -> str:
+    return f"{v['TM']}x{v['TN']} GM{v['GM']}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default="4096,8192")
+    ap.add_argument("--dtypes", default="f16,bf16")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=20, help="launches a timing (the median is kept)")
+    ap.add_argument("--gm", default="1,4,8,16,32,64")
+    ap.add_argument("--tiles", default="128x128,128x256,256x128", help="TMxTN,...")
+    ap.add_argument("--out", default="")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
+    a = ap.parse_args(argv)
+    os.environ.setdefault("TILENB_CACHE_DIR", tempfile.mkdtemp(prefix="tilenb-gemm-order-"))
+    t_start = time.perf_counter()
+    import tilenb
+    import suite
+    tiles = [tuple(map(int, t.split("x"))) for t in a.tiles.split(",")]
+    gms = [int(x) for x in a.gm.split(",")]
+    dts = a.dtypes.split(",")
+    # one module per dtype and tile shape (TM x TN), its @autotune space the GM values alone
+    mods = {(dt, tm, tn): tilenb.compile(kernel_text(dt, [tm], [tn], gms), backend="cuda")
+            for dt in dts for tm, tn in tiles}
+    # compile every variant before CUDA starts in this process (the pool forks)
+    for mod in mods.values():
+        suite.precompile(mod, "sm_90", a.jobs)
+    print(f"compiled in {time.perf_counter() - t_start:.0f} s", flush=True)
+    import torch
+    suite.S.torch = torch
+    import cupy as cp
+    suite.S.cp = cp
+    from suite import GpuArray
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16}
+    props = torch.cuda.get_device_properties(0)
+    results = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
+               "runs": a.runs, "reps": a.reps, "rows": []}
+    print(f"{props.name}, {props.multi_processor_count} SMs; {a.runs} runs of {a.reps} launches each", flush=True)
+    for dt in dts:
+        winners = {}
+        for n in map(int, a.shapes.split(",")):
+            torch.manual_seed(n)
+            A = torch.randn(n, n, device="cuda", dtype=torch.float32).to(tdt[dt])
+            B = torch.randn(n, n, device="cuda", dtype=torch.float32).to(tdt[dt])
+            ref = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+            C = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+
+            def cublas():
+                torch.matmul(A, B, out=ref)
+            cublas()
+            torch.cuda.synchronize()
+            refd = ref.double()
+            args = [GpuArray(A), GpuArray(B), GpuArray(C)]
+            gos = {}
+            for tm, tn in tiles:
+                k = getattr(mods[(dt, tm, tn)], f"gemm_{dt}")
+                for gm in gms:
+                    v = dict(TM=tm, TN=tn, TK=64, GM=gm, NT=256)
+                    try:
+                        C.fill_(float("nan"))
+                        k(*args, variant=v)
+                        torch.cuda.synchronize()
+                        err = ((C.double() - refd).norm() / refd.norm()).item()
+                        if not err <= 2e-2:
+                            print(f"  {dt} {n}^3 {label(v)}: differs from cuBLAS ({err:.2e}); not timed", flush=True)
+                            continue
+                        go, ks, fn = suite.prepared_launch(k, None, args, v)
+                        gos[label(v)] = (v, go, err, ks.arch, int(fn.num_regs))
+                    except Exception as e:  # report and go on
+                        print(f"  {dt} {n}^3 {label(v)} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            runs = {"cuBLAS": []}
+            runs.update({lab: [] for lab in gos})
+            for _ in range(a.runs):
+                runs["cuBLAS"].append(time_ms(torch, cublas, a.reps))
+                for lab, (_, go, *_rest) in gos.items():
+                    runs[lab].append(time_ms(torch, go, a.reps))
+            tc = statistics.median(runs["cuBLAS"])
+            flop = 2.0 * n ** 3
+            print(f"{dt} {n}^3 cuBLAS {tc:.4f} ms ({flop / tc / 1e9:.0f} TFLOP/s), runs "
+                  f"{min(runs['cuBLAS']):.4f}-{max(runs['cuBLAS']):.4f} ms", flush=True)
+            best = None
+            for lab, (v, _, err, arch, regs) in gos.items():
+                t = statistics.median(runs[lab])
+                ratios = [c / x for c, x in zip(runs["cuBLAS"], runs[lab])]
+                pct = tc / t * 100
+                print(f"  {lab:16s} {t:.4f} ms {flop / t / 1e9:4.0f} TFLOP/s {pct:5.1f}% of cuBLAS "
+                      f"(runs {min(ratios) * 100:.1f}-{max(ratios) * 100:.1f}%)  {arch} regs={regs} err={err:.1e}",
+                      flush=True)
+                results["rows"].append({"dtype": dt, "n": n, "variant": v, "ms": runs[lab], "cublas_ms": runs["cuBLAS"],
+                                        "median_ms": t, "pct_of_cublas": pct, "rel_err": err, "arch": arch, "regs": regs})
+                if best is None or t < best[1]:
+                    best = (lab, t)
+            if best is None:
+                continue
+            winners[n] = best[0]
+            first = min(winners)
+            line = f"  best at {dt} {n}^3: {best[0]} {tc / best[1] * 100:.1f}% of cuBLAS"
+            if n != first and winners[first] in gos:
+                tw = statistics.median(runs[winners[first]])
+                line += (f"; the {first}^3 winner {winners[first]} here: {tc / tw * 100:.1f}% "
+                         f"({(tw / best[1] - 1) * 100:+.1f}% time against the best)")
+            print(line, flush=True)
+            del A, B, C, ref, refd, args, gos
+            torch.cuda.empty_cache()
+    results["wall_s"] = round(time.perf_counter() - t_start, 1)
+    print(f"done in {results['wall_s']} s", flush=True)
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gemm_order.json").write_text(json.dumps(results, indent=1))
+        print(f"wrote {out / 'gemm_order.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
