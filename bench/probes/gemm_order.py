@@ -4,12 +4,14 @@
 The suite's GEMM kernel (tilenb/examples/suite_kernels.py, GEMM: tiles in a grouped order, GM
 rows of tiles walked column by column) over a wider space than the suite's own: TM x TN of
 128 x 128, 128 x 256 and 256 x 128 (NT 256, TK 64) and GM in 1, 4, 8, 16, 32, 64 (GM 1: row by
-row; GM of the tile rows or more: column by column, the order before the grouped one). Against
-cuBLAS through torch.matmul in the same process, on the GPU this runs on.
+row; GM of the tile rows or more: column by column, the order before the grouped one); and the
+persistent candidate (tilenb/examples/suite_kernels.py, GEMM_PERSISTENT: one CTA an SM, each
+taking the tiles of the same order in turn) at 128 x 256 and 128 x 128. Against cuBLAS through
+torch.matmul in the same process, on the GPU this runs on.
 
     python bench/probes/gemm_order.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
                                       [--gm 1,4,8,16,32,64] [--tiles 128x128,128x256,256x128]
-                                      [--out DIR] [--jobs N]
+                                      [--persistent 128x256,128x128] [--out DIR] [--jobs N]
 
 What it guarantees:
 - Every variant is compiled first (NVRTC in `--jobs` processes, into tilenb's disk cache), then
@@ -43,9 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the s
 from tilenb.examples import suite_kernels as SK  # noqa: E402
 
 
-def kernel_text(dt: str, tms, tns, gms) -> str:
-    """The suite's GEMM for dtype `dt` with its @autotune line widened to these values."""
-    text = SK.GEMM.replace("{T}", dt)
+def kernel_text(dt: str, tms, tns, gms, persistent: bool = False) -> str:
+    """The suite's GEMM (or its persistent candidate) for dtype `dt` with its @autotune line set
+    to these values."""
+    text = (SK.GEMM_PERSISTENT if persistent else SK.GEMM).replace("{T}", dt)
     line = (f"@autotune(TM in [{', '.join(map(str, tms))}], TN in [{', '.join(map(str, tns))}], TK in [64], "
             f"GM in [{', '.join(map(str, gms))}], NT in [256])")
     new, n = re.subn(r"@autotune\([^\n]*\)", line, text)
@@ -67,8 +70,8 @@ def time_ms(torch, fn, reps):
     return statistics.median(s.elapsed_time(e) for s, e in evs)
 
 
-def label(v) -> str:
-    return f"{v['TM']}x{v['TN']} GM{v['GM']}"
+def label(v, persistent=False) -> str:
+    return f"{v['TM']}x{v['TN']} GM{v['GM']}{' persistent' if persistent else ''}"
 
 
 def main(argv=None):
@@ -79,6 +82,8 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=20, help="launches a timing (the median is kept)")
     ap.add_argument("--gm", default="1,4,8,16,32,64")
     ap.add_argument("--tiles", default="128x128,128x256,256x128", help="TMxTN,...")
+    ap.add_argument("--persistent", default="128x256,128x128",
+                    help="tiles TMxTN,... of the persistent candidate (SK.GEMM_PERSISTENT, one CTA an SM); '' for none")
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     a = ap.parse_args(argv)
@@ -90,8 +95,11 @@ def main(argv=None):
     gms = [int(x) for x in a.gm.split(",")]
     dts = a.dtypes.split(",")
     # one module per dtype and tile shape (TM x TN), its @autotune space the GM values alone
-    mods = {(dt, tm, tn): tilenb.compile(kernel_text(dt, [tm], [tn], gms), backend="cuda")
+    ptiles = [tuple(map(int, t.split("x"))) for t in a.persistent.split(",") if t]
+    mods = {(dt, tm, tn, False): tilenb.compile(kernel_text(dt, [tm], [tn], gms), backend="cuda")
             for dt in dts for tm, tn in tiles}
+    mods.update({(dt, tm, tn, True): tilenb.compile(kernel_text(dt, [tm], [tn], gms, True), backend="cuda")
+                 for dt in dts for tm, tn in ptiles})
     # compile every variant before CUDA starts in this process (the pool forks)
     for mod in mods.values():
         suite.precompile(mod, "sm_90", a.jobs)
@@ -122,22 +130,27 @@ def main(argv=None):
             refd = ref.double()
             args = [GpuArray(A), GpuArray(B), GpuArray(C)]
             gos = {}
-            for tm, tn in tiles:
-                k = getattr(mods[(dt, tm, tn)], f"gemm_{dt}")
+            sms = props.multi_processor_count
+            for (mdt, tm, tn, pers), mod in mods.items():
+                if mdt != dt:
+                    continue
+                k = getattr(mod, f"gemm_persistent_{dt}" if pers else f"gemm_{dt}")
+                grid, call = ((sms,), args + [sms]) if pers else (None, args)
                 for gm in gms:
                     v = dict(TM=tm, TN=tn, TK=64, GM=gm, NT=256)
+                    lab = label(v, pers)
                     try:
                         C.fill_(float("nan"))
-                        k(*args, variant=v)
+                        (k[grid] if grid else k)(*call, variant=v)
                         torch.cuda.synchronize()
                         err = ((C.double() - refd).norm() / refd.norm()).item()
                         if not err <= 2e-2:
-                            print(f"  {dt} {n}^3 {label(v)}: differs from cuBLAS ({err:.2e}); not timed", flush=True)
+                            print(f"  {dt} {n}^3 {lab}: differs from cuBLAS ({err:.2e}); not timed", flush=True)
                             continue
-                        go, ks, fn = suite.prepared_launch(k, None, args, v)
-                        gos[label(v)] = (v, go, err, ks.arch, int(fn.num_regs))
+                        go, ks, fn = suite.prepared_launch(k, grid, call, v)
+                        gos[lab] = (dict(v, persistent=pers), go, err, ks.arch, int(fn.num_regs))
                     except Exception as e:  # report and go on
-                        print(f"  {dt} {n}^3 {label(v)} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
+                        print(f"  {dt} {n}^3 {lab} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             runs = {"cuBLAS": []}
             runs.update({lab: [] for lab in gos})
             for _ in range(a.runs):
@@ -153,7 +166,7 @@ def main(argv=None):
                 t = statistics.median(runs[lab])
                 ratios = [c / x for c, x in zip(runs["cuBLAS"], runs[lab])]
                 pct = tc / t * 100
-                print(f"  {lab:16s} {t:.4f} ms {flop / t / 1e9:4.0f} TFLOP/s {pct:5.1f}% of cuBLAS "
+                print(f"  {lab:27s} {t:.4f} ms {flop / t / 1e9:4.0f} TFLOP/s {pct:5.1f}% of cuBLAS "
                       f"(runs {min(ratios) * 100:.1f}-{max(ratios) * 100:.1f}%)  {arch} regs={regs} err={err:.1e}",
                       flush=True)
                 results["rows"].append({"dtype": dt, "n": n, "variant": v, "ms": runs[lab], "cublas_ms": runs["cuBLAS"],

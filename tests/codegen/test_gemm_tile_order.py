@@ -11,6 +11,9 @@ column by column, the last group shorter where the tile rows do not divide by GM
 - that the mapping from CTA to tile is a permutation of the tiles for many grids (a plain
   Python model of the same integer formulas, so that a short group or GM above the tile rows
   cannot leave a tile out or take one twice);
+- the persistent candidate (`GEMM_PERSISTENT`: P CTAs, each looping over tiles of the same
+  order) likewise: fewer CTAs than tiles and more, on the reference executor; its inner loop on
+  the TMA + wgmma pipeline;
 - on an H200 (marked `gpu`), the same shapes through the TMA path against numpy.
 """
 from __future__ import annotations
@@ -129,4 +132,45 @@ def test_on_the_gpu_every_group_size_matches_numpy(dt, M, N, K):
         for tn in (128, 256):
             a, b, c = _inputs(dt, M, N, K, M + N + gm)
             k(a, b, c, variant=dict(TM=128, TN=tn, TK=64, GM=gm, NT=256))
+            _check(c, a, b, dt)
+
+
+# ---- the persistent candidate ----------------------------------------------------------------
+def _persistent(dt: str, backend: str):
+    mod = tilenb.compile(SK.GEMM_PERSISTENT.replace("{T}", dt), backend=backend)
+    return getattr(mod, f"gemm_persistent_{dt}")
+
+
+@pytest.mark.parametrize("P", [1, 5, 40])
+def test_persistent_ctas_match_numpy_on_the_reference_executor(P):
+    # 9 x 2 tiles of 128 x 256 (9 x 3 of 128 x 128): P = 1 takes them all, 40 leaves CTAs idle
+    k = _persistent("f16", "cpu")
+    for tn, gm in ((256, 8), (128, 16)):
+        a, b, c = _inputs("f16", 1102, 300, 72, P + tn)
+        k[(P,)](a, b, c, P, variant=dict(TM=128, TN=tn, TK=64, GM=gm, NT=256))
+        _check(c, a, b, "f16")
+
+
+def test_persistent_inner_loop_keeps_the_wgmma_tma_pipeline():
+    k = _persistent("bf16", "cpu")
+    a = k.analysis(arch="sm_90", TN=256, GM=8)
+    assert [lp.lowering for lp in a.loops] == ["generic", "wgmma TMA pipeline"]
+    ks = generate(k.ir(TN=256, GM=8), k.module.checked.source.text, arch="sm_90")
+    assert ks.arch == "sm_90a" and "leaves in 16-byte rows" in ks.source
+    if nvrtc_available():
+        assert nvrtc_compile(ks.source, "sm_90a")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+@pytest.mark.parametrize("M,N,K", SHAPES + [(1030, 1300, 520)])
+def test_on_the_gpu_persistent_ctas_match_numpy(dt, M, N, K):
+    import cupy as cp
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the wgmma lowering runs on compute capability 9.0 only")
+    k = _persistent(dt, "cuda")
+    for P in (3, 132):
+        for tn, gm in ((256, 8), (128, 16)):
+            a, b, c = _inputs(dt, M, N, K, M + P + tn)
+            k[(P,)](a, b, c, P, variant=dict(TM=128, TN=tn, TK=64, GM=gm, NT=256))
             _check(c, a, b, dt)

@@ -313,6 +313,32 @@ kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]
 }
 """
 
+# A candidate for issue 19, timed by bench/probes/gemm_order.py and not part of program(): the
+# same GEMM with persistent CTAs. The launch passes P CTAs (the probe: the GPU's SM count); CTA
+# b takes the tiles b, b + P, b + 2 P, ... of the grouped order, one after the other, the GEMM
+# loop of each on the same pipeline as above.
+GEMM_PERSISTENT = """
+@autotune(TM in [128], TN in [128, 256], TK in [64], GM in [8, 16], NT in [256])
+@launch(NT)
+@grid(P)
+kernel gemm_persistent_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N], P: i32) {
+  let nm = cdiv(M, TM)
+  let nn = cdiv(N, TN)
+  for i in range(0, cdiv(nm * nn - ctx.block.x, ctx.grid.x), 1) {
+    let t = ctx.block.x + i * ctx.grid.x                 // this CTA's i-th tile in the grouped order
+    let first = t / (GM * nn) * GM
+    let rows = min(nm - first, GM)
+    let pm = first + t % (GM * nn) % rows
+    let pn = t % (GM * nn) / rows
+    var acc: tile<f32>[TM, TN] = 0.0
+    for kt in range(0, K, TK) {
+      acc += dot(A[pm * TM :+ TM, kt :+ TK], B[kt :+ TK, pn * TN :+ TN])
+    }
+    C[pm * TM :+ TM, pn * TN :+ TN] = acc
+  }
+}
+"""
+
 ATTENTION = """
 // Flash-attention forward (no mask): O = softmax(Q K^T * scale) V per head, one pass over the
 // keys with a running maximum m and sum l per query row; Q, K, V, O as [heads, seq, D]. Written
