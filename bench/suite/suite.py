@@ -786,7 +786,7 @@ COMPILE_CASES = [
     ("rms_norm_f32", lambda: (randn((64, 4096)), randn((1, 4096)), randn((64, 4096)), 1e-6), {"R": 1, "D": 4096, "NT": 256}, 5),
     ("softmax_bf16", lambda: (randn((64, 4096), "bf16"), randn((64, 4096), "bf16")), {"R": 1, "D": 4096, "NT": 256}, 5),
     ("gemm_f16", lambda: (randn((256, 256), "f16"), randn((256, 256), "f16"), randn((256, 256), "f16")),
-     {"TM": 128, "TN": 128, "TK": 64, "NT": 256}, 5),
+     {"TM": 128, "TN": 128, "TK": 64, "GM": 8, "NT": 256}, 5),
     ("attention_bf16", lambda: tuple(randn((2, 128, 64), "bf16") for _ in range(4)) + (0.125,),
      {"BR": 64, "BC": 64, "D": 64, "NT": 128}, 5),
 ]
