@@ -7,11 +7,14 @@ rows of tiles walked column by column) over a wider space than the suite's own: 
 row; GM of the tile rows or more: column by column, the order before the grouped one); and the
 persistent candidate (tilenb/examples/suite_kernels.py, GEMM_PERSISTENT: one CTA an SM, each
 taking the tiles of the same order in turn) at 128 x 256 and 128 x 128. Against cuBLAS through
-torch.matmul in the same process, on the GPU this runs on.
+torch.matmul in the same process, on the GPU this runs on. As a diagnostic, the 128 x 256 kernels
+once more with C's store skipped at run time: how much of the time the epilogue (the staged
+store of the accumulator) takes, the most that overlapping it with the next tile could win.
 
     python bench/probes/gemm_order.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
                                       [--gm 1,4,8,16,32,64] [--tiles 128x128,128x256,256x128]
-                                      [--persistent 128x256,128x128] [--out DIR] [--jobs N]
+                                      [--persistent 128x256,128x128] [--no-store 128x256]
+                                      [--out DIR] [--jobs N]
 
 What it guarantees:
 - Every variant is compiled first (NVRTC in `--jobs` processes, into tilenb's disk cache), then
@@ -45,10 +48,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the s
 from tilenb.examples import suite_kernels as SK  # noqa: E402
 
 
-def kernel_text(dt: str, tms, tns, gms, persistent: bool = False) -> str:
+STORE = "  C[pm * TM :+ TM, pn * TN :+ TN] = acc\n"
+
+
+def kernel_text(dt: str, tms, tns, gms, persistent: bool = False, no_store: bool = False) -> str:
     """The suite's GEMM (or its persistent candidate) for dtype `dt` with its @autotune line set
-    to these values."""
+    to these values; with `no_store`, the store of C under a condition false at run time
+    (K < 0), so the kernel's time is its GEMM loop's without the epilogue (a diagnostic: its
+    output is not checked)."""
     text = (SK.GEMM_PERSISTENT if persistent else SK.GEMM).replace("{T}", dt)
+    if no_store:
+        assert text.count(STORE) == 1, "the suite's GEMM stores C in one statement"
+        text = text.replace(STORE, "  if K < 0 {\n  " + STORE + "  }\n")
     line = (f"@autotune(TM in [{', '.join(map(str, tms))}], TN in [{', '.join(map(str, tns))}], TK in [64], "
             f"GM in [{', '.join(map(str, gms))}], NT in [256])")
     new, n = re.subn(r"@autotune\([^\n]*\)", line, text)
@@ -70,8 +81,8 @@ def time_ms(torch, fn, reps):
     return statistics.median(s.elapsed_time(e) for s, e in evs)
 
 
-def label(v, persistent=False) -> str:
-    return f"{v['TM']}x{v['TN']} GM{v['GM']}{' persistent' if persistent else ''}"
+def label(v, kind="") -> str:
+    return f"{v['TM']}x{v['TN']} GM{v['GM']}{' ' + kind if kind else ''}"
 
 
 def main(argv=None):
@@ -84,6 +95,9 @@ def main(argv=None):
     ap.add_argument("--tiles", default="128x128,128x256,256x128", help="TMxTN,...")
     ap.add_argument("--persistent", default="128x256,128x128",
                     help="tiles TMxTN,... of the persistent candidate (SK.GEMM_PERSISTENT, one CTA an SM); '' for none")
+    ap.add_argument("--no-store", default="128x256",
+                    help="tiles TMxTN,... also timed without their epilogue (C's store skipped at run time: "
+                         "the epilogue's share of the time); '' for none")
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     a = ap.parse_args(argv)
@@ -96,10 +110,14 @@ def main(argv=None):
     dts = a.dtypes.split(",")
     # one module per dtype and tile shape (TM x TN), its @autotune space the GM values alone
     ptiles = [tuple(map(int, t.split("x"))) for t in a.persistent.split(",") if t]
-    mods = {(dt, tm, tn, False): tilenb.compile(kernel_text(dt, [tm], [tn], gms), backend="cuda")
+    ntiles = [tuple(map(int, t.split("x"))) for t in a.no_store.split(",") if t]
+    mods = {(dt, tm, tn, ""): tilenb.compile(kernel_text(dt, [tm], [tn], gms), backend="cuda")
             for dt in dts for tm, tn in tiles}
-    mods.update({(dt, tm, tn, True): tilenb.compile(kernel_text(dt, [tm], [tn], gms, True), backend="cuda")
+    mods.update({(dt, tm, tn, "persistent"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, True), backend="cuda")
                  for dt in dts for tm, tn in ptiles})
+    mods.update({(dt, tm, tn, "no epilogue"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, no_store=True),
+                                                             backend="cuda")
+                 for dt in dts for tm, tn in ntiles})
     # compile every variant before CUDA starts in this process (the pool forks)
     for mod in mods.values():
         suite.precompile(mod, "sm_90", a.jobs)
@@ -131,24 +149,25 @@ def main(argv=None):
             args = [GpuArray(A), GpuArray(B), GpuArray(C)]
             gos = {}
             sms = props.multi_processor_count
-            for (mdt, tm, tn, pers), mod in mods.items():
+            for (mdt, tm, tn, kind), mod in mods.items():
                 if mdt != dt:
                     continue
+                pers = kind == "persistent"
                 k = getattr(mod, f"gemm_persistent_{dt}" if pers else f"gemm_{dt}")
                 grid, call = ((sms,), args + [sms]) if pers else (None, args)
                 for gm in gms:
                     v = dict(TM=tm, TN=tn, TK=64, GM=gm, NT=256)
-                    lab = label(v, pers)
+                    lab = label(v, kind)
                     try:
                         C.fill_(float("nan"))
                         (k[grid] if grid else k)(*call, variant=v)
                         torch.cuda.synchronize()
-                        err = ((C.double() - refd).norm() / refd.norm()).item()
+                        err = ((C.double() - refd).norm() / refd.norm()).item() if kind != "no epilogue" else 0.0
                         if not err <= 2e-2:
                             print(f"  {dt} {n}^3 {lab}: differs from cuBLAS ({err:.2e}); not timed", flush=True)
                             continue
                         go, ks, fn = suite.prepared_launch(k, grid, call, v)
-                        gos[lab] = (dict(v, persistent=pers), go, err, ks.arch, int(fn.num_regs))
+                        gos[lab] = (dict(v, kind=kind or "grouped"), go, err, ks.arch, int(fn.num_regs))
                     except Exception as e:  # report and go on
                         print(f"  {dt} {n}^3 {lab} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             runs = {"cuBLAS": []}
@@ -164,6 +183,12 @@ def main(argv=None):
             best = None
             for lab, (v, _, err, arch, regs) in gos.items():
                 t = statistics.median(runs[lab])
+                if v["kind"] == "no epilogue":    # a diagnostic, not a candidate
+                    full = runs.get(label(v))
+                    share = f"; the epilogue: {(1 - t / statistics.median(full)) * 100:.1f}% of the full kernel's time" if full else ""
+                    print(f"  {lab:27s} {t:.4f} ms (no output){share}", flush=True)
+                    results["rows"].append({"dtype": dt, "n": n, "variant": v, "ms": runs[lab], "median_ms": t})
+                    continue
                 ratios = [c / x for c, x in zip(runs["cuBLAS"], runs[lab])]
                 pct = tc / t * 100
                 print(f"  {lab:27s} {t:.4f} ms {flop / t / 1e9:4.0f} TFLOP/s {pct:5.1f}% of cuBLAS "
