@@ -9,12 +9,15 @@ persistent candidate (tilenb/examples/suite_kernels.py, GEMM_PERSISTENT: one CTA
 taking the tiles of the same order in turn) at 128 x 256 and 128 x 128. Against cuBLAS through
 torch.matmul in the same process, on the GPU this runs on. As a diagnostic, the 128 x 256 kernels
 once more with C's store skipped at run time: how much of the time the epilogue (the staged
-store of the accumulator) takes, the most that overlapping it with the next tile could win.
+store of the accumulator) takes, the most that overlapping it with the next tile could win; and
+the first shape's winner and cuBLAS at K = 1024 .. 8192 (M = N = 4096): a line through the
+times splits each into a cost per unit of K (the GEMM loop's throughput) and a fixed cost (the
+prologue and epilogue of each CTA's tile, the partial last wave).
 
     python bench/probes/gemm_order.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
                                       [--gm 1,4,8,16,32,64] [--tiles 128x128,128x256,256x128]
                                       [--persistent 128x256,128x128] [--no-store 128x256]
-                                      [--out DIR] [--jobs N]
+                                      [--ksweep 1024,2048,4096,8192] [--out DIR] [--jobs N]
 
 What it guarantees:
 - Every variant is compiled first (NVRTC in `--jobs` processes, into tilenb's disk cache), then
@@ -85,6 +88,57 @@ def label(v, kind="") -> str:
     return f"{v['TM']}x{v['TN']} GM{v['GM']}{' ' + kind if kind else ''}"
 
 
+def ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, sms):
+    """The first shape's winner and cuBLAS at M = N = that shape and each K of --ksweep: a least
+    squares line t = fixed + per_k * K through the medians. `fixed` is what a launch costs
+    whatever the length of the GEMM loop (each CTA's prologue and epilogue, the last partial
+    wave); its share of the time at K = M is printed beside cuBLAS's."""
+    n = int(a.shapes.split(",")[0])
+    ks = [int(x) for x in a.ksweep.split(",")]
+    out = {}
+    for dt, v in first_best.items():
+        kind = "" if v["kind"] == "grouped" else v["kind"]
+        k = getattr(mods[(dt, v["TM"], v["TN"], kind)], f"gemm_persistent_{dt}" if kind == "persistent" else f"gemm_{dt}")
+        tune = {x: v[x] for x in ("TM", "TN", "TK", "GM", "NT")}
+        times = {"tilenb": [], "cuBLAS": []}
+        for K in ks:
+            A = torch.randn(n, K, device="cuda", dtype=torch.float32).to(tdt[dt])
+            B = torch.randn(K, n, device="cuda", dtype=torch.float32).to(tdt[dt])
+            C = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+            ref = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+            args = [GpuArray(A), GpuArray(B), GpuArray(C)]
+            grid, call = ((sms,), args + [sms]) if kind == "persistent" else (None, args)
+            (k[grid] if grid else k)(*call, variant=tune)
+            go = suite.prepared_launch(k, grid, call, tune)[0]
+
+            def cublas():
+                torch.matmul(A, B, out=ref)
+            tl, cb = [], []
+            for _ in range(a.runs):
+                cb.append(time_ms(torch, cublas, a.reps))
+                tl.append(time_ms(torch, go, a.reps))
+            times["tilenb"].append(statistics.median(tl))
+            times["cuBLAS"].append(statistics.median(cb))
+            del A, B, C, ref, args, go
+        fits = {}
+        for who, ts in times.items():
+            mk, mt = statistics.fmean(ks), statistics.fmean(ts)
+            per_k = sum((x - mk) * (y - mt) for x, y in zip(ks, ts)) / sum((x - mk) ** 2 for x in ks)
+            fixed = mt - per_k * mk
+            at_n = fixed + per_k * n
+            fits[who] = {"fixed_ms": fixed, "per_k_ms": per_k, "fixed_share_at_K_eq_M": fixed / at_n}
+        print(f"{dt} M = N = {n}, K in {ks}: tilenb ({label(v, kind)}) {[round(t, 4) for t in times['tilenb']]} ms, "
+              f"cuBLAS {[round(t, 4) for t in times['cuBLAS']]} ms", flush=True)
+        print(f"  fixed cost: tilenb {fits['tilenb']['fixed_ms'] * 1e3:.1f} us "
+              f"({fits['tilenb']['fixed_share_at_K_eq_M'] * 100:.1f}% at K = {n}), cuBLAS "
+              f"{fits['cuBLAS']['fixed_ms'] * 1e3:.1f} us ({fits['cuBLAS']['fixed_share_at_K_eq_M'] * 100:.1f}%); "
+              f"per 1024 of K: tilenb {fits['tilenb']['per_k_ms'] * 1024:.4f} ms, cuBLAS {fits['cuBLAS']['per_k_ms'] * 1024:.4f} ms",
+              flush=True)
+        out[dt] = {"variant": v, "K": ks, "times_ms": times, "fit": fits}
+        torch.cuda.empty_cache()
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="4096,8192")
@@ -98,6 +152,8 @@ def main(argv=None):
     ap.add_argument("--no-store", default="128x256",
                     help="tiles TMxTN,... also timed without their epilogue (C's store skipped at run time: "
                          "the epilogue's share of the time); '' for none")
+    ap.add_argument("--ksweep", default="1024,2048,4096,8192",
+                    help="K values for the fixed-cost fit at M = N = the first shape ('' for none)")
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     a = ap.parse_args(argv)
@@ -132,6 +188,7 @@ def main(argv=None):
     results = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
                "runs": a.runs, "reps": a.reps, "rows": []}
     print(f"{props.name}, {props.multi_processor_count} SMs; {a.runs} runs of {a.reps} launches each", flush=True)
+    first_best = {}       # dtype -> the variant that won at the first shape (for --ksweep)
     for dt in dts:
         winners = {}
         for n in map(int, a.shapes.split(",")):
@@ -201,6 +258,8 @@ def main(argv=None):
             if best is None:
                 continue
             winners[n] = best[0]
+            if n == min(winners):
+                first_best[dt] = gos[best[0]][0]
             first = min(winners)
             line = f"  best at {dt} {n}^3: {best[0]} {tc / best[1] * 100:.1f}% of cuBLAS"
             if n != first and winners[first] in gos:
@@ -210,6 +269,8 @@ def main(argv=None):
             print(line, flush=True)
             del A, B, C, ref, refd, args, gos
             torch.cuda.empty_cache()
+    if a.ksweep:
+        results["ksweep"] = ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, props.multi_processor_count)
     results["wall_s"] = round(time.perf_counter() - t_start, 1)
     print(f"done in {results['wall_s']} s", flush=True)
     if a.out:
