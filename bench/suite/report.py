@@ -16,6 +16,8 @@ Guarantees (no GPU, torch or Triton needed; matplotlib for the plot):
   one table per family of workloads against the best peer of each kind, every row of the JSON in
   a folded table (with each failed peer's reason), and the link to the plot. The text around
   them (the diagnosis) is left as it is; a missing block is added (targets before results).
+- A row timed in several runs of one process (the GEMM rows' `gemm_runs`) gives its figure from
+  the runs' median times, followed by the spread of the runs' own speeds ("3 runs: 95.1-97.3%").
 - Ratios are always tilenb time / peer time (below 1: tilenb is faster), the JSON's `ratio`.
   "Best peer of a kind" is the fastest row of that kind that ran and passed its check (the SDPA
   cell names the backend). A row marked `headline: false` counts for its kind only when its kind
@@ -136,10 +138,22 @@ def _vs(r):
     if m == "frac_copy_bw":
         return f"{_pct(v)} of copy BW"
     if m == "speed_vs_peer":
-        return f"{_pct(v)} of peer speed"
+        return f"{_pct(v)} of peer speed{_runs(r)}"
     if m == "time_ratio":
         return f"{v:.2f}× peer time"
     return _fmt_s(v)
+
+
+def _runs(r):
+    """' (3 runs: 95-97%)' for a row timed in several runs of one process (the GEMM rows'
+    `gemm_runs`: the row's figure is of the median times; this is the spread of the runs' own
+    speeds), else ''."""
+    runs = r.get("gemm_runs") or {}
+    sp = [x for x in runs.get("speed_vs_peer") or [] if x is not None]
+    if len(sp) < 2:
+        return ""
+    lo, hi = min(sp) * 100, max(sp) * 100
+    return f" ({len(sp)} runs: {lo:.1f}-{hi:.1f}%)"
 
 
 def _target(r):
@@ -287,7 +301,7 @@ def targets_table(data) -> str:
             continue
         fig = _vs(h) if _ok_t(h) else _short(h.get("tilenb_status", "-"), 60)
         if _ok_t(h) and h.get("metric") == "speed_vs_peer":
-            fig = f"{_pct(h['metric_value'])} of {_peer_label(h)} ({_rate(h, 'tilenb')})"
+            fig = f"{_pct(h['metric_value'])} of {_peer_label(h)} ({_rate(h, 'tilenb')}){_runs(h)}"
         elif _ok_t(h) and h.get("metric") == "time_ratio":
             fig = f"{h['metric_value']:.2f}× {_peer_label(h)} ({_fmt_s(h['tilenb_s'])} vs {_fmt_s(h.get('peer_s'))})"
         if _ok_t(h) and h.get("verified") is False:

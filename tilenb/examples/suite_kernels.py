@@ -285,22 +285,57 @@ kernel softmax_head_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 HEAD_SIZES = {"f32": (24576, 32768, 49152, 53248), "bf16": (49152, 65536, 98304, 106496)}   # 96 (two CTAs an SM), 128, 192 and 208 KB
 
 # ---- matrix work ----------------------------------------------------------------------------
+# C = A B with f32 accumulation: a GEMM loop (on sm_90 lowered to TMA copies into a ring of
+# swizzled shared stages and wgmma; elsewhere mma.sync), C stored in the input type. The CTAs
+# take their tiles in a grouped order, for the L2: the hardware starts CTAs in the order of
+# ctx.block.x, then ctx.block.y; CTA number pid takes, within each group of GM rows of tiles
+# (GM * ctx.grid.y tiles), the tiles column by column, so the CTAs running at once share GM rows
+# of A and a few columns of B. GM = 1 walks the tiles row by row; GM at least the tile rows
+# (ctx.grid.x = cdiv(M, TM)) walks them column by column, as ctx.block.x, ctx.block.y would.
+# (The kernel text keeps the line count it had before the grouped order, so that the kernels
+# after it in program() keep their line numbers, and with them their generated CUDA.)
 GEMM = """
-// C = A B with f32 accumulation: a GEMM loop (on sm_90 lowered to TMA copies into a ring of
-// swizzled shared stages and wgmma; elsewhere mma.sync), C stored in the input type.
-@autotune(TM in [128], TN in [128, 256], TK in [32, 64], NT in [256])
+// C = A B, f32 accumulation, C in the input type; tiles in a grouped order (GM rows of tiles)
+@autotune(TM in [128], TN in [128, 256], TK in [64], GM in [1, 8, 16, 64], NT in [256])
 @launch(NT)
 @grid(cdiv(M, TM), cdiv(N, TN))
 kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]) {
-  let pm = ctx.block.x
-  let pn = ctx.block.y
+  let pid = ctx.block.y * ctx.grid.x + ctx.block.x      // the order the CTAs start in
+  let first = pid / (GM * ctx.grid.y) * GM               // the first tile row of its group
+  let rows = min(ctx.grid.x - first, GM)                 // the group's tile rows (the last: fewer)
+  let pm = first + pid % (GM * ctx.grid.y) % rows
+  let pn = pid % (GM * ctx.grid.y) / rows
   var acc: tile<f32>[TM, TN] = 0.0
   for kt in range(0, K, TK) {
-    let a = A[pm * TM :+ TM, kt :+ TK]
-    let b = B[kt :+ TK, pn * TN :+ TN]
-    acc += dot(a, b)
+    acc += dot(A[pm * TM :+ TM, kt :+ TK], B[kt :+ TK, pn * TN :+ TN])
   }
   C[pm * TM :+ TM, pn * TN :+ TN] = acc
+}
+"""
+
+# A candidate for issue 19, timed by bench/probes/gemm_order.py and not part of program(): the
+# same GEMM with persistent CTAs. The launch passes P CTAs (the probe: the GPU's SM count); CTA
+# b takes the tiles b, b + P, b + 2 P, ... of the grouped order, one after the other, the GEMM
+# loop of each on the same pipeline as above.
+GEMM_PERSISTENT = """
+@autotune(TM in [128], TN in [128, 256], TK in [64], GM in [8, 16], NT in [256])
+@launch(NT)
+@grid(P)
+kernel gemm_persistent_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N], P: i32) {
+  let nm = cdiv(M, TM)
+  let nn = cdiv(N, TN)
+  for i in range(0, cdiv(nm * nn - ctx.block.x, ctx.grid.x), 1) {
+    let t = ctx.block.x + i * ctx.grid.x                 // this CTA's i-th tile in the grouped order
+    let first = t / (GM * nn) * GM
+    let rows = min(nm - first, GM)
+    let pm = first + t % (GM * nn) % rows
+    let pn = t % (GM * nn) / rows
+    var acc: tile<f32>[TM, TN] = 0.0
+    for kt in range(0, K, TK) {
+      acc += dot(A[pm * TM :+ TM, kt :+ TK], B[kt :+ TK, pn * TN :+ TN])
+    }
+    C[pm * TM :+ TM, pn * TN :+ TN] = acc
+  }
 }
 """
 
