@@ -190,8 +190,12 @@ function differing(m) {
   return [why.some((r) => r.startsWith("global sectors")), why.some((r) => r.startsWith("shared wavefronts"))];
 }
 
-function verdictText(m) {
-  return m.ok ? "matches the prediction" : `differs: ${(m.reasons || []).join("; ")}`;
+// The verdict on a line, in the text form's words: "matches the prediction", or a "DIFFERS" badge
+// (white on the flag colour, readable on light and dark themes) and the reasons after it.
+function verdict(m, tag, cls) {
+  if (m.ok) return h(tag, { class: `${cls} tn-good`, text: "matches the prediction" });
+  return h(tag, { class: `${cls} tn-flag`, role: tag === "div" ? "note" : null },
+    h("span", { class: "tn-flagbadge", text: "DIFFERS" }), h("span", { class: "tn-reason", text: `: ${(m.reasons || []).join("; ")}` }));
 }
 
 function measuredFigures(m, ctas) {
@@ -204,8 +208,7 @@ function measuredFigures(m, ctas) {
 function measuredCopy(m, ctas) {
   const box = h("div", { class: "tn-measured-copy" + (m.ok ? "" : " tn-differs"), "data-ok": m.ok ? "true" : "false" });
   box.append(h("span", { class: "tn-sub", text: "measured (Nsight Compute, whole launch): " }), h("span", { text: measuredFigures(m, ctas) }));
-  box.append(h("div", { class: m.ok ? "tn-good tn-verdict" : "tn-bad tn-verdict tn-flag", role: m.ok ? null : "note",
-    text: m.ok ? "Matches the prediction." : `Differs from the analysis: ${(m.reasons || []).join("; ")}` }));
+  box.append(verdict(m, "div", "tn-verdict"));
   return box;
 }
 
@@ -237,7 +240,7 @@ function measuredTable(model, copies, sel) {
       h("td", { text: count(m.requests) }),
       h("td", { text: predictedText(null, m.predicted_wavefronts, 0) }), h("td", { class: badW ? "tn-badcell" : null, text: count(m.wavefronts) }),
       h("td", { text: count(m.bank_conflicts) }),
-      h("td", { class: m.ok ? "tn-verdict tn-good" : "tn-verdict tn-bad tn-flag", text: verdictText(m) }));
+      verdict(m, "td", "tn-verdict"));
     tb.append(tr);
   }
   table.append(tb);
