@@ -217,6 +217,38 @@ def test_the_pictures_carry_the_same_measured_figures(monkeypatch):
         assert " ".join(textwrap.fill(ln, 120).split()) in drawn
 
 
+@pytest.mark.gpu
+def test_views_of_a_profile_taken_on_this_gpu():
+    from tilenb.runtime.gpu.profile import ProfileUnavailable, find_ncu
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    mod = tilenb.compile(T.SOURCE, backend="cuda")
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 64)).astype(np.float32)     # 300 rows: the last CTA holds 12 of 32
+    S = rng.standard_normal((300, 1)).astype(np.float32)
+    Y = np.zeros_like(X)
+    try:
+        prof = mod.scale_rows.profile(10, X, S, Y)
+    except ProfileUnavailable as e:
+        if "ERR_NVGPUCTRPERM" in str(e):
+            pytest.skip(str(e))
+        raise
+    np.testing.assert_allclose(Y, X * S, rtol=1e-6)
+    views = {w._name: w for w in build.make_views(mod.scale_rows, ("threads", "barriers", "timing"), profile=prof)}
+    rows = prof.compare(prof.predicted if prof.predicted is not None else prof.analysis(mod.scale_rows))
+    for r in views["threadmap"].measured["lines"]:
+        f = prof.lines.get(r["line"])
+        assert (r["sectors"], r["wavefronts"]) == ((f.sectors, f.wavefronts) if f else (0, 0))
+        assert r["ok"] == all(x["ok"] for x in rows if x["line"] == r["line"])
+    t = views["timing"].timing["measured"]
+    assert prof.device and t["device"] == prof.device
+    assert t["dram_read_bytes"] == int(prof.kernel_metrics["dram_read_bytes"])
+    assert (t["minimal_read_bytes"], t["minimal_write_bytes"]) == (4 * (300 * 64 + 300), 4 * 300 * 64)
+    for name, w in views.items():
+        assert "measured" in render.text(name, w.state())
+        assert w._repr_mimebundle_()[0]["text/html"]
+
+
 def test_views_without_profile_are_unchanged():
     m = tilenb.compile(T.SOURCE, backend="cpu")
     ws = build.make_views(m.scale_rows, ("threads", "barriers", "timing"))
