@@ -4,7 +4,11 @@ frontends that show no HTML (matplotlib, Agg).
 Guarantees: `draw(name, state)` returns PNG bytes for any traits the widget accepts (empty
 lists included) without touching pyplot's global figure list, so it is safe inside a kernel
 that also plots. Colours match the ES modules: a thread's hue comes from its warp, its shade
-from its lane. Importing this module raises ImportError where matplotlib is missing.
+from its lane. With a profile (the `measured` traits), the thread map's picture prints each
+line's measured figures and verdict, and the timing picture the measured part (its text lines,
+the bytes minimal beside measured, the roofline points or the DRAM bandwidth against the memory
+roof), in the words of the text form (`summary`). Importing this module raises ImportError
+where matplotlib is missing.
 """
 from __future__ import annotations
 

@@ -5,7 +5,10 @@ tensor the kernel reads once and each tensor it writes once (a tensor both read 
 counts twice): the floor any implementation pays, the figure achieved GB/s is measured against.
 flops counts 2*M*N*K per dot (or dot_t) executed, with loop trip counts evaluated from the
 launch's runtime dims; it is None when a loop's bounds depend on more than constants, dims and
-ctx.grid (then no FLOP rate is claimed). Nothing here raises for a well-formed launch.
+ctx.grid (then no FLOP rate is claimed). `tensor_bytes(kir, dims)` gives the same floor split
+into bytes read and bytes written from the runtime dims alone, and `launch_flops(kir, dims,
+grid)` the same FLOPs, for a launch known only by its extents (a profile's). Nothing here
+raises for a well-formed launch.
 """
 from __future__ import annotations
 
