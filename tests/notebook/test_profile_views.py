@@ -91,6 +91,25 @@ def test_the_differing_flag_is_exactly_on_the_lines_compare_rejects_with_its_rea
         assert f"(predicted {r['per_cta_sectors']:,} per CTA x 10 CTAs = {r['predicted_sectors']:,})" in ln
 
 
+def test_a_line_with_traffic_but_no_copy_statement_is_listed_and_flagged():
+    from tilenb.runtime.gpu.profile import LineFigures
+    m, prof = _profile()
+    # as a reduction reading a tile would show: counters on line 4, where the analysis plans no copy
+    prof.lines[4] = LineFigures(4, sectors=0, wavefronts=30, ideal_wavefronts=20, requests=0)
+    tm = _views(m, prof)["threadmap"]
+    r = next(x for x in tm.measured["lines"] if x["line"] == 4)
+    assert (r["wavefronts"], r["bank_conflicts"], r["ok"]) == (30, 10, False)
+    assert r["reasons"] == [f"shared wavefronts: {x['reason']}" for x in prof.compare(prof.predicted)
+                            if x["line"] == 4 and not x["ok"]]
+    text = render.text("threadmap", tm.state())
+    head = "measured on lines with no copy statement (Nsight Compute, whole launch):"
+    assert head in text
+    after = text.split(head, 1)[1].splitlines()[1]
+    assert after.startswith("  line 4: 0 sectors in 0 requests") and "30 shared wavefronts, 10 from bank conflicts" in after
+    assert after.endswith("DIFFERS: " + "; ".join(r["reasons"]))
+    assert text.count("DIFFERS") == len(_not_ok_lines(prof))
+
+
 def test_the_html_carries_the_measured_traits_and_the_static_text():
     m, prof = _profile()
     for name, w in _views(m, prof).items():
