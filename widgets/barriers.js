@@ -1,9 +1,18 @@
 // tilenb barriers: the kernel's source with a mark where the compiler puts each CTA barrier
 // (__syncthreads()): "before" or "within" a statement goes above its line, "after" below its
 // last line. Hover or focus a mark for its reason: which tile's bytes one thread wrote and
-// another touches. Tab reaches every mark; Up/Down move between marks.
+// another touches. Tab reaches every mark; Up/Down move between marks. With a profile, each
+// mark shows its share of the warp-stall samples Nsight Compute took over the whole launch
+// (b.measured), and the barriers the code generator adds inside a line's code are listed with
+// theirs (measured.internal).
 //
-// Model traits read: kernel, barriers, lines, note.
+// Model traits read: kernel, barriers, lines, note, measured.
+
+function count(n) { return Number(n || 0).toLocaleString("en-US"); }
+
+function shareText(m) {
+  return `measured: ${(100 * m.share).toFixed(1)}% of warp-stall samples here, ${count(m.barrier_samples)} waiting at the barrier`;
+}
 
 function draw(model, el) {
   el.textContent = "";
@@ -20,12 +29,16 @@ function draw(model, el) {
   const marks = [];
   const mark = (b) => {
     const where = `${b.where || "before"} line ${label(b.line)}`;
+    const meas = b.measured ? shareText(b.measured) : "";
     const m = h("div", { class: "tn-bmark", tabindex: 0, role: "note", "data-line": b.line,
-      "aria-label": `barrier ${where}${b.tile ? `, tile ${b.tile}` : ""}: ${b.reason || ""}` },
+      "aria-label": `barrier ${where}${b.tile ? `, tile ${b.tile}` : ""}: ${b.reason || ""}${meas ? `; ${meas}` : ""}` },
       h("span", { class: "tn-bgutter", "aria-hidden": "true" }),
       h("span", { class: "tn-bbadge", "aria-hidden": "true", text: "barrier" }),
-      h("span", { class: "tn-bwhere", "aria-hidden": "true", text: `${where}${b.tile ? ` · ${b.tile}` : ""}` }));
-    m.dataset.reason = b.reason || "";
+      h("span", { class: "tn-bwhere", "aria-hidden": "true", text: `${where}${b.tile ? ` · ${b.tile}` : ""}` }),
+      b.measured ? h("span", { class: "tn-bshare", "aria-hidden": "true", text: meas }) : null,
+      b.measured ? h("span", { class: "tn-bmeter", "aria-hidden": "true" }, h("span", { class: "tn-bfill" })) : null);
+    if (b.measured) m.querySelector(".tn-bfill").style.width = `${Math.min(100, 100 * b.measured.share).toFixed(1)}%`;
+    m.dataset.reason = (b.reason || "") + (meas ? `\n${meas}` : "");
     m.dataset.where = b.where || "before";
     marks.push(m);
     return m;
@@ -50,7 +63,17 @@ function draw(model, el) {
     shown.add(line);
   }
   for (const b of bars) if (!shown.has(b.line)) listing.append(mark(b));
+  const measured = model.get("measured") || {};
+  if (measured.ctas) {
+    root.append(h("p", { class: "tn-sub tn-measured-note", text: `Measured: each barrier's share of the warp-stall samples Nsight Compute ` +
+      `took over the whole launch (${measured.ctas} CTA${measured.ctas === 1 ? "" : "s"}), and the samples of warps waiting at it.` }));
+  }
   root.append(listing, tip);
+  if ((measured.internal || []).length) {
+    root.append(h("ul", { class: "tn-internal", "aria-label": "barriers the code generator adds inside a line's code" },
+      ...measured.internal.map((b) => h("li", { "data-line": b.line, text: `code-generator barrier inside line ${label(b.line)}: ` +
+        `${(100 * b.share).toFixed(1)}% of warp-stall samples, ${count(b.barrier_samples)} waiting at the barrier` }))));
+  }
   if (!bars.length) root.append(h("p", { class: "tn-sub", text: "No barrier is needed: no thread reads tile bytes that another thread wrote." }));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a barrier for its reason; ↑/↓ move between barriers." }));
 
@@ -87,7 +110,7 @@ function draw(model, el) {
 function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
-  const keys = ["barriers", "lines", "note", "kernel"];
+  const keys = ["barriers", "lines", "note", "kernel", "measured"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

@@ -5,9 +5,13 @@
 // Keys on a run: Left/Right step along the rows, Up/Down go to the run above/below,
 // Home/End jump to the first/last run. Per-warp coalescing (32-byte sectors against the ideal)
 // and bank conflicts (shared-memory wavefronts against the ideal) are in the table below.
+// With a profile (`measured`), what Nsight Compute counted over the whole launch stands beside
+// the prediction (the analysis' per-CTA figure times the CTAs): for the copy shown, in the
+// per-warp table's footer, and for every line in the "measured beside predicted" table; a line
+// whose measurement differs from the analysis is flagged with the reason.
 //
 // Model traits read: kernel, threads, copies, tiles, lines, note, shared, traffic, dot_reads,
-// selected (written back).
+// measured, selected (written back).
 
 const WRAP = 64;          // columns per drawn row; longer rows wrap onto several drawn rows
 const SIDE_PX = 400;      // width given to each side's grid
@@ -171,10 +175,96 @@ function drawSide(g, copy, side, itemsize, caption) {
   return { root, nodes };
 }
 
-function warpTable(copy, onWarp) {
+function count(n) { return Number(n || 0).toLocaleString("en-US"); }
+
+// "256 per CTA × 10 CTAs = 2,560" (the scaled figure is "lo..hi" where partial CTAs make a range)
+function predictedText(perCta, predicted, ctas) {
+  const total = typeof predicted === "number" ? count(predicted) : String(predicted === undefined || predicted === null ? "–" : predicted);
+  if (perCta === undefined || perCta === null || !ctas) return total;
+  return `${count(perCta)} per CTA × ${plural(ctas, "CTA")} = ${total}`;
+}
+
+// [sectors differ, wavefronts differ]: which of a line's measured figures the analysis missed
+function differing(m) {
+  const why = m.ok ? [] : (m.reasons || []);
+  return [why.some((r) => r.startsWith("global sectors")), why.some((r) => r.startsWith("shared wavefronts"))];
+}
+
+// The verdict on a line, in the text form's words: "matches the prediction", or a "DIFFERS" badge
+// (white on the flag colour, readable on light and dark themes) and the reasons after it.
+function verdict(m, tag, cls) {
+  if (m.ok) return h(tag, { class: `${cls} tn-good`, text: "matches the prediction" });
+  return h(tag, { class: `${cls} tn-flag`, role: tag === "div" ? "note" : null },
+    h("span", { class: "tn-flagbadge", text: "DIFFERS" }), h("span", { class: "tn-reason", text: `: ${(m.reasons || []).join("; ")}` }));
+}
+
+function measuredFigures(m, ctas) {
+  return `${count(m.sectors)} sectors in ${count(m.requests)} requests (predicted ${predictedText(m.per_cta_sectors, m.predicted_sectors, ctas)}), ` +
+    `${count(m.wavefronts)} shared wavefronts, ${count(m.bank_conflicts)} from bank conflicts ` +
+    `(predicted ${predictedText(m.per_cta_wavefronts, m.predicted_wavefronts, ctas)})`;
+}
+
+// The measured figures of the shown copy's line, and its flag when they differ from the analysis.
+function measuredCopy(m, ctas) {
+  const box = h("div", { class: "tn-measured-copy" + (m.ok ? "" : " tn-differs"), "data-ok": m.ok ? "true" : "false" });
+  box.append(h("span", { class: "tn-sub", text: "measured (Nsight Compute, whole launch): " }), h("span", { text: measuredFigures(m, ctas) }));
+  box.append(verdict(m, "div", "tn-verdict"));
+  return box;
+}
+
+// Every line the analysis plans a copy on or the hardware counted traffic on: predicted (per
+// CTA × CTAs) beside measured (whole launch), each differing line flagged with its reason.
+function measuredTable(model, copies, sel) {
+  const meas = model.get("measured") || {};
+  const rows = meas.lines || [];
+  if (!rows.length) return null;
+  const ctas = meas.ctas;
+  const table = h("table", { class: "tn-measured" });
+  table.append(h("caption", { text: `Measured beside predicted, per line: Nsight Compute counted the whole launch (${plural(ctas, "CTA")}); ` +
+    `each prediction is the analysis' per-CTA figure × ${plural(ctas, "CTA")}. Global memory in 32-byte sectors and ` +
+    "requests (warp-level instructions); shared memory in wavefronts, with those beyond the ideal from bank conflicts." }));
+  const head = h("tr", {});
+  for (const t of ["line", "statement", "sectors predicted", "sectors measured", "requests", "wavefronts predicted",
+    "wavefronts measured", "bank conflicts", "verdict"]) head.append(h("th", { scope: "col", text: t }));
+  table.append(h("thead", {}, head));
+  const tb = h("tbody", {});
+  const shown = copies[sel] ? copies[sel].line : null;
+  for (const m of rows) {
+    const mine = copies.filter((c) => c.line === m.line);
+    const what = mine.length ? mine.map((c) => copyTitle(c, tileDtypeOf(model, c))).join("; ") : `${textOf(model, m.line)} (no copy statement)`;
+    const [badS, badW] = differing(m);
+    const tr = h("tr", { class: m.ok ? null : "tn-differs", "data-line": m.line, "data-ok": m.ok ? "true" : "false",
+      "aria-current": m.line === shown ? "true" : null });
+    tr.append(h("td", { text: String(labelOf(model, m.line)) }), h("td", { class: "tn-what", text: what }),
+      h("td", { text: predictedText(null, m.predicted_sectors, 0) }), h("td", { class: badS ? "tn-badcell" : null, text: count(m.sectors) }),
+      h("td", { text: count(m.requests) }),
+      h("td", { text: predictedText(null, m.predicted_wavefronts, 0) }), h("td", { class: badW ? "tn-badcell" : null, text: count(m.wavefronts) }),
+      h("td", { text: count(m.bank_conflicts) }),
+      verdict(m, "td", "tn-verdict"));
+    tb.append(tr);
+  }
+  table.append(tb);
+  return table;
+}
+
+// One line at the top: how many lines the measurement agrees with, and which differ.
+function measuredSummary(model) {
+  const meas = model.get("measured") || {};
+  const rows = meas.lines || [];
+  if (!rows.length) return null;
+  const bad = rows.filter((m) => !m.ok);
+  const text = bad.length
+    ? `Measured (Nsight Compute, ${plural(meas.ctas, "CTA")}): ${plural(bad.length, "line")} of ${rows.length} differ${bad.length === 1 ? "s" : ""} ` +
+      `from the analysis (line${bad.length === 1 ? "" : "s"} ${bad.map((m) => labelOf(model, m.line)).join(", ")}); the table below says why.`
+    : `Measured (Nsight Compute, ${plural(meas.ctas, "CTA")}): all ${plural(rows.length, "line")} match the analysis.`;
+  return h("div", { class: "tn-measured-summary " + (bad.length ? "tn-bad" : "tn-good"), text });
+}
+
+function warpTable(copy, onWarp, ctas) {
   const warps = copy.warps || [];
   const table = h("table", { class: "tn-warps" });
-  table.append(h("caption", { text: "Per warp: 32-byte sectors of global memory touched (coalescing) and shared-memory wavefronts (bank conflicts); the ideal is the fewest the bytes moved allow." }));
+  table.append(h("caption", { text: "Per warp of one CTA: 32-byte sectors of global memory touched (coalescing) and shared-memory wavefronts (bank conflicts); the ideal is the fewest the bytes moved allow." +
+    (copy.measured ? " Below the warps: the CTA's sums, those times the CTAs (predicted) and Nsight Compute's count over the whole launch (measured)." : "") }));
   const head = h("tr", {});
   for (const t of ["warp", "threads", "sectors", "ideal", "wavefronts", "ideal"]) head.append(h("th", { scope: "col", text: t }));
   table.append(h("thead", {}, head));
@@ -208,6 +298,24 @@ function warpTable(copy, onWarp) {
     rows[Math.max(0, Math.min(rows.length - 1, to))].focus();
   });
   table.append(tb);
+  const m = copy.measured;
+  if (m) {
+    // the per-CTA sums, and the whole launch: predicted (× CTAs) beside measured, for the copy's line
+    const foot = h("tfoot", {});
+    const [badS, badW] = differing(m);
+    const row = (cls, label, sec, isec, wf, iwf, bad) => {
+      foot.append(h("tr", { class: cls }, h("th", { scope: "row", colspan: 2, text: label }),
+        h("td", { class: bad[0] ? "tn-badcell" : null, text: sec }), h("td", { text: isec }),
+        h("td", { class: bad[1] ? "tn-badcell" : null, text: wf }), h("td", { text: iwf })));
+    };
+    row("tn-percta", "per CTA (all warps of this copy)", count(copy.sectors), count(copy.ideal_sectors),
+      count(copy.wavefronts), count(copy.ideal_wavefronts), [false, false]);
+    row("tn-pred", `line ${copy.lineLabel}, predicted (per CTA × ${plural(ctas, "CTA")})`,
+      predictedText(null, m.predicted_sectors, 0), "", predictedText(null, m.predicted_wavefronts, 0), "", [false, false]);
+    row("tn-meas", `line ${copy.lineLabel}, measured (Nsight Compute, whole launch)`, count(m.sectors), "",
+      count(m.wavefronts), "", [badS, badW]);
+    table.append(foot);
+  }
   return table;
 }
 
@@ -312,6 +420,9 @@ function draw(model, el) {
     root.append(h("p", { class: "tn-sub", text: "This kernel has no copy statement between a tensor and a tile." }));
     const dr0 = dotReads(model);
     if (dr0) root.append(dr0);
+    const ms0 = measuredSummary(model), mt0 = measuredTable(model, copies, 0);
+    if (ms0) root.append(ms0);
+    if (mt0) root.append(mt0);
     root.append(sharedTable(model));
     return () => {};
   }
@@ -332,6 +443,8 @@ function draw(model, el) {
     chips.append(b);
   });
   root.append(chips);
+  const msum = measuredSummary(model);
+  if (msum) root.append(msum);
   const dr = dotReads(model);
   if (dr) root.append(dr);
 
@@ -358,6 +471,8 @@ function draw(model, el) {
     h("span", { class: copy.wavefronts > copy.ideal_wavefronts ? "tn-bad" : "tn-good",
       text: `bank conflicts: ${plural(copy.wavefronts, "wavefront")} (ideal ${copy.ideal_wavefronts})` }));
   if (!(copy.is_view && !g.runs.length)) root.append(coal);
+  const ctas = (model.get("measured") || {}).ctas;
+  if (copy.measured) root.append(measuredCopy(copy.measured, ctas));
   if (copy.fix) root.append(h("div", { class: "tn-fix", text: fixText(copy.fix) }));
   // each flag's cause and fix, as the analysis words them (tilenb.analysis.copies)
   if (copy.coalescing_note) root.append(h("div", { class: "tn-fix tn-cause", text: `Uncoalesced: ${copy.coalescing_note}` }));
@@ -491,7 +606,9 @@ function draw(model, el) {
       d.root.querySelectorAll(".tn-run").forEach((n) => n.classList.toggle("tn-hot", w !== null && Number(n.dataset.warp) === w));
     }
   };
-  if ((copy.warps || []).length) root.append(warpTable(copy, onWarp));
+  if ((copy.warps || []).length) root.append(warpTable(Object.assign({}, copy, { lineLabel: labelOf(model, copy.line) }), onWarp, ctas));
+  const mt = measuredTable(model, copies, sel);
+  if (mt) root.append(mt);
   root.append(sharedTable(model));
   root.append(h("p", { class: "tn-sub tn-help", text: "Hover or focus a run: the same run lights up on the other side and the thread's other runs are outlined. " +
     "Keys: ←/→ along the rows, ↑/↓ to the row (or band) above or below, Home/End. Hover or focus a warp in the table " +
@@ -502,7 +619,7 @@ function draw(model, el) {
 function render({ model, el }) {
   let cleanup = draw(model, el);
   const redraw = () => { if (cleanup) cleanup(); cleanup = draw(model, el); };
-  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic", "dot_reads"];
+  const keys = ["copies", "tiles", "threads", "lines", "note", "selected", "kernel", "shared", "traffic", "dot_reads", "measured"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

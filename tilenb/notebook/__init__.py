@@ -21,24 +21,29 @@ from typing import Optional, Sequence, Union
 from .build import DEFAULT_VIEWS, VIEW_NAMES, parse_views  # noqa: F401
 
 
-def views(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[dict] = None) -> list:
+def views(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[dict] = None,
+          profile=None) -> list:
     """The views of `kernel` (a `tilenb.Kernel`) as widgets, for the @autotune values `tune`.
 
     show: "threads,lifetimes,barriers,timing,cuda" (any subset), "all", or a sequence of those
-    names; None gives the default views. Raises TileError for an unknown view name."""
+    names; None gives the default views. profile: a `Profile` of the kernel
+    (`kernel.profile(...)`): the thread map, barriers and timing views then show its measured
+    figures beside the predictions (docs/profiling.md). Raises TileError for an unknown view name."""
     from .build import make_views
     names = show if isinstance(show, (list, tuple)) else parse_views(show, kernel.module.backend)
-    return make_views(kernel, tuple(names), tune)
+    return make_views(kernel, tuple(names), tune, profile=profile)
 
 
-def show(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[dict] = None) -> None:
+def show(kernel, show: Union[str, Sequence[str], None] = None, tune: Optional[dict] = None,
+         profile=None) -> None:
     """Display the views of `kernel` (see `views`). In a shell where `%load_ext tilenb` ran, a
-    timing view is re-displayed in place after each later cell that launched the kernel."""
+    timing view is re-displayed in place after each later cell that launched the kernel (not
+    one drawn from a `profile`: it keeps the measurement)."""
     from IPython import get_ipython
     from IPython.display import display
     magics = getattr(get_ipython(), "_tilenb_magics", None)
-    for w in views(kernel, show, tune):
-        if w._name == "timing" and magics is not None:
+    for w in views(kernel, show, tune, profile=profile):
+        if w._name == "timing" and magics is not None and profile is None:
             magics.track(w, kernel, display(w, display_id=True))
         else:
             display(w)

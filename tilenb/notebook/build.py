@@ -294,9 +294,11 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
     """One widget per name in `show` (see VIEW_NAMES) for `kernel` at the @autotune values
     `tune` (default: the first of each). profile: a `tilenb.runtime.gpu.profile.Profile` of the
     kernel; its measured figures (`Profile.view_data`) go beside the predictions: each copy of
-    the thread map gains `measured`, each barrier `measured` (its share of the warp-stall
-    samples), the timing record `measured` (DRAM and L2 bytes, duration, occupancy). Raises
-    TileError for an unknown view name."""
+    the thread map gains `measured` and the thread map a `measured` table of every line
+    (`measured_lines`), each barrier `measured` (its share of the warp-stall samples) and the
+    barrier view a `measured` record (the code generator's own barriers), the timing record
+    `measured` (`measured_timing`: DRAM bytes against the minimal bytes, L2 bytes, duration,
+    occupancy, a roofline point). Raises TileError for an unknown view name."""
     if profile is not None:
         tune = dict(profile.variant)
     from . import widgets as W
@@ -314,7 +316,7 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
                                 for c in a.get("copies", [])],
                      barriers=[dict(b, measured=measured["barriers"].get((b.get("where") or "before", int(b["line"]))))
                                for b in a.get("barriers", [])])
-    wanted = _lines_in(a) if a else []
+    wanted = (_lines_in(a) if a else []) + (list(measured["lines"]) if measured else [])
     lines = listing(kernel, wanted, labels)
     name = kernel.name
     out = []
@@ -326,7 +328,8 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             out.append(W.ThreadMap(kernel=name, lines=lines, note=why, threads=int((a or {}).get("threads", 0)),
                                    copies=copies, tiles=(a or {}).get("tiles", []), selected=worst_copy(copies),
                                    shared=(a or {}).get("shared_traffic", []), traffic=(a or {}).get("traffic", {}),
-                                   dot_reads=(a or {}).get("dot_reads", [])))
+                                   dot_reads=(a or {}).get("dot_reads", []),
+                                   measured=measured_lines(measured) if measured else {}))
         elif view == "lifetimes":
             out.append(W.LifetimeRuler(kernel=name, lines=lines, note=why, footprint=int((a or {}).get("footprint", 0)),
                                        budget=int((a or {}).get("budget", STATIC_SMEM)), tiles=(a or {}).get("tiles", []),
@@ -335,13 +338,15 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
                                               for lp in (a or {}).get("loops", [])]))
         elif view == "barriers":
             bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
-            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars))
+            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars,
+                                     measured=({"ctas": measured["ctas"], "internal": measured["internal_barriers"]}
+                                               if measured else {})))
         elif view == "timing":
             rec = timing_record(kernel)
             if measured is not None:
-                rec = dict(rec, measured=dict(measured["timing"], ctas=measured["ctas"]))
+                rec = dict(rec, measured=measured_timing(kernel, profile, measured, rec))
                 if not rec.get("bytes"):    # the minimal bytes of the profiled launch
-                    rec["bytes"] = compulsory_bytes(kernel, profile.variant, profile.dims)
+                    rec["bytes"] = rec["measured"]["minimal_bytes"]
             out.append(W.TimingView(kernel=name, lines=[], timing=rec))
         elif view == "cuda":
             code, note = "", ""
@@ -358,6 +363,60 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
             out.append(W.CudaView(kernel=name, lines=lines, note=note, cuda=cuda_tokens(code, labels),
                                   origin=cuda_origins(code)))
     return out
+
+
+def measured_lines(measured: dict) -> dict:
+    """The thread map's `measured` trait: {"ctas", "lines": [the `Profile.view_data` record of
+    each line, in line order]}: every line where the analysis plans a copy or the hardware
+    counted global or shared traffic, so a differing line with no copy statement shows too."""
+    return {"ctas": measured["ctas"], "lines": [measured["lines"][k] for k in sorted(measured["lines"])]}
+
+
+def measured_timing(kernel, profile, measured: dict, rec: dict) -> dict:
+    """The timing record's `measured` part (one home for the JS view, the text and the PNG):
+    `Profile.view_data`'s "timing" (duration_ns under ncu, dram_bytes, dram_read_bytes,
+    dram_write_bytes, l2_bytes, achieved_occupancy_pct, dram_bytes_per_s, device) plus ctas;
+    minimal_read_bytes / minimal_write_bytes / minimal_bytes (the bytes of the tensors the
+    profiled launch reads / writes, each once, at the profile's extents: the least DRAM
+    traffic; `traffic.tensor_bytes`), None where unknown; dram_note (why DRAM writes may read
+    below the minimal: ncu counts only the traffic during the kernel); peak (the launch
+    record's, else `hardware.peak_for` of the GPU ncu measured on); flops (the dots' FLOPs at
+    the profile's extents, `traffic.launch_flops`: 0 with no dot, None where unknown); and
+    roofline: {"ai" (FLOP per measured DRAM byte), "flops_per_s" (FLOPs over the duration under
+    ncu), "predicted_ai" (FLOP per minimal byte), "predicted_flops_per_s" (the roof at that
+    intensity: the fastest the minimal traffic allows)} or None, with roofline_note saying why."""
+    t = dict(measured["timing"], ctas=measured["ctas"])
+    flops, rb, wb = None, None, None
+    try:
+        from ..runtime.gpu.traffic import launch_flops, tensor_bytes
+        kir = kernel.ir(**profile.variant)
+        rb, wb = tensor_bytes(kir, profile.dims)
+        flops = launch_flops(kir, profile.dims, profile.grid)
+    except (TileError, ImportError, KeyError):
+        pass
+    t["minimal_read_bytes"], t["minimal_write_bytes"] = rb, wb
+    t["minimal_bytes"] = None if rb is None else rb + wb
+    t["dram_note"] = ""
+    if wb and t.get("dram_write_bytes", 0) < wb:
+        t["dram_note"] = ("ncu counts the DRAM traffic during the kernel only: stores the L2 still holds when the "
+                          "kernel ends are written to DRAM after it, uncounted")
+    t["peak"] = rec.get("peak") or hardware.peak_for(t.get("device"), flops_kind(kernel))
+    t["flops"] = flops
+    t["roofline"], t["roofline_note"] = None, ""
+    dur, dram, peak, minimal = t.get("duration_ns"), t.get("dram_bytes"), t["peak"], t["minimal_bytes"]
+    if not flops:
+        t["roofline_note"] = ("no roofline point: the kernel has no dot, so it claims no FLOPs; its DRAM bandwidth "
+                              "under ncu places it against the memory roof" if flops == 0 else
+                              "no roofline point: the FLOPs of its dots are not known from the launch's extents")
+    elif not peak or not peak.get("flops_per_s"):
+        t["roofline_note"] = "no roofline: peak figures are not known for this device"
+    elif not dur or not dram or not minimal:
+        t["roofline_note"] = "no roofline point: ncu reported no duration or no DRAM traffic"
+    else:
+        pai = flops / minimal
+        t["roofline"] = {"ai": flops / dram, "flops_per_s": flops / (dur * 1e-9), "predicted_ai": pai,
+                         "predicted_flops_per_s": min(peak["flops_per_s"], pai * peak["bytes_per_s"])}
+    return t
 
 
 def _device_arch(kernel):

@@ -349,12 +349,12 @@ class TileMagics:
         keywords are @autotune values) and show the thread map, barriers and timing views with
         the measured figures beside the predictions. Returns the `Profile` (`p = %tileprofile
         ...`). The outputs are written as by one launch; a profile takes seconds (ncu replays
-        the kernel). Where it cannot measure (CPU backend, no ncu, counters refused) one
-        sentence says why and what to do."""
+        the kernel). Where it cannot measure (CPU backend, no ncu, counters refused) it shows the
+        analysis' prediction for the launch and one sentence saying why nothing was measured and
+        what to do, and returns None: no error cell, so Run All goes on (`tilenb.notebook.measure`,
+        which this magic calls, is the one home of both behaviours)."""
         import ast
-        from IPython.display import display
-        from . import build
-        from ..runtime.gpu.profile import ProfileUnavailable
+        from . import measure
         text = line.strip()
         try:
             node = ast.parse(text, mode="eval").body
@@ -373,14 +373,7 @@ class TileMagics:
         grid = value(node.func.slice)
         args = [value(a) for a in node.args]
         tune = {k.arg: value(k.value) for k in node.keywords}
-        try:
-            prof = kernel.profile(grid, *args, **tune)
-        except ProfileUnavailable as e:
-            raise CellError(str(e)) from None
-        display({"text/plain": prof.text(prof.predicted)}, raw=True)
-        for w in build.make_views(kernel, ("threads", "barriers", "timing"), profile=prof):
-            display(w)
-        return prof
+        return measure(kernel, grid, *args, **tune)
 
     def track(self, view, kernel, handle) -> None:
         """Keep the timing view `view` of `kernel` (displayed under the DisplayHandle `handle`)

@@ -4,18 +4,24 @@ frontends that show no HTML (matplotlib, Agg).
 Guarantees: `draw(name, state)` returns PNG bytes for any traits the widget accepts (empty
 lists included) without touching pyplot's global figure list, so it is safe inside a kernel
 that also plots. Colours match the ES modules: a thread's hue comes from its warp, its shade
-from its lane. Importing this module raises ImportError where matplotlib is missing.
+from its lane. With a profile (the `measured` traits), the thread map's picture prints each
+line's measured figures and verdict, and the timing picture the measured part (its text lines,
+the bytes minimal beside measured, the roofline points or the DRAM bandwidth against the memory
+roof), in the words of the text form (`summary`). Importing this module raises ImportError
+where matplotlib is missing.
 """
 from __future__ import annotations
 
 import colorsys
 import io
+import textwrap
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .summary import copy_title, fmt_rate, fmt_time, line_labels, region_text, text as summary_text
+from .summary import (copy_title, fmt_rate, fmt_time, line_labels, measured_figures, measured_timing_lines,
+                      measured_verdict, region_text, text as summary_text)
 
 _MONO = "DejaVu Sans Mono"
 _PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
@@ -84,7 +90,6 @@ def _threadmap(s) -> bytes:
                 if not (r0 <= r < r1 and c0 <= k < c1):
                     y, x = r * segs + k // width, k % width
                     img[y, x] = 0.45 * img[y, x] + 0.55 * grey
-    import textwrap
     # each flag's cause and fix (tilenb.analysis.copies), printed between the figures and the map
     notes = [textwrap.fill(f"{what}: {c[key]}", 140) for what, key in
              (("uncoalesced", "coalescing_note"), ("bank conflicts", "conflict_note")) if c.get(key)]
@@ -92,7 +97,24 @@ def _threadmap(s) -> bytes:
     if region:
         notes.append(textwrap.fill(region + (" (grey: outside the tensor)" if outside else ""), 140))
     notes = "\n".join(notes)
-    head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0)   # inches above the map
+    # with a profile: what Nsight Compute counted per line beside the prediction (summary's words)
+    meas = s.get("measured") or {}
+    mrows = []
+    if meas.get("lines"):
+        ctas = meas.get("ctas")
+        titles = {}
+        for cc in copies:
+            titles.setdefault(int(cc["line"]), []).append(copy_title(cc))
+        mrows.append(f"measured beside predicted: Nsight Compute counted the whole launch ({ctas} CTAs); "
+                     f"each prediction is the analysis' per-CTA figure x {ctas} CTAs")
+        for mm in meas["lines"]:
+            what = "; ".join(titles.get(int(mm["line"]), [])) or "no copy statement"
+            mrows.append(textwrap.fill(f"line {line_labels(s).get(int(mm['line']), mm['line'])} ({what}): "
+                                       f"{measured_figures(mm, ctas)}: {measured_verdict(mm)}", 150,
+                                       subsequent_indent="    "))
+    mtext = "\n".join(mrows)
+    m_in = 0.105 * (mtext.count("\n") + 1) + 0.08 if mtext else 0.0
+    head_in = 0.55 + (0.11 * (notes.count("\n") + 1) if notes else 0.0) + m_in   # inches above the map
     map_in = min(6.0, 0.09 * rows * segs + 0.6)
     foot_in = 0.5                       # the x label and its ticks stay inside the figure
     H = foot_in + map_in + head_in
@@ -126,6 +148,10 @@ def _threadmap(s) -> bytes:
     if notes:
         fig.text(0.01, 1 - 0.46 / H, notes, fontsize=6.5, va="top", color="#a00000" if c.get("coalescing_note")
                  or c.get("conflict_note") else "#333333")
+    if mtext:
+        differs = any(not mm.get("ok") for mm in meas["lines"])
+        fig.text(0.01, 1 - (head_in - m_in + 0.02) / H, mtext, fontsize=6.5, va="top",
+                 color="#a00000" if differs else "#15603d")
     return _png(fig)
 
 
@@ -158,34 +184,95 @@ def _ruler(s) -> bytes:
 
 def _timing(s) -> bytes:
     tm = s.get("timing") or {}
-    if tm.get("backend") != "cuda" or not tm.get("kernel_ms"):
+    m = tm.get("measured") or {}
+    launched = tm.get("backend") == "cuda" and tm.get("kernel_ms")
+    if not launched and not m:
         return _text_figure(f"Timing of {s.get('kernel')}", [("", x) for x in summary_text("timing", s).splitlines()[:1]])
-    variants = [v for v in tm.get("variants") or [] if v.get("ms") is not None]
+    variants = [v for v in tm.get("variants") or [] if v.get("ms") is not None] if launched else []
     peak = tm.get("peak")
-    fig = Figure(figsize=(8, 2.4 + 0.2 * len(variants)))
-    ax = fig.add_axes((0.14, 0.2, 0.32 if variants else 0.8, 0.5))
-    names, vals, cols = ["achieved"], [tm.get("bytes_per_s") or 0], ["#0b63c5"]
-    if peak:
-        if peak.get("copy_bytes_per_s"):
-            names.append("measured copy"), vals.append(peak["copy_bytes_per_s"]), cols.append("#8fb4e3")
-        names.append(f"{peak['device']} peak"), vals.append(peak["bytes_per_s"]), cols.append("#b8c2cc")
-    ax.barh(range(len(names)), [v / 1e9 for v in vals], color=cols)
-    ax.set_yticks(range(len(names)), names, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("memory bandwidth (GB/s)", fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
-    if variants:
-        ax2 = fig.add_axes((0.64, 0.2, 0.33, 0.5))
-        ax2.barh(range(len(variants)), [v["ms"] for v in variants],
-                 color=["#0b63c5" if v.get("best") else "#b8c2cc" for v in variants])
-        ax2.set_yticks(range(len(variants)), [v["label"] for v in variants], fontsize=7)
-        ax2.invert_yaxis()
-        ax2.set_xlabel("kernel time per variant (ms)", fontsize=8)
-        ax2.tick_params(axis="x", labelsize=7)
-    fig.text(0.01, 0.9, f"Timing of {s.get('kernel')} on {tm.get('device')}: {fmt_time(tm.get('kernel_ms'))} "
-             f"(host {fmt_time(tm.get('host_ms'))}), {fmt_rate(tm.get('bytes_per_s'), 'B/s')}, "
-             f"{fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}", fontsize=9, weight="bold")
+    mlines = [textwrap.fill(x, 120, subsequent_indent="    ") for x in measured_timing_lines(m)] if m else []
+    nrows = sum(x.count("\n") + 1 for x in mlines)
+    hb = (2.4 + 0.2 * len(variants)) if launched else 0.5          # inches: the launch's part
+    hm = (0.3 + 0.16 * nrows + 1.5 + 0.5) if m else 0.0            # inches: the measured part, below it
+    H = hb + hm
+    fig = Figure(figsize=(8, H))
+    if launched:
+        ax = fig.add_axes((0.14, (hm + 0.2 * hb) / H, 0.32 if variants else 0.8, 0.5 * hb / H))
+        names, vals, cols = ["achieved"], [tm.get("bytes_per_s") or 0], ["#0b63c5"]
+        if peak:
+            if peak.get("copy_bytes_per_s"):
+                names.append("measured copy"), vals.append(peak["copy_bytes_per_s"]), cols.append("#8fb4e3")
+            names.append(f"{peak['device']} peak"), vals.append(peak["bytes_per_s"]), cols.append("#b8c2cc")
+        ax.barh(range(len(names)), [v / 1e9 for v in vals], color=cols)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("memory bandwidth (GB/s)", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        if variants:
+            ax2 = fig.add_axes((0.64, (hm + 0.2 * hb) / H, 0.33, 0.5 * hb / H))
+            ax2.barh(range(len(variants)), [v["ms"] for v in variants],
+                     color=["#0b63c5" if v.get("best") else "#b8c2cc" for v in variants])
+            ax2.set_yticks(range(len(variants)), [v["label"] for v in variants], fontsize=7)
+            ax2.invert_yaxis()
+            ax2.set_xlabel("kernel time per variant (ms)", fontsize=8)
+            ax2.tick_params(axis="x", labelsize=7)
+        fig.text(0.01, (hm + 0.9 * hb) / H, f"Timing of {s.get('kernel')} on {tm.get('device')}: {fmt_time(tm.get('kernel_ms'))} "
+                 f"(host {fmt_time(tm.get('host_ms'))}), {fmt_rate(tm.get('bytes_per_s'), 'B/s')}, "
+                 f"{fmt_rate(tm.get('flops_per_s'), 'FLOP/s')}", fontsize=9, weight="bold")
+    else:
+        first = summary_text("timing", s).splitlines()[0]
+        fig.text(0.01, 1 - 0.25 / H, textwrap.shorten(first, 105), fontsize=9, weight="bold", va="center")
+    if m:
+        _measured_timing(fig, m, H, hm, mlines)
     return _png(fig)
+
+
+def _measured_timing(fig: Figure, m: dict, H: float, hm: float, lines) -> None:
+    """The measured part of the timing picture (build.measured_timing), in the bottom `hm`
+    inches of a figure `H` inches tall: its lines of text (summary.measured_timing_lines), the
+    bytes minimal beside measured, and the roofline points (or the DRAM bandwidth against the
+    memory roof where the kernel claims no FLOPs)."""
+    top = hm - 0.12
+    fig.text(0.01, top / H, "\n".join(lines), fontsize=7.5, va="top", family=_MONO)
+    chart_h = 1.5 / H
+    bottom = 0.45 / H
+    rows = []
+    if m.get("minimal_read_bytes") is not None:
+        rows.append(("read: minimal", m["minimal_read_bytes"], "#b8c2cc"))
+    rows.append(("read: DRAM measured", m.get("dram_read_bytes", 0), "#0b63c5"))
+    if m.get("minimal_write_bytes") is not None:
+        rows.append(("write: minimal", m["minimal_write_bytes"], "#b8c2cc"))
+    rows.append(("write: DRAM measured", m.get("dram_write_bytes", 0), "#0b63c5"))
+    rows.append(("L2 measured", m.get("l2_bytes", 0), "#8fb4e3"))
+    ax = fig.add_axes((0.17, bottom, 0.3, chart_h))
+    ax.barh(range(len(rows)), [r[1] / 1e3 for r in rows], color=[r[2] for r in rows])
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("kB of the launch (minimal beside measured)", fontsize=7)
+    ax.tick_params(axis="x", labelsize=7)
+    peak, r = m.get("peak") or {}, m.get("roofline")
+    if r and peak.get("flops_per_s"):
+        ax2 = fig.add_axes((0.62, bottom, 0.35, chart_h))
+        ridge = peak["flops_per_s"] / peak["bytes_per_s"]
+        lo = min(r["ai"], r["predicted_ai"], ridge) / 16
+        hi = max(r["ai"], r["predicted_ai"], ridge) * 16
+        ax2.loglog([lo, ridge, hi], [lo * peak["bytes_per_s"], peak["flops_per_s"], peak["flops_per_s"]], color="#1f2328", lw=1.5)
+        ax2.loglog([r["predicted_ai"]], [r["predicted_flops_per_s"]], "o", mfc="white", mec="#c2410c", label="predicted")
+        ax2.loglog([r["ai"]], [r["flops_per_s"]], "o", color="#0b63c5", label="measured")
+        ax2.legend(fontsize=6, loc="lower right")
+        ax2.set_xlabel("FLOP per byte", fontsize=7)
+        ax2.set_ylabel("FLOP/s", fontsize=7)
+        ax2.tick_params(labelsize=6)
+    elif m.get("dram_bytes_per_s") and peak.get("bytes_per_s"):
+        ax2 = fig.add_axes((0.66, bottom, 0.31, chart_h))
+        copy = [("measured copy", peak["copy_bytes_per_s"], "#8fb4e3")] if peak.get("copy_bytes_per_s") else []
+        bars = [("DRAM under ncu", m["dram_bytes_per_s"], "#0b63c5")] + copy + [(f"{peak['device']} peak", peak["bytes_per_s"], "#b8c2cc")]
+        names = [b[0] for b in bars]
+        ax2.barh(range(len(bars)), [b[1] / 1e9 for b in bars], color=[b[2] for b in bars])
+        ax2.set_yticks(range(len(names)), names, fontsize=7)
+        ax2.invert_yaxis()
+        ax2.set_xlabel("DRAM bandwidth (GB/s) against the memory roof", fontsize=7)
+        ax2.tick_params(axis="x", labelsize=7)
 
 
 _DRAW = {"threadmap": _threadmap, "ruler": _ruler, "timing": _timing}

@@ -96,14 +96,36 @@ def fix_text(fix: dict) -> str:
             f"tile {int(fix.get('bytes', 0)):,} B{vec}")
 
 
-def _measured_text(m: dict) -> str:
+def _count(n) -> str:
+    return f"{int(n):,}"
+
+
+def predicted_text(per_cta, predicted, ctas) -> str:
+    """'256 per CTA x 10 CTAs = 2,560': a per-CTA prediction scaled to the whole launch (the
+    scaled figure is "lo..hi" where partial CTAs make a range)."""
+    total = _count(predicted) if isinstance(predicted, int) else str(predicted if predicted is not None else "-")
+    if per_cta is None or not ctas:
+        return total
+    return f"{_count(per_cta)} per CTA x {_n(ctas, 'CTA')} = {total}"
+
+
+def measured_verdict(m: dict) -> str:
+    """'matches the prediction', or 'DIFFERS: <metric>: <why>; ...' (Profile.view_data's reasons)."""
+    return "matches the prediction" if m.get("ok") else "DIFFERS: " + "; ".join(m.get("reasons") or [])
+
+
+def measured_figures(m: dict, ctas) -> str:
+    """A line's measured figures (Nsight Compute, whole launch) beside the predictions."""
+    return (f"{_count(m.get('sectors', 0))} sectors in {_count(m.get('requests', 0))} requests (predicted "
+            f"{predicted_text(m.get('per_cta_sectors'), m.get('predicted_sectors'), ctas)}), "
+            f"{_count(m.get('wavefronts', 0))} shared wavefronts, {_count(m.get('bank_conflicts', 0))} from bank "
+            f"conflicts (predicted {predicted_text(m.get('per_cta_wavefronts'), m.get('predicted_wavefronts'), ctas)}"
+            f"{', ' + m['beyond_copies'] if m.get('beyond_copies') else ''})")
+
+
+def _measured_text(m: dict, ctas=None) -> str:
     """A copy line's measured figures (Nsight Compute, whole launch) beside the prediction."""
-    verdict = "matches the prediction" if m.get("ok") else "DIFFERS: " + "; ".join(m.get("reasons") or [])
-    return (f"  measured (Nsight Compute, whole launch): {_n(m.get('sectors'), 'sector')} in "
-            f"{_n(m.get('requests'), 'request')} (predicted {m.get('predicted_sectors', '-')}), "
-            f"{_n(m.get('wavefronts'), 'wavefront')} with {m.get('bank_conflicts', 0)} from bank conflicts "
-            f"(predicted {m.get('predicted_wavefronts', '-')}"
-            f"{', ' + m['beyond_copies'] if m.get('beyond_copies') else ''}): {verdict}")
+    return f"  measured (Nsight Compute, whole launch): {measured_figures(m, ctas)}: {measured_verdict(m)}"
 
 
 def _text_threadmap(s) -> str:
@@ -116,6 +138,11 @@ def _text_threadmap(s) -> str:
     out = [head]
     if s.get("note"):
         out.append(f"  note: {s['note']}")
+    meas = s.get("measured") or {}
+    ctas = meas.get("ctas")
+    if meas:
+        out.append(f"  measured beside predicted: Nsight Compute counted the whole launch ({_n(ctas, 'CTA')}); "
+                   f"each prediction is the analysis' per-CTA figure x {_n(ctas, 'CTA')}")
     for c in copies:
         runs = c.get("runs") or []
         dt = dtypes.get(c.get("tile") or "", "")
@@ -129,7 +156,7 @@ def _text_threadmap(s) -> str:
             out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                        "no shared-memory side")
             if c.get("measured"):
-                out.append(_measured_text(c["measured"]))
+                out.append(_measured_text(c["measured"], ctas))
             continue
         out.append(f"  coalescing: {_n(c.get('sectors'), 'sector')} (ideal {c.get('ideal_sectors')}); "
                    f"bank conflicts: {_n(c.get('wavefronts'), 'wavefront')} (ideal {c.get('ideal_wavefronts')})")
@@ -137,7 +164,7 @@ def _text_threadmap(s) -> str:
         if reg:
             out.append(f"  {reg}")
         if c.get("measured"):
-            out.append(_measured_text(c["measured"]))
+            out.append(_measured_text(c["measured"], ctas))
         groups: List[list] = []
         for w in c.get("warps") or []:
             key = (w["sectors"], w["ideal_sectors"], w["wavefronts"], w["ideal_wavefronts"])
@@ -161,6 +188,12 @@ def _text_threadmap(s) -> str:
                 flag += "  <- bank conflicts"
             out.append(f"  {name} {_ranges(ws)}: {_n(key[0], 'sector')} (ideal {key[1]}), "
                        f"{_n(key[2], 'wavefront')} (ideal {key[3]}){flag}")
+    with_copy = {int(c["line"]) for c in copies}
+    rest = [m for m in meas.get("lines") or [] if int(m["line"]) not in with_copy]
+    if rest:
+        out.append("measured on lines with no copy statement (Nsight Compute, whole launch):")
+        for m in rest:
+            out.append(f"  line {_label(labels, m['line'])}: {measured_figures(m, ctas)}: {measured_verdict(m)}")
     for d in s.get("dot_reads") or []:
         out.append(f"line {_label(labels, d['line'])}: dot reads {d.get('tensor')} {_shape(d.get('shape') or [])} "
                    f"itself (operand {d.get('operand')}; no copy statement): {d.get('text')}")
@@ -224,6 +257,12 @@ def _text_ruler(s) -> str:
     return "\n".join(out)
 
 
+def barrier_share_text(m: dict) -> str:
+    """'measured: 12.5% of warp-stall samples here, 40 waiting at the barrier'."""
+    return (f"measured: {100.0 * m['share']:.1f}% of warp-stall samples here, "
+            f"{_count(m['barrier_samples'])} waiting at the barrier")
+
+
 def _text_barriers(s) -> str:
     bars = s.get("barriers") or []
     out = [f"barriers of {s.get('kernel')}: {len(bars)} CTA barrier{'s' * (len(bars) != 1)} placed by the compiler"]
@@ -240,12 +279,15 @@ def _text_barriers(s) -> str:
     def mark(b):
         tile = f" ({b['tile']})" if b.get("tile") else ""
         m = b.get("measured")
-        stall = (f" [measured: {100.0 * m['share']:.1f}% of warp-stall samples here, "
-                 f"{m['barrier_samples']} waiting at the barrier]" if m else "")
+        stall = f" [{barrier_share_text(m)}]" if m else ""
         return (f"{' ' * width}   ---- barrier {b.get('where') or 'before'} line {_label(labels, b['line'])}"
                 f"{tile}: {b.get('reason', '')}{stall}")
     shown = set()
     prev = None
+    meas = s.get("measured") or {}
+    if meas:
+        out.append(f"  measured: each barrier's share of the warp-stall samples Nsight Compute took over the "
+                   f"whole launch ({_n(meas.get('ctas'), 'CTA')})")
     for line, label, text in lines:
         if prev is not None and line != prev + 1:
             out.append(f"{' ' * width}   ...")
@@ -259,7 +301,15 @@ def _text_barriers(s) -> str:
     for b in bars:
         if int(b["line"]) not in shown:
             out.append(mark(b))
+    for b in meas.get("internal") or []:
+        out.append(f"  {internal_barrier_text(b, _label(labels, b['line']))}")
     return "\n".join(out)
+
+
+def internal_barrier_text(b: dict, label: str) -> str:
+    """A barrier the code generator added inside a line's code, and its measured stall share."""
+    return (f"code-generator barrier inside line {label}: {100.0 * b['share']:.1f}% of warp-stall samples, "
+            f"{_count(b['barrier_samples'])} waiting at the barrier")
 
 
 def fmt_time(ms) -> str:
@@ -317,21 +367,49 @@ def _text_timing(s) -> str:
             out.append(f"  {tm['note']}")
     m = tm.get("measured")
     if m:
-        line = (f"  measured by Nsight Compute ({m.get('ctas')} CTAs): DRAM {m.get('dram_bytes')} bytes"
-                + (f" against {tm['bytes']} bytes the launch must move ({m['dram_bytes'] / tm['bytes']:.2f}x)"
-                   if tm.get("bytes") else "")
-                + f", L2 {m.get('l2_bytes')} bytes")
-        out.append(line)
-        if m.get("duration_ns"):
-            bw = m.get("dram_bytes_per_s")
-            peak = (tm.get("peak") or {}).get("bytes_per_s")
-            out.append(f"  duration under ncu {fmt_time(m['duration_ns'] / 1e6)}, DRAM {fmt_rate(bw, 'B/s')}"
-                       + (f" ({100.0 * bw / peak:.1f}% of peak)" if bw and peak else "")
-                       + (f", achieved occupancy {m['achieved_occupancy_pct']:.1f}%"
-                          if m.get("achieved_occupancy_pct") is not None else ""))
+        out.extend("  " + x for x in measured_timing_lines(m))
     if s.get("note"):
         out.append(f"  note: {s['note']}")
     return "\n".join(out)
+
+
+def _ratio(a, b) -> str:
+    return f" ({a / b:.2f}x)" if b else ""
+
+
+def measured_timing_lines(m: dict) -> List[str]:
+    """The measured part of the timing view (build.measured_timing) in words: the lines the
+    text form, the PNG and (by the same figures) the JS view give."""
+    dev = f" on {m['device']}" if m.get("device") else ""
+    head = f"measured by Nsight Compute (one launch, {_n(m.get('ctas'), 'CTA')}{dev})"
+    if m.get("duration_ns"):
+        head += f": duration {fmt_time(m['duration_ns'] / 1e6)} under ncu (caches flushed, clocks at base)"
+    if m.get("achieved_occupancy_pct") is not None:
+        head += f", achieved occupancy {m['achieved_occupancy_pct']:.1f}%"
+    out = [head]
+    rb, wb = m.get("minimal_read_bytes"), m.get("minimal_write_bytes")
+    if rb is not None:
+        out.append(f"DRAM read {_bytes(m.get('dram_read_bytes', 0))} against {_bytes(rb)} the launch must read"
+                   f"{_ratio(m.get('dram_read_bytes', 0), rb)}; DRAM write {_bytes(m.get('dram_write_bytes', 0))} "
+                   f"against {_bytes(wb)} it must write{_ratio(m.get('dram_write_bytes', 0), wb)}")
+    out.append(f"DRAM {_bytes(m.get('dram_bytes', 0))} in all"
+               + (f" against {_bytes(m['minimal_bytes'])} minimal{_ratio(m.get('dram_bytes', 0), m['minimal_bytes'])}"
+                  if m.get("minimal_bytes") else "") + f"; L2 {_bytes(m.get('l2_bytes', 0))}")
+    if m.get("dram_note"):
+        out.append(m["dram_note"])
+    bw, peak = m.get("dram_bytes_per_s"), m.get("peak") or {}
+    if bw:
+        out.append(f"DRAM bandwidth (DRAM bytes / duration under ncu) {fmt_rate(bw, 'B/s')}"
+                   + (f", {100.0 * bw / peak['bytes_per_s']:.1f}% of the {peak['device']} peak "
+                      f"{fmt_rate(peak['bytes_per_s'], 'B/s')}" if peak.get("bytes_per_s") else ""))
+    r = m.get("roofline")
+    if r:
+        out.append(f"roofline from the measurement: {r['ai']:.3g} FLOP per DRAM byte at {fmt_rate(r['flops_per_s'], 'FLOP/s')}; "
+                   f"predicted from the minimal bytes: {r['predicted_ai']:.3g} FLOP/B, at most "
+                   f"{fmt_rate(r['predicted_flops_per_s'], 'FLOP/s')} ({_count(m.get('flops'))} FLOPs in dots)")
+    elif m.get("roofline_note"):
+        out.append(m["roofline_note"])
+    return out
 
 
 def _text_cuda(s) -> str:

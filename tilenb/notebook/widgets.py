@@ -74,6 +74,7 @@ class ThreadMap(TileView):
     shared = t.List().tag(sync=True)           # analysis "shared_traffic" records (besides the copies)
     traffic = t.Dict().tag(sync=True)          # analysis "traffic": the per-CTA totals
     dot_reads = t.List().tag(sync=True)        # analysis "dot_reads": tensor slices a dot reads with no copy plan
+    measured = t.Dict().tag(sync=True)         # with a profile: {"ctas", "lines"} (build.measured_lines); else {}
 
 
 class LifetimeRuler(TileView):
@@ -91,10 +92,14 @@ class LifetimeRuler(TileView):
 
 
 class BarrierView(TileView):
-    """The kernel's source with a mark where the compiler puts each CTA barrier, and why."""
+    """The kernel's source with a mark where the compiler puts each CTA barrier, and why; with a
+    profile, each barrier's `measured` share of the warp-stall samples, and `measured` holds
+    {"ctas", "internal": [{"line", "share", "barrier_samples"}]} (the barriers the code
+    generator adds inside a line's code), else {}."""
 
     _name = "barriers"
     barriers = t.List().tag(sync=True)
+    measured = t.Dict().tag(sync=True)
 
 
 class TimingView(TileView):

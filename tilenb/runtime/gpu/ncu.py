@@ -87,10 +87,10 @@ _UNIT_SCALE = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1
 
 def read_raw(text: str) -> List[dict]:
     """Rows of ncu's raw-page CSV (one per profiled launch, in launch order):
-    `{"name": the kernel's symbol, "values": {metric name: float}}`, each value scaled by the
-    units row to bytes, nanoseconds or bytes per second (ncu prints "89.344 Kbyte", "3.07 us");
-    a unit it does not know (sector, %, inst) leaves the number as printed. ncu's own
-    `==PROF==` lines are skipped."""
+    `{"name": the kernel's symbol, "values": {metric name: float}, "device": the GPU's name
+    ("NVIDIA H200"; "" where the page has none)}`, each value scaled by the units row to bytes,
+    nanoseconds or bytes per second (ncu prints "89.344 Kbyte", "3.07 us"); a unit it does not
+    know (sector, %, inst) leaves the number as printed. ncu's own `==PROF==` lines are skipped."""
     lines = [ln for ln in text.splitlines() if ln.startswith('"')]
     out = []
     units: Dict[str, str] = {}
@@ -102,7 +102,8 @@ def read_raw(text: str) -> List[dict]:
                 units = {k: (v or "").strip() for k, v in r.items() if k}
             continue
         vals = {k: x * _UNIT_SCALE.get(units.get(k, ""), 1.0) for k, x in vals.items()}
-        out.append({"name": name, "values": vals})
+        out.append({"name": name, "values": vals,
+                    "device": (r.get("device__attribute_display_name") or "").strip()})
     return out
 
 

@@ -172,7 +172,8 @@ class Profile:
     the kernel's samples)}; `kernel_metrics`: duration_ns,
     dram_read_bytes, dram_write_bytes, l2_bytes, achieved_occupancy_pct and the launch totals
     of `ncu.METRICS`; `stalls`: (reason, samples) most first; `other`: counters on lines that are
-    no tile line ("set-up" code, or a helper called from several lines)."""
+    no tile line ("set-up" code, or a helper called from several lines); `device`: the GPU's
+    name from ncu's page ("" where it has none)."""
     kernel: str
     symbol: str
     variant: Dict[str, int]
@@ -186,6 +187,7 @@ class Profile:
     seconds: float = 0.0
     note: str = ""
     full_ctas: Optional[int] = None     # CTAs wholly inside the tensors (count_full_ctas); None: unknown
+    device: str = ""                  # the GPU ncu measured on, as it names it ("NVIDIA H200")
 
     @property
     def ctas(self) -> int:
@@ -234,19 +236,30 @@ class Profile:
 
     def view_data(self, analysis, full_ctas: Optional[int] = None) -> dict:
         """The measured figures the notebook views show beside their predictions (one home for
-        the thread map, barriers and timing views): {"lines": {line: {"sectors", "requests",
-        "wavefronts", "bank_conflicts", "predicted_sectors", "predicted_wavefronts", "ok",
-        "reasons", and "beyond_copies" (what of the predicted wavefronts is not the copy plans':
-        "with 160 for the broadcast read of s") where there is such}}, "barriers": {(where, line): {"share", "barrier_samples"}}, "timing":
-        {"duration_ns", "dram_bytes", "l2_bytes", "achieved_occupancy_pct", "dram_bytes_per_s"},
-        "ctas"}."""
+        the thread map, barriers and timing views; measured figures are whole-launch totals):
+        {"lines": {line: {"line", "sectors", "requests", "wavefronts", "bank_conflicts",
+        "predicted_sectors", "predicted_wavefronts" (the per-CTA figure times the CTAs, "lo..hi"
+        where partial CTAs make a range), "per_cta_sectors", "per_cta_wavefronts" (the copy
+        plans' per-CTA figures, summed over the line's copies), "ok", "reasons" (one
+        "<metric>: <why>" per differing metric), and "beyond_copies" (what of the predicted
+        wavefronts is not the copy plans': "with 160 for the broadcast read of s") where there is
+        such}} for every line `compare` reports,
+        "barriers": {(where, line): {"share", "barrier_samples"}} for the analysis' barriers,
+        "internal_barriers": [{"line", "share", "barrier_samples"}] for those the code generator
+        added inside a line's code, "timing": {"duration_ns", "dram_bytes", "dram_read_bytes",
+        "dram_write_bytes", "l2_bytes", "achieved_occupancy_pct", "dram_bytes_per_s", "device"},
+        "ctas"}. Shares are fractions (0..1) of the kernel's warp-stall samples."""
         lines: Dict[int, dict] = {}
+        ctas = self.ctas
         for r in self.compare(analysis, full_ctas):
             f = self.lines.get(r["line"], LineFigures(r["line"]))
-            d = lines.setdefault(r["line"], {"sectors": f.sectors, "requests": f.requests, "wavefronts": f.wavefronts,
-                                             "bank_conflicts": f.bank_conflicts, "ok": True, "reasons": []})
-            key = "predicted_sectors" if r["metric"] == "global sectors" else "predicted_wavefronts"
-            d[key] = r["predicted"] if r["predicted"] == r["predicted_upper"] else f"{r['predicted']}..{r['predicted_upper']}"
+            d = lines.setdefault(r["line"], {"line": r["line"], "sectors": f.sectors, "requests": f.requests,
+                                             "wavefronts": f.wavefronts, "bank_conflicts": f.bank_conflicts,
+                                             "ok": True, "reasons": []})
+            key = "sectors" if r["metric"] == "global sectors" else "wavefronts"
+            d[f"predicted_{key}"] = (r["predicted"] if r["predicted"] == r["predicted_upper"]
+                                     else f"{r['predicted']}..{r['predicted_upper']}")
+            d[f"per_cta_{key}"] = r["predicted_upper"] // ctas if ctas else 0
             if r.get("beyond_copies"):
                 d["beyond_copies"] = _beyond_text(r["beyond_copies"], self.ctas).strip()[1:-1]
             if not r["ok"]:
@@ -254,16 +267,20 @@ class Profile:
                 d["reasons"].append(f"{r['metric']}: {r['reason']}")
         m = self.kernel_metrics
         dur = m.get("duration_ns")
-        timing = {"duration_ns": dur, "dram_bytes": self.dram_bytes, "l2_bytes": int(m.get("l2_bytes", 0)),
-                  "achieved_occupancy_pct": m.get("achieved_occupancy_pct"),
-                  "dram_bytes_per_s": self.dram_bytes / (dur * 1e-9) if dur else None}
+        timing = {"duration_ns": dur, "dram_bytes": self.dram_bytes,
+                  "dram_read_bytes": int(m.get("dram_read_bytes", 0)), "dram_write_bytes": int(m.get("dram_write_bytes", 0)),
+                  "l2_bytes": int(m.get("l2_bytes", 0)), "achieved_occupancy_pct": m.get("achieved_occupancy_pct"),
+                  "dram_bytes_per_s": self.dram_bytes / (dur * 1e-9) if dur else None, "device": self.device}
         bars: Dict[tuple, dict] = {}
+        internal: List[dict] = []
         for b in self.barriers:         # the analysis' barriers (a line may have two in code: both)
             if b["where"] != "internal":
                 d = bars.setdefault((b["where"], int(b["line"])), {"share": 0.0, "barrier_samples": 0})
                 d["share"] += b["share"]
                 d["barrier_samples"] += b["barrier_samples"]
-        return {"lines": lines, "barriers": bars, "timing": timing, "ctas": self.ctas}
+            else:
+                internal.append({"line": int(b["line"]), "share": b["share"], "barrier_samples": b["barrier_samples"]})
+        return {"lines": lines, "barriers": bars, "internal_barriers": internal, "timing": timing, "ctas": ctas}
 
     def measured_for(self, line: int) -> Optional[LineFigures]:
         return self.lines.get(int(line))
@@ -600,7 +617,8 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
         b["share"] = b["samples"] / total if total else 0.0
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
-                   note=job.get("note", ""), full_ctas=job.get("full_ctas"))
+                   note=job.get("note", ""), full_ctas=job.get("full_ctas"),
+                   device=raws[0].get("device", ""))
 
 
 # ---- running ncu -----------------------------------------------------------------------------

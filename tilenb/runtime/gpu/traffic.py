@@ -5,7 +5,10 @@ tensor the kernel reads once and each tensor it writes once (a tensor both read 
 counts twice): the floor any implementation pays, the figure achieved GB/s is measured against.
 flops counts 2*M*N*K per dot (or dot_t) executed, with loop trip counts evaluated from the
 launch's runtime dims; it is None when a loop's bounds depend on more than constants, dims and
-ctx.grid (then no FLOP rate is claimed). Nothing here raises for a well-formed launch.
+ctx.grid (then no FLOP rate is claimed). `tensor_bytes(kir, dims)` gives the same floor split
+into bytes read and bytes written from the runtime dims alone, and `launch_flops(kir, dims,
+grid)` the same FLOPs, for a launch known only by its extents (a profile's). Nothing here
+raises for a well-formed launch.
 """
 from __future__ import annotations
 
@@ -108,6 +111,34 @@ def _dot_flops(body, dims, grid) -> Optional[int]:
     return total
 
 
+def tensor_bytes(kir: ir.KernelIR, dims: Dict[str, int]) -> Tuple[int, int]:
+    """(bytes read, bytes written): the bytes of the tensors the kernel reads, and of those it
+    writes, at the runtime dims (name -> extent), each tensor once per direction: the least
+    DRAM traffic of one launch in each direction. Raises KeyError for a dim missing from
+    `dims`."""
+    from ...types import DTYPES
+    read, written = _tensor_use(kir)
+    rb = wb = 0
+    for p in kir.params:
+        t = p.sym.type
+        if isinstance(t, ir.TensorT):
+            n = DTYPES[t.dtype].itemsize
+            for d in t.dims:
+                n *= int(d) if isinstance(d, int) else int(dims[d])
+            rb += n if p.sym.name in read else 0
+            wb += n if p.sym.name in written else 0
+    return rb, wb
+
+
+def launch_flops(kir: ir.KernelIR, dims: Dict[str, int], grid: Tuple[int, int, int]) -> Optional[int]:
+    """The FLOPs the dots of one launch do (2*M*N*K each, every CTA; 0 for a kernel with no
+    dot), from its runtime dims (name -> extent) and grid; None where a loop's trip count is
+    not known from them (see the module docstring)."""
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    per_cta = _dot_flops(kir.body, dims, grid)
+    return None if per_cta is None else per_cta * grid[0] * grid[1] * grid[2]
+
+
 def launch_traffic(kir: ir.KernelIR, bound, grid: Tuple[int, int, int]):
     """(bytes, flops, dims) of one launch; see the module docstring."""
     read, written = _tensor_use(kir)
@@ -118,6 +149,4 @@ def launch_traffic(kir: ir.KernelIR, bound, grid: Tuple[int, int, int]):
             size *= int(d)
         item = arr.dtype.itemsize if arr.dtype is not None else 0
         nbytes += size * item * ((name in read) + (name in written))
-    per_cta = _dot_flops(kir.body, bound.dims, grid)
-    flops = None if per_cta is None else per_cta * grid[0] * grid[1] * grid[2]
-    return nbytes, flops, dict(bound.dims)
+    return nbytes, launch_flops(kir, bound.dims, grid), dict(bound.dims)
