@@ -372,6 +372,41 @@ kernel attention_tc_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V:
 }
 """
 
+# Causal attention, the form decoder models run: query i sees key j only when j <= i (aligned at
+# the top left, as torch's is_causal: with fewer keys than queries the last queries see every key,
+# with more keys the keys past the last query are never seen). The mask is a tile expression over
+# the score tile (rows / cols: each element's query and key index), and the loop bound stops at
+# the last block that holds a key this CTA's queries can see, so the blocks wholly above the
+# diagonal are never loaded. Otherwise the kernel above, line for line.
+ATTENTION_CAUSAL = """
+// Causal flash-attention forward: O = softmax(mask(Q K^T * scale)) V per head, query i seeing the
+// keys j <= i (top-left aligned, as torch's is_causal); masked scores are -1e30 (exp2 gives 0).
+@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
+@launch(NT)
+@dynshared
+@grid(cdiv(N, BR), H)
+kernel attention_causal_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: tensor<bf16>[H, Nk, D],
+                             O: tensor<bf16>[H, N, D], scale: f32) {
+  let h = ctx.block.y
+  let row = ctx.block.x * BR
+  let qs = scale * 1.4426950408889634
+  var q = Q[h, row :+ BR, :]
+  var acc: tile<f32>[BR, D] = 0.0
+  var m: tile<f32>[BR, 1] = -1.0e30
+  var l: tile<f32>[BR, 1] = 0.0
+  for kt in range(0, min(Nk, row + BR), BC) {         // no block wholly above the diagonal
+    var s: tile<f32>[BR, BC] = where(cols(BR, BC, kt) <= rows(BR, BC, row), dot_t(q, K[h, kt :+ BC, :]), -1.0e30)
+    var m_new = max(m, rowmax(s) * qs)
+    var p: tile<bf16>[BR, BC] = exp2(s * qs - m_new)
+    var rescale = exp2(m - m_new)
+    l = l * rescale + rowsum(p)
+    acc = acc * rescale + dot(p, V[h, kt :+ BC, :])
+    m = m_new
+  }
+  O[h, row :+ BR, :] = acc / l
+}
+"""
+
 FLOAT_TYPES = ("f32", "bf16")
 
 
@@ -390,6 +425,7 @@ def program() -> str:
         parts.append(GEMM.replace("{T}", t))
     parts.append(ATTENTION)
     parts.append(ATTENTION_TC)
+    parts.append(ATTENTION_CAUSAL)
     return "\n".join(parts)
 
 
@@ -426,9 +462,14 @@ def ref_softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def ref_attention(q, k, v, scale):
+def ref_attention(q, k, v, scale, causal=False):
+    """softmax(q k^T * scale) v per head in float64; causal: query i sees the keys j <= i only
+    (top-left aligned, torch's is_causal; every query sees key 0, so no row is empty)."""
     q, k, v = _f64(q), _f64(k), _f64(v)
     s = q @ k.transpose(0, 2, 1) * scale
+    if causal:
+        n, nk = s.shape[-2:]
+        s = np.where(np.arange(nk)[None, :] <= np.arange(n)[:, None], s, -np.inf)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
