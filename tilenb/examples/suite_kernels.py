@@ -377,7 +377,9 @@ kernel attention_tc_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V:
 # with more keys the keys past the last query are never seen). The mask is a tile expression over
 # the score tile (rows / cols: each element's query and key index), and the loop bound stops at
 # the last block that holds a key this CTA's queries can see, so the blocks wholly above the
-# diagonal are never loaded. Otherwise the kernel above, line for line.
+# diagonal are never loaded. The CTAs of a head differ in work (the last block of queries sees
+# every key, the first one block), so the grid hands out the last query blocks first and the
+# short ones fill the tail. Otherwise the kernel above, line for line.
 ATTENTION_CAUSAL = """
 // Causal flash-attention forward: O = softmax(mask(Q K^T * scale)) V per head, query i seeing the
 // keys j <= i (top-left aligned, as torch's is_causal); masked scores are -1e30 (exp2 gives 0).
@@ -388,7 +390,7 @@ ATTENTION_CAUSAL = """
 kernel attention_causal_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: tensor<bf16>[H, Nk, D],
                              O: tensor<bf16>[H, N, D], scale: f32) {
   let h = ctx.block.y
-  let row = ctx.block.x * BR
+  let row = (ctx.grid.x - 1 - ctx.block.x) * BR      // the last queries (the most keys) first
   let qs = scale * 1.4426950408889634
   var q = Q[h, row :+ BR, :]
   var acc: tile<f32>[BR, D] = 0.0
