@@ -190,6 +190,61 @@ def test_emulated_streamed_causal_attention_matches_the_cpu_executor(shape, tmp_
                      rtol=2e-2, atol=2e-2)
 
 
+# A GEMM loop bounded by min(): block-lower-triangular A (its blocks right of the diagonal are
+# skipped, as a causal mask's are), on the TMA + wgmma pipeline and on mma.sync.
+TRI_GEMM = """
+@autotune(TM in [64], TN in [64], TK in [16], NT in [128])
+@launch(NT)
+@grid(cdiv(M, TM), cdiv(N, TN))
+kernel tri_gemm(A: tensor<f16>[M, K], B: tensor<f16>[K, N], C: tensor<f32>[M, N]) {
+  var acc: tile<f32>[TM, TN] = 0.0
+  for kt in range(0, min(K, (ctx.block.x + 1) * TM), TK) {
+    let a = A[ctx.block.x * TM :+ TM, kt :+ TK]
+    let b = B[kt :+ TK, ctx.block.y * TN :+ TN]
+    acc += dot(a, b)
+  }
+  C[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] = acc
+}
+"""
+
+
+def _tri_gemm_args(M, N, K, seed=4):
+    r = np.random.default_rng(seed)
+    a, b = r.standard_normal((M, K)).astype(np.float16), r.standard_normal((K, N)).astype(np.float16)
+    want = np.zeros((M, N))
+    for i0 in range(0, M, 64):
+        kk = min(K, i0 + 64)
+        want[i0:i0 + 64] = a[i0:i0 + 64, :kk].astype(np.float64) @ b[:kk].astype(np.float64)
+    return [a, b, np.full((M, N), np.nan, np.float32)], want
+
+
+def test_cpu_gemm_loop_with_a_min_bound_matches_numpy():
+    args, want = _tri_gemm_args(150, 76, 200)
+    tilenb.compile(TRI_GEMM, backend="cpu").tri_gemm(*args)
+    np.testing.assert_allclose(args[2], want, rtol=1e-3, atol=1e-3)
+
+
+@needs_gxx
+@pytest.mark.parametrize("arch", ["sm_90", None], ids=["wgmma_pipeline", "mma_sync"])
+def test_emulated_gemm_loop_with_a_min_bound_matches_numpy(arch, tmp_path):
+    M, N, K = 150, 76, 100
+    k = module(TRI_GEMM).tri_gemm
+    want_path = "wgmma TMA pipeline" if arch else "mma.sync"
+    assert [lp.lowering for lp in k.analysis(arch=arch).loops] == [want_path]
+    args, want = _tri_gemm_args(M, N, K)
+    grid2 = (-(-M // 64), -(-N // 64))
+    ks = generate(k.ir(), TRI_GEMM, 0, arch=arch)
+    if arch:
+        exe = build_sm90(ks, args, {"M": M, "N": N, "K": K}, grid2, tmp_path)
+        for tma in (1, 0):
+            got = [a.copy() for a in args]
+            run_sm90(exe, got, tmp_path, tma, 0)
+            assert_close(got[2], want, f"wgmma GEMM loop bounded by min (tma={tma})", rtol=1e-3, atol=1e-3)
+    else:
+        EMU.run(ks, args, {"M": M, "N": N, "K": K}, grid2)
+        assert_close(args[2], want, "mma.sync GEMM loop bounded by min", rtol=1e-3, atol=1e-3)
+
+
 # ---- on the GPU -------------------------------------------------------------------------------------
 def _on_hopper() -> bool:
     try:
