@@ -116,8 +116,8 @@ def test_the_mask_is_computed_at_each_fragment_element_from_its_own_row_and_colu
     m = re.search(r"const int (i\d+) = [^;]*tnb_lane >> 2[^;]*, (j\d+) = [^;]*tnb_lane & 3[^;]*;", body)
     assert m, body
     i, j = m.groups()
-    assert re.search(rf"tnb_add\(\(int\)\(\(int\)\(kt_\d+\)\), \(int\)\({j}\)\) <= "
-                     rf"tnb_add\(\(int\)\(\(int\)\(row_\d+\)\), \(int\)\({i}\)\)", body), body
+    assert re.search(rf"tnb_add\(\(int\)\(kt_\d+\), \(int\)\({j}\)\) <= "
+                     rf"tnb_add\(\(int\)\(row_\d+\), \(int\)\({i}\)\)", body), body
     # nothing of the mask is in shared memory: the same footprint as the kernel without it
     plain = module(SK.ATTENTION).attention_bf16.analysis(arch=arch, **variant)
     assert an.footprint == plain.footprint
