@@ -143,3 +143,55 @@ def test_rows_and_cols_are_reserved_names():
     with pytest.raises(tilenb.TileError) as e:
         tilenb.compile("kernel k(X: tensor<f32>[N]) {\n  let rows = 3\n}\n", backend="cpu")
     assert "rows" in e.value.message
+
+
+# Index tiles inside reductions and inside a tensor-core dot (converted to f16: the dot's
+# operands are then expressions evaluated at each fragment element, on mma.sync).
+REDUCED = """
+@launch(128)
+kernel reduced(A: tensor<f32>[M, 16], R: tensor<i32>[M, 1], Cm: tensor<i32>[M, 16], D: tensor<f32>[M, 16], s: i32) {
+  let r = ctx.block.x * 32
+  R[r :+ 32, :] = rowsum(cols(32, 16, s)) + rows(32, 1, r)
+  Cm[r :+ 1, :] = colmax(rows(32, 16, r))
+  D[r :+ 32, :] = dot(f16(rows(32, 16, r) % 7), f16(cols(16, 16) - rows(16, 16))) + A[r :+ 32, :]
+}
+"""
+
+
+def _reduced_args(m=70):
+    return [np.random.default_rng(4).random((m, 16)).astype(np.float32), np.full((m, 1), -7, np.int32),
+            np.full((m, 16), -7, np.int32), np.full((m, 16), np.nan, np.float32), 3]
+
+
+def _reduced_want(a):
+    m = a[0].shape[0]
+    i = np.arange(m)[:, None]
+    R = sum(3 + j for j in range(16)) + i
+    Cm = np.full((m, 16), -7)
+    for r in range(0, m, 32):
+        Cm[r] = r + 31                          # the block's last row index (valid all along)
+    W = (np.arange(16)[None, :] - np.arange(16)[:, None]).astype(np.float64)
+    D = np.repeat(i % 7, 16, axis=1).astype(np.float64) @ W + a[0]
+    return R, Cm, D
+
+
+def test_cpu_index_tiles_in_reductions_and_dots_match_numpy():
+    a = _reduced_args()
+    tilenb.compile(REDUCED, backend="cpu").reduced[3](*a)
+    R, Cm, D = _reduced_want(a)
+    np.testing.assert_array_equal(a[1], R)
+    np.testing.assert_array_equal(a[2], Cm)
+    np.testing.assert_allclose(a[3], D, rtol=1e-6, atol=1e-5)
+
+
+@needs_gxx
+@pytest.mark.parametrize("arch", [None, "sm_90"])
+def test_emulated_index_tiles_in_reductions_and_dots_match_numpy(arch):
+    k = tilenb.compile(REDUCED, backend="cpu").reduced
+    assert "mma.sync" in k.cuda_source(arch=arch)
+    a = _reduced_args()
+    EMU.run(generate(k.ir(), REDUCED, 0, arch=arch), a, {"M": 70}, (3,))
+    R, Cm, D = _reduced_want(a)
+    np.testing.assert_array_equal(a[1], R)
+    np.testing.assert_array_equal(a[2], Cm)
+    np.testing.assert_allclose(a[3], D, rtol=1e-6, atol=1e-5)
