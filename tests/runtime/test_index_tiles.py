@@ -120,8 +120,8 @@ K = """kernel k(X: tensor<f32>[N, 8], Y: tensor<i32>[N, 8], n: i32) {
 
 
 @pytest.mark.parametrize("call,err,words", [
-    ("rows(n, 8)", tilenb.TileRuleError, "the row count R must be a constant"),
-    ("cols(8, N)", tilenb.TileRuleError, "the column count C must be a constant"),
+    ("rows(n, 8)", tilenb.TileShapeError, "the row count R must be a constant"),
+    ("cols(8, N)", tilenb.TileShapeError, "the column count C must be a constant"),
     ("rows(8, 0)", tilenb.TileShapeError, "at least 1"),
     ("rows(8, 8, ctx.thread)", tilenb.TileRuleError, "per-thread value"),
     ("rows(8, 8, 1.5)", tilenb.TileTypeError, "must be an integer scalar"),

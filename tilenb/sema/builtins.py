@@ -223,7 +223,7 @@ def _index_tile(ck, e: A.Call, args):
     shape = []
     for a, aa, what in zip(args[:2], e.args[:2], ("row count R", "column count C")):
         if not isinstance(a, _Lit):
-            ck.fail(TileRuleError, f"{f}(R, C, ...): the {what} must be a constant (a literal or an @autotune "
+            ck.fail(TileShapeError, f"{f}(R, C, ...): the {what} must be a constant (a literal or an @autotune "
                     f"name), as a tile shape is; '{ck.text(aa)}' is not", aa.span)
         if not isinstance(a.value, int) or isinstance(a.value, bool):
             ck.fail(TileTypeError, f"{f}(R, C, ...): the {what} must be an integer, not {ck.text(aa)}", aa.span)
