@@ -191,7 +191,8 @@ def test_emulated_streamed_causal_attention_matches_the_cpu_executor(shape, tmp_
 
 
 # A GEMM loop bounded by min(): block-lower-triangular A (its blocks right of the diagonal are
-# skipped, as a causal mask's are), on the TMA + wgmma pipeline and on mma.sync.
+# skipped, as a causal mask's are), on the TMA + wgmma pipeline and on mma.sync; the store keeps
+# the product's lower triangle, a mask over the accumulator in wgmma's (or mma.sync's) layout.
 TRI_GEMM = """
 @autotune(TM in [64], TN in [64], TK in [16], NT in [128])
 @launch(NT)
@@ -203,7 +204,9 @@ kernel tri_gemm(A: tensor<f16>[M, K], B: tensor<f16>[K, N], C: tensor<f32>[M, N]
     let b = B[kt :+ TK, ctx.block.y * TN :+ TN]
     acc += dot(a, b)
   }
-  C[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] = acc
+  let r0 = ctx.block.x * TM
+  let c0 = ctx.block.y * TN
+  C[r0 :+ TM, c0 :+ TN] = where(cols(TM, TN, c0) <= rows(TM, TN, r0), acc, 0.0)   // and the product's lower triangle
 }
 """
 
@@ -215,6 +218,7 @@ def _tri_gemm_args(M, N, K, seed=4):
     for i0 in range(0, M, 64):
         kk = min(K, i0 + 64)
         want[i0:i0 + 64] = a[i0:i0 + 64, :kk].astype(np.float64) @ b[:kk].astype(np.float64)
+    want = np.where(np.arange(N)[None, :] <= np.arange(M)[:, None], want, 0.0)
     return [a, b, np.full((M, N), np.nan, np.float32)], want
 
 
