@@ -299,3 +299,16 @@ def test_on_hopper_mma_sync_causal_attention_matches_the_cpu_executor(shape):
 @pytest.mark.parametrize("shape", [(2, 133, 77), (1, 77, 133)], ids=["more_queries", "more_keys"])
 def test_on_hopper_generic_causal_attention_matches_the_cpu_executor(shape):
     _gpu_vs_cpu(F32, "attention_causal_f32", dict(BR=16, BC=16, D=32, NT=128), shape, np.float32, 1e-4, "generic")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _on_hopper(), reason="needs an H100/H200")
+def test_on_hopper_gemm_loop_with_a_min_bound_matches_numpy():
+    import cupy
+    M, N, K = 333, 196, 300
+    args, want = _tri_gemm_args(M, N, K)
+    k = tilenb.compile(TRI_GEMM, backend="cuda").tri_gemm
+    dev = [cupy.asarray(a) for a in args]
+    k(*dev)
+    assert "sm_90" in str(k.last_run.extra.get("arch"))
+    assert_close(cupy.asnumpy(dev[2]), want, "wgmma GEMM loop bounded by min on the GPU", rtol=1e-3, atol=1e-3)
