@@ -171,15 +171,18 @@ def test_emulated_generic_causal_attention_matches_the_cpu_executor():
 
 
 @needs_gxx
-@pytest.mark.parametrize("shape", [(1, 100, 70), (1, 70, 150)], ids=["more_queries", "more_keys"])
-def test_emulated_streamed_causal_attention_matches_the_cpu_executor(shape, tmp_path):
-    """The wgmma accumulator rows and columns of every lane, masked; the ring's turn count is
-    each CTA's own (its last CTA runs fewer turns than the keys have blocks)."""
+@pytest.mark.parametrize("shape,variant", [((1, 100, 70), STREAMED), ((1, 70, 150), STREAMED),
+                                           ((1, 150, 200), dict(BR=128, BC=64, D=64, NT=256))],
+                         ids=["more_queries", "more_keys", "two_warpgroups"])
+def test_emulated_streamed_causal_attention_matches_the_cpu_executor(shape, variant, tmp_path):
+    """The wgmma accumulator rows and columns of every lane (of one warpgroup, and of two, each
+    holding 64 of the 128 rows), masked; the ring's turn count is each CTA's own (the CTA of the
+    first queries runs fewer turns than the keys have blocks)."""
     H, N, Nk = shape
-    variant = STREAMED
     args = inputs(H, N, Nk, variant["D"], seed=N + 1)
     k = module().attention_causal_bf16
     cpu = run_cpu(k, args, variant)
+    assert [lp.lowering for lp in k.analysis(arch="sm_90", **variant).loops] == ["streamed attention on wgmma"]
     ks = generate(k.ir(**variant), SK.ATTENTION_CAUSAL, 0, arch="sm_90")
     assert ks.arch == "sm_90a"
     exe = build_sm90(ks, args, {"H": H, "N": N, "Nk": Nk, "D": variant["D"]}, grid(N, H, variant), tmp_path)
