@@ -2,7 +2,9 @@
 # The device checks of issue 16 in one call, on a GPU machine whose python3 has CuPy (the
 # workplace's H200 image), from the project root; the Python wheels the image lacks travel in
 # .whl (../shared/tools/device-wheels). Writes its logs under $OUT (default out/gpu_checks).
-#   bash scripts/gpu_checks.sh [tests|fuzz|sanitizers|ncu|profile|all]
+#   bash scripts/gpu_checks.sh [tests|fuzz|sanitizers|ncu|profile|causal|all]
+# causal: causal attention on each lowering (scripts/causal_checks.py), plain and under
+# compute-sanitizer memcheck, racecheck and synccheck.
 # ncu: Nsight Compute's sectors and wavefronts of the memory-bound suite kernels against the
 # analysis (bench/probes/ncu_vs_analysis.py); profile: a real capture of the pages
 # kernel.profile reads (scripts/capture_ncu_fixture.py), then the profile tests on it.
@@ -34,6 +36,18 @@ if [ "$what" = sanitizers ] || [ "$what" = all ]; then
     echo "$tool rc $? in $(( $(date +%s) - t1 )) s"; tail -6 "$OUT/fuzz_$tool.txt"
   done
   tar -czf "$OUT/sanitizer_logs.tgz" -C /tmp fuzz_memcheck fuzz_racecheck fuzz_synccheck 2>/dev/null
+fi
+if [ "$what" = causal ] || [ "$what" = all ]; then
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  t1=$(date +%s)
+  timeout ${CAUSAL_TIMEOUT:-300} python3 scripts/causal_checks.py > "$OUT/causal.txt" 2>&1
+  echo "causal rc $? in $(( $(date +%s) - t1 )) s"; tail -1 "$OUT/causal.txt"
+  for tool in memcheck racecheck synccheck; do
+    t1=$(date +%s)
+    timeout ${SAN_TIMEOUT:-300} "$SAN" --tool $tool --error-exitcode 9 --print-limit 100 python3 scripts/causal_checks.py \
+      > "$OUT/causal_$tool.txt" 2>&1
+    echo "causal $tool rc $? in $(( $(date +%s) - t1 )) s"; grep -h "ERROR SUMMARY\|causal checks" "$OUT/causal_$tool.txt" | tail -2
+  done
 fi
 if [ "$what" = ncu ] || [ "$what" = all ]; then
   t1=$(date +%s)

@@ -43,12 +43,13 @@ FAMILIES = [
      ["cudaMemcpy", "torch eager", "CuPy"]),
     ("Row reductions", ["rms_norm", "layer_norm", "softmax"], ["torch eager", "torch.compile", "Triton"]),
     ("GEMM", ["gemm"], ["cuBLAS", "Triton"]),
-    ("Flash-attention forward", ["attention", "attention_tc"], ["SDPA", "Triton"]),
+    ("Flash-attention forward", ["attention", "attention_tc", "attention_causal"], ["SDPA", "Triton"]),
     ("Overheads", ["launch_overhead", "cold_compile", "warm_rerun"], ["CuPy RawKernel", "NVRTC"]),
 ]
 LABEL = {"copy": "copy", "add": "add", "scale_rows": "scale_rows", "transpose": "transpose",
          "rms_norm": "RMSNorm", "layer_norm": "LayerNorm", "softmax": "softmax", "gemm": "GEMM",
          "attention": "flash attention (as written)", "attention_tc": "flash attention (each dot a statement)",
+         "attention_causal": "causal flash attention (as written)",
          "launch_overhead": "launch overhead (public call)", "cold_compile": "cold compile",
          "warm_rerun": "warm re-run of a cell"}
 ORDER = [w for _, ws, _ in FAMILIES for w in ws]
@@ -59,7 +60,8 @@ ISSUE8 = ([("copy", (1 << 28,), "f32"), ("add", (1 << 28,), "f32"), ("scale_rows
           [(op, sh, dt) for op in ("rms_norm", "layer_norm", "softmax")
            for sh in ((32768, 4096), (16384, 16384), (4096, 131072)) for dt in ("f32", "bf16")] +
           [("gemm", (n, n, n), dt) for n in (4096, 8192) for dt in ("f16", "bf16")] +
-          [(w, (b, 16, n, d), "bf16") for w in ("attention", "attention_tc") for b, n in ((2, 4096), (1, 16384))
+          [(w, (b, 16, n, d), "bf16") for w in ("attention", "attention_tc", "attention_causal")
+           for b, n in ((2, 4096), (1, 16384))
            for d in (64, 128)] +
           [("launch_overhead", (4096,), "f32"), ("warm_rerun", (64, 4096), "f32")])
 

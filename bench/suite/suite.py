@@ -7,6 +7,7 @@ Usage, from the project root:
     python bench/suite/suite.py --out DIR            # on a CUDA GPU with CuPy, torch and Triton
     python bench/suite/suite.py --out DIR --tag memory --only memory,overheads   # the final run, call 1
     python bench/suite/suite.py --out DIR --tag matrix --only matrix             # the final run, call 2
+    python bench/suite/suite.py --out DIR --tag causal --only causal             # causal attention (call 3)
                                                # (docs/benchmarks.md gives the exact device commands)
     python bench/suite/suite.py --cpu-check          # here, without a GPU: every kernel of the suite on
                                                # the CPU executor at small shapes against numpy,
@@ -701,23 +702,28 @@ def w_gemm_big():
     _gemm_sizes((8192,))
 
 
-ATTN_SHAPES = {"attention": (2, 16, 4096), "attention_long": (1, 16, 16384)}
+ATTN_SHAPES = {"attention": (2, 16, 4096), "attention_long": (1, 16, 16384),
+               "attention_causal": (2, 16, 4096), "attention_causal_long": (1, 16, 16384)}
 
 
-def _attention_one(B, H, N, D):
+def _attention_one(B, H, N, D, causal=False):
+    """One shape of flash attention, non-causal (the as-written and each-dot-a-statement kernels
+    against SDPA's backends and Triton's tutorial kernel) or causal (attention_causal_bf16 against
+    SDPA's backends with is_causal=True; query i sees key j <= i; the flops counted are half the
+    non-causal ones, the work a kernel that skips the masked half does)."""
     torch = S.torch
     F = torch.nn.functional
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k, v = (randn((B, H, N, D), "bf16") for _ in range(3))
     o, ox = torch.empty_like(q), torch.empty_like(q)
     scale = 1.0 / math.sqrt(D)
-    flops = 4 * B * H * N * N * D
+    flops = 4 * B * H * N * N * D // (2 if causal else 1)
     peers, ref = [], None
     for name, be in (("SDPA flash", SDPBackend.FLASH_ATTENTION), ("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION),
                      ("SDPA efficient", SDPBackend.EFFICIENT_ATTENTION)):
         def call(be=be):
             with sdpa_kernel([be]):
-                return F.scaled_dot_product_attention(q, k, v, scale=scale)
+                return F.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=causal)
         ps, pst, out = measure_peer(call)
         if ref is None and out is not None:
             ref = out
@@ -727,11 +733,14 @@ def _attention_one(B, H, N, D):
         best = min(ok, key=lambda p: p[1])
         peers.append((f"SDPA best ({best[0]})", best[1], "ok", {"headline": True}))
     shp = (B * H, N, D)
-    tt, tst, tx = triton_peer(lambda: TP.attention(q.view(shp), k.view(shp), v.view(shp), ox.view(shp), scale,
-                                                   quick=S.quick), ox, ref, "bf16",
-                              choice=lambda: TP.attention_choice(S.quick))
-    peers.append(("Triton flash attention (autotuned)", tt, tst, dict(tx, headline=False)))
-    for wname, kern in (("attention", S.mod.attention_bf16), ("attention_tc", S.mod.attention_tc_bf16)):
+    if not causal:    # (the Triton peer is the tutorial's non-causal kernel)
+        tt, tst, tx = triton_peer(lambda: TP.attention(q.view(shp), k.view(shp), v.view(shp), ox.view(shp), scale,
+                                                       quick=S.quick), ox, ref, "bf16",
+                                  choice=lambda: TP.attention_choice(S.quick))
+        peers.append(("Triton flash attention (autotuned)", tt, tst, dict(tx, headline=False)))
+    kernels = ((("attention_causal", S.mod.attention_causal_bf16),) if causal else
+               (("attention", S.mod.attention_bf16), ("attention_tc", S.mod.attention_tc_bf16)))
+    for wname, kern in kernels:
         variant, notes = (None, "") if N <= 4096 else _big_variant(kern.name, (D,), "sequence-4k")
         if N > 4096:
             notes += "; batch 1 at sequence 16k (batch 2 at 4k), 16 heads in both"
@@ -756,9 +765,10 @@ def _attention_one(B, H, N, D):
     free()
 
 
-def _attention_group(B, H, N):
+def _attention_group(B, H, N, causal=False):
+    what = "attention_causal" if causal else "attention"
     for D in (64, 128):
-        _guard(f"attention D={D} N={N}", lambda D=D: _attention_one(B, H, N, D), "attention", (B, H, N, D), "bf16",
+        _guard(f"{what} D={D} N={N}", lambda D=D: _attention_one(B, H, N, D, causal), what, (B, H, N, D), "bf16",
                "attention")
 
 
@@ -768,6 +778,14 @@ def w_attention():
 
 def w_attention_long():
     _attention_group(*ATTN_SHAPES["attention_long"])
+
+
+def w_attention_causal():
+    _attention_group(*ATTN_SHAPES["attention_causal"], causal=True)
+
+
+def w_attention_causal_long():
+    _attention_group(*ATTN_SHAPES["attention_causal_long"], causal=True)
 
 
 def _clear_tilenb_caches(cache_dir: str):
@@ -944,16 +962,20 @@ def tl_fast_cupy(kernel, args):
 
 WORKLOADS = {"copy": w_copy, "add": w_add, "scale_rows": w_scale_rows, "transpose": w_transpose, "norms": w_norms,
              "norms_mid": w_norms_mid, "norms_wide": w_norms_wide, "gemm": w_gemm, "gemm_big": w_gemm_big,
-             "attention": w_attention, "attention_long": w_attention_long, "launch": w_launch, "compile": w_compile}
+             "attention": w_attention, "attention_long": w_attention_long, "attention_causal": w_attention_causal,
+             "attention_causal_long": w_attention_causal_long, "launch": w_launch, "compile": w_compile}
 # the final run is two device calls of under 8 minutes each: --only memory,overheads and --only matrix
 GROUPS = {"memory": ["copy", "add", "scale_rows", "transpose", "norms", "norms_mid", "norms_wide"],
           "matrix": ["gemm", "gemm_big", "attention", "attention_long"],
-          "overheads": ["launch", "compile"]}
+          "overheads": ["launch", "compile"],
+          "causal": ["attention_causal", "attention_causal_long"]}
 KIND = {"transpose": "transpose", "gemm": "gemm", "gemm_big": "gemm", "attention": "attention",
-        "attention_long": "attention", "launch": "launch", "compile": "compile"}
+        "attention_long": "attention", "attention_causal": "attention", "attention_causal_long": "attention",
+        "launch": "launch", "compile": "compile"}
 # rough seconds each needs once the kernels are compiled (to skip what the budget cannot hold)
 NEEDS = {"copy": 3, "add": 3, "scale_rows": 3, "norms": 30, "norms_mid": 30, "norms_wide": 30, "transpose": 3,
-         "gemm": 20, "gemm_big": 20, "attention": 30, "attention_long": 20, "launch": 5, "compile": 25}
+         "gemm": 20, "gemm_big": 20, "attention": 30, "attention_long": 20, "attention_causal": 20,
+         "attention_causal_long": 15, "launch": 5, "compile": 25}
 
 
 def kernels_of(workload: str):
@@ -965,6 +987,7 @@ def kernels_of(workload: str):
             "transpose": ["transpose_f32"], "gemm": ["gemm_f16", "gemm_bf16"], "gemm_big": ["gemm_f16", "gemm_bf16"],
             "attention": ["attention_bf16", "attention_tc_bf16"],
             "attention_long": ["attention_bf16", "attention_tc_bf16"],
+            "attention_causal": ["attention_causal_bf16"], "attention_causal_long": ["attention_causal_bf16"],
             "launch": ["add_f32"], "compile": []}.get(workload)
 
 
@@ -1152,6 +1175,13 @@ def cpu_check(jobs: int):
             o[...] = 0
             getattr(mod, kn)(q, k, v, o, 1.0 / math.sqrt(D), variant={"D": D})
             check(f"{kn} H=2 N=70 D={D}", o, SK.ref_attention(q, k, v, 1.0 / math.sqrt(D)), 2e-2)
+        # causal, with more keys than queries and fewer (top-left aligned, as SDPA's is_causal)
+        for nq, nk in ((70, 45), (45, 130)):
+            q, k, v = arr((2, nq, D), "bf16"), arr((2, nk, D), "bf16"), arr((2, nk, D), "bf16")
+            o = np.full((2, nq, D), np.nan, q.dtype)
+            mod.attention_causal_bf16(q, k, v, o, 1.0 / math.sqrt(D), variant={"D": D})
+            check(f"attention_causal_bf16 H=2 N={nq} Nk={nk} D={D}", o,
+                  SK.ref_attention(q, k, v, 1.0 / math.sqrt(D), causal=True), 2e-2)
     for name in ("add_f32", "rms_norm_f32", "gemm_f16", "attention_bf16"):
         tilenb.compile(SK.kernel_text(name), backend="cpu")   # each compile case stands alone
     # the Triton peers through Triton's interpreter, where triton is installed (the GPU machine;

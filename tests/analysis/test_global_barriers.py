@@ -209,7 +209,7 @@ def test_the_gpu_agrees_with_numpy(case):
 NO_READ_BACK = """
 @launch(128)
 @grid(cdiv(M, 8))
-kernel rows(X: tensor<f32>[M, 256], Y: tensor<f32>[M, 256]) {
+kernel whole_rows(X: tensor<f32>[M, 256], Y: tensor<f32>[M, 256]) {
   let r = ctx.block.x * 8
   Y[r :+ 8, :] = X[r :+ 8, :] * 2.0
 }

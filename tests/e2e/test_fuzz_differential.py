@@ -92,7 +92,8 @@ def test_generator_covers_every_feature_it_documents():
                   "scalar_param", "bcast_store", "autotune", "registers", "multi_cta", "dt_f16", "dt_bf16",
                   "dt_f32", "dt_f64", "dt_i8", "dt_i32", "dt_i64", "dt_u8", "dot_f16", "dot_bf16", "dot_f32",
                   "dot_f64", "dot_i8", "atomic_f32", "big", "whole_rows", "attention", "loop_read_other",
-                  "thread_reads_tile", "gmem_raw", "gmem_war", "gmem_inplace", "gmem_elem", "cluster"}
+                  "thread_reads_tile", "gmem_raw", "gmem_war", "gmem_inplace", "gmem_elem", "cluster",
+                  "index_tile"}
     assert documented <= seen, sorted(documented - seen)
 
 

@@ -297,6 +297,28 @@ class Where(Node):
         return M.where(self.c.ev(env), self.a.ev(env), self.b.ev(env))
 
 
+class IndexTile(Node):
+    """rows(R, C[, start]) / cols(R, C[, start]): element (i, j) is start + i (start + j), an i32
+    tile, wholly valid (spec section 10); `start` a uniform Ix (None: left out) whose values
+    lie within +-`bound`."""
+
+    def __init__(self, fn, shape, start: Optional[Ix], bound: int):
+        self.fn, self.shape, self.start = fn, tuple(shape), start
+        self.ty = "i32"
+        self.mag = float(bound + max(shape))
+
+    def text(self):
+        R, C = self.shape
+        return f"{self.fn}({R}, {C})" if self.start is None else f"{self.fn}({R}, {C}, {self.start.text})"
+
+    def _ev(self, env):
+        R, C = self.shape
+        s = 0 if self.start is None else int(self.start(env))
+        idx = np.arange(R).reshape(R, 1) if self.fn == "rows" else np.arange(C).reshape(1, C)
+        data = np.broadcast_to(s + idx, (R, C)).astype(np.int32)
+        return M.TV(data, "i32", (0, 0), (R, C), np.zeros(()))
+
+
 class Red(Node):
     def __init__(self, op, axis, a: Node):
         self.op, self.axis, self.a = op, axis, a

@@ -29,7 +29,8 @@ loop (`attention`), loops reading the carried tile at other elements (`loop_read
 per-thread reads of a tile a tile statement writes (`thread_reads_tile`), the forms of global
 read-back (`gmem_raw`, `gmem_war`, `gmem_inplace`, `gmem_elem`, `gmem_atomic`), thread block
 clusters with cluster reductions (`cluster`), reductions and dots of broadcast slices
-(`reduce_bcast`), tiles written and never read (`dead_tile`).
+(`reduce_bcast`), tiles written and never read (`dead_tile`), the index tiles `rows` / `cols`
+(`index_tile`).
 
 The oracle (`Program.expected`) runs the program with tests/fuzz/model.py, written from
 docs/spec.md without the CPU executor; it also gives each output element an error bound (the
@@ -45,10 +46,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import model as M
-from .nodes import (CTX_BX, CTX_BY, Bin, Bind, Call, Conv, Dot, Elem, Env, For, If, Ix, IxVal, LetIx, Lit,
+from .nodes import (CTX_BX, CTX_BY, Bin, Bind, Call, Conv, Dot, Elem, Env, For, If, IndexTile, Ix, IxVal, LetIx, Lit,
                     Load, Node, Param, Raw, Red, Ref, Slot, Store, Stmt, Tr, Un, Where, While, Win)
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2   # 2: index tiles (rows / cols) among the i32 leaves
 SENTINEL = {"float": -1024.0, "int": 77}
 
 # Features whose programs hit a known bug (tests/fuzz/FINDINGS.md): K* were known before the
@@ -1478,11 +1479,23 @@ class ExprScope:
         g = self.g
         if not shape:
             return self.scalar_leaf(fam, exact_only)
+        if fam == "i32" and len(shape) == 2 and g.chance(0.15):
+            return self.index_leaf(shape)
         v = self.var_leaf(shape, fam, exact_only) if g.chance(0.5) else None
         if v is None:
             v = self.leaf_load(shape, fam)
         assert v.shape == shape, (v.shape, shape, v.text())
         return v
+
+    def index_leaf(self, shape):
+        """rows / cols of the leaf's shape, with no start, a constant or a scalar parameter."""
+        g = self.g
+        g.features.add("index_tile")
+        fn = g.pick(["rows", "cols"])
+        how = g.pick(["none", "const", "param"], [1, 1, 1])
+        val = g.ri(-50, 50)
+        start = None if how == "none" else Ix.const(val) if how == "const" else Ix.name(g.scalar("i32", val))
+        return IndexTile(fn, shape, start, abs(val))
 
     def subshape(self, shape):
         g = self.g

@@ -302,9 +302,9 @@ GEMM = """
 kernel gemm_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]) {
   let pid = ctx.block.y * ctx.grid.x + ctx.block.x      // the order the CTAs start in
   let first = pid / (GM * ctx.grid.y) * GM               // the first tile row of its group
-  let rows = min(ctx.grid.x - first, GM)                 // the group's tile rows (the last: fewer)
-  let pm = first + pid % (GM * ctx.grid.y) % rows
-  let pn = pid % (GM * ctx.grid.y) / rows
+  let height = min(ctx.grid.x - first, GM)               // the group's tile rows (the last: fewer)
+  let pm = first + pid % (GM * ctx.grid.y) % height
+  let pn = pid % (GM * ctx.grid.y) / height
   var acc: tile<f32>[TM, TN] = 0.0
   for kt in range(0, K, TK) {
     acc += dot(A[pm * TM :+ TM, kt :+ TK], B[kt :+ TK, pn * TN :+ TN])
@@ -327,9 +327,9 @@ kernel gemm_persistent_{T}(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor
   for i in range(0, cdiv(nm * nn - ctx.block.x, ctx.grid.x), 1) {
     let t = ctx.block.x + i * ctx.grid.x                 // this CTA's i-th tile in the grouped order
     let first = t / (GM * nn) * GM
-    let rows = min(nm - first, GM)
-    let pm = first + t % (GM * nn) % rows
-    let pn = t % (GM * nn) / rows
+    let height = min(nm - first, GM)
+    let pm = first + t % (GM * nn) % height
+    let pn = t % (GM * nn) / height
     var acc: tile<f32>[TM, TN] = 0.0
     for kt in range(0, K, TK) {
       acc += dot(A[pm * TM :+ TM, kt :+ TK], B[kt :+ TK, pn * TN :+ TN])
@@ -407,6 +407,43 @@ kernel attention_tc_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V:
 }
 """
 
+# Causal attention, the form decoder models run: query i sees key j only when j <= i (aligned at
+# the top left, as torch's is_causal: with fewer keys than queries the last queries see every key,
+# with more keys the keys past the last query are never seen). The mask is a tile expression over
+# the score tile (rows / cols: each element's query and key index), and the loop bound stops at
+# the last block that holds a key this CTA's queries can see, so the blocks wholly above the
+# diagonal are never loaded. The CTAs of a head differ in work (the last block of queries sees
+# every key, the first one block), so the grid hands out the last query blocks first and the
+# short ones fill the tail. Otherwise the kernel above, line for line.
+ATTENTION_CAUSAL = """
+// Causal flash-attention forward: O = softmax(mask(Q K^T * scale)) V per head, query i seeing the
+// keys j <= i (top-left aligned, as torch's is_causal); masked scores are -1e30 (exp2 gives 0).
+@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
+@launch(NT)
+@dynshared
+@grid(cdiv(N, BR), H)
+kernel attention_causal_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: tensor<bf16>[H, Nk, D],
+                             O: tensor<bf16>[H, N, D], scale: f32) {
+  let h = ctx.block.y
+  let row = (ctx.grid.x - 1 - ctx.block.x) * BR      // the last queries (the most keys) first
+  let qs = scale * 1.4426950408889634
+  var q = Q[h, row :+ BR, :]
+  var acc: tile<f32>[BR, D] = 0.0
+  var m: tile<f32>[BR, 1] = -1.0e30
+  var l: tile<f32>[BR, 1] = 0.0
+  for kt in range(0, min(Nk, row + BR), BC) {         // no block wholly above the diagonal
+    var s: tile<f32>[BR, BC] = where(cols(BR, BC, kt) <= rows(BR, BC, row), dot_t(q, K[h, kt :+ BC, :]), -1.0e30)
+    var m_new = max(m, rowmax(s) * qs)
+    var p: tile<bf16>[BR, BC] = exp2(s * qs - m_new)
+    var rescale = exp2(m - m_new)
+    l = l * rescale + rowsum(p)
+    acc = acc * rescale + dot(p, V[h, kt :+ BC, :])
+    m = m_new
+  }
+  O[h, row :+ BR, :] = acc / l
+}
+"""
+
 FLOAT_TYPES = ("f32", "bf16")
 
 
@@ -425,6 +462,7 @@ def program() -> str:
         parts.append(GEMM.replace("{T}", t))
     parts.append(ATTENTION)
     parts.append(ATTENTION_TC)
+    parts.append(ATTENTION_CAUSAL)
     return "\n".join(parts)
 
 
@@ -461,9 +499,14 @@ def ref_softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
-def ref_attention(q, k, v, scale):
+def ref_attention(q, k, v, scale, causal=False):
+    """softmax(q k^T * scale) v per head in float64; causal: query i sees the keys j <= i only
+    (top-left aligned, torch's is_causal; every query sees key 0, so no row is empty)."""
     q, k, v = _f64(q), _f64(k), _f64(v)
     s = q @ k.transpose(0, 2, 1) * scale
+    if causal:
+        n, nk = s.shape[-2:]
+        s = np.where(np.arange(nk)[None, :] <= np.arange(n)[:, None], s, -np.inf)
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 

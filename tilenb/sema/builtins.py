@@ -36,8 +36,9 @@ from .values import _convert_const, _fits, _lit_type, _shape_str, _type_str
 class Builtin:
     """One built-in call.
 
-    name: what the program calls. arity: how many arguments it takes (checked before the rule
-    runs; `usage` is the message when the count is wrong, else "f() takes n argument(s), not m").
+    name: what the program calls. arity: how many arguments it takes, at most (checked before the
+    rule runs; `min_arity`: at least, when the last ones are optional; `usage` is the message when
+    the count is wrong, else "f() takes n argument(s), not m").
     rule: the typing rule (see the module docstring). statement: a statement built-in (no value:
     written on a line of its own; `as_value` is the error for using it as a value). syntax: the
     rule receives the arguments unchecked (the call's environment instead of checked values).
@@ -46,6 +47,7 @@ class Builtin:
     arity: int
     rule: Callable
     group: str
+    min_arity: Optional[int] = None     # fewer arguments accepted (the last ones optional)
     statement: bool = False
     syntax: bool = False
     usage: Optional[str] = None
@@ -53,9 +55,14 @@ class Builtin:
 
     def arity_error(self, given: int) -> Optional[str]:
         """The error message for `given` arguments, or None when that is the right count."""
-        if given == self.arity:
+        least = self.arity if self.min_arity is None else self.min_arity
+        if least <= given <= self.arity:
             return None
-        return self.usage or f"{self.name}() takes {self.arity} argument(s), not {given}"
+        if self.usage:
+            return self.usage
+        count = f"{least} or {self.arity}" if least == self.arity - 1 else (
+            str(self.arity) if least == self.arity else f"{least} to {self.arity}")
+        return f"{self.name}() takes {count} argument(s), not {given}"
 
 
 # ---- typing rules of the value built-ins -----------------------------------------------------
@@ -205,6 +212,40 @@ def _flat(ck, e: A.Call, env):
     return ck.index(A.Index(e, (full, full), e.span), env)
 
 
+def _index_tile(ck, e: A.Call, args):
+    """rows(R, C[, start]) / cols(R, C[, start]): the i32 tile [R, C] whose element (i, j) is
+    start + i (rows) or start + j (cols); R and C are constants (literals, @autotune names or
+    arithmetic on those, as tile shapes are), the start a uniform integer scalar (0 when left
+    out) stored into i32. Typed as an elementwise built-in of no tile operand (`ir.Math` with
+    the start as its one argument), so every lowering evaluates it at an element's own
+    coordinates and never stores it."""
+    f = e.func
+    shape = []
+    for a, aa, what in zip(args[:2], e.args[:2], ("row count R", "column count C")):
+        if not isinstance(a, _Lit):
+            ck.fail(TileShapeError, f"{f}(R, C, ...): the {what} must be a constant (a literal or an @autotune "
+                    f"name), as a tile shape is; '{ck.text(aa)}' is not", aa.span)
+        if not isinstance(a.value, int) or isinstance(a.value, bool):
+            ck.fail(TileTypeError, f"{f}(R, C, ...): the {what} must be an integer, not {ck.text(aa)}", aa.span)
+        if a.value < 1:
+            ck.fail(TileShapeError, f"{f}(R, C, ...): the {what} must be at least 1, not {a.value}", aa.span)
+        shape.append(int(a.value))
+    if len(args) == 3:
+        start, sa = args[2], e.args[2]
+        if not isinstance(start.type, ir.ScalarT) or not T.DTYPES[start.type.dtype].is_int:
+            ck.fail(TileTypeError, f"{f}()'s start (its third argument) must be an integer scalar, not "
+                    f"{_type_str(start.type)}", sa.span)
+        ck.require_arith(start.type.dtype, sa.span)
+        if ck.uni(start) > ir.UNIFORM:
+            ck.fail(TileRuleError, f"{f}()'s start must be the same in every thread of the CTA (a tile is the "
+                    f"CTA's); '{ck.text(sa)}' is a per-thread value", sa.span)
+        start = ck.fit_const(start, "i32", sa.span) if isinstance(start, ir.Const) else \
+            (start if start.type.dtype == "i32" else ir.Convert(ck.fin(start), ir.ScalarT("i32"), sa.span))
+    else:
+        start = ir.Const(0, ir.ScalarT("i32"), e.span)
+    return ir.Math(f, (start,), ir.TileT("i32", tuple(shape)), e.span)
+
+
 # ---- typing rules of the statement built-ins -------------------------------------------------
 def _barrier(ck, e: A.Call, env, span):
     """barrier(): every thread of the CTA, so only under uniform control."""
@@ -286,6 +327,8 @@ REDUCTIONS = {  # name -> (op, axis)
     "colsum": ("sum", 0), "colmax": ("max", 0), "colmin": ("min", 0),
 }
 ATOMICS = {"atomic_add": "add", "atomic_max": "max"}
+# the index tiles: element (i, j) of rows(R, C, s) is s + i, of cols(R, C, s) s + j
+INDEX_TILES = ("rows", "cols")
 # statements: combine a tile var across the CTAs of a thread block cluster (@cluster), in place
 CLUSTER_REDUCTIONS = {"cluster_sum": "sum", "cluster_max": "max", "cluster_min": "min"}
 CLUSTER_DTYPES = ("f32", "f64")
@@ -312,6 +355,10 @@ def _table():
     rows.append(Builtin("transpose", 1, _transpose, "matrix"))
     rows.append(Builtin("flat", 1, _flat, "view", syntax=True, usage="flat(t) takes one declared tile"))
     rows.append(Builtin("cdiv", 2, _cdiv, "integer"))
+    for f in INDEX_TILES:
+        rows.append(Builtin(f, 3, _index_tile, "index", min_arity=2,
+                            usage=f"{f}(R, C) or {f}(R, C, start) takes a tile shape (two constants) and "
+                                  f"an optional start"))
     rows.append(Builtin("barrier", 0, _barrier, "synchronization", statement=True, usage="barrier() takes no arguments",
                         as_value="barrier() is a statement; write it on a line of its own"))
     for f in ATOMICS:

@@ -295,6 +295,14 @@ def math(g, e: ir.Math, at):
         a, b = (C.convert(x, y.type.dtype, dt) for x, y in zip(args, e.args))
         cty = C.VALUE_C[dt]
         return f"tnb_{fn}(({cty})({a}), ({cty})({b}))"
+    if fn in ("rows", "cols"):
+        # the element's own row (column) index plus the start: at.i / at.j are its coordinates
+        # in this tile on every sweep (generic elements, mma.sync and wgmma fragments)
+        x = at.i if fn == "rows" else at.j
+        start = e.args[0]                 # an i32 value (the checker stored it so)
+        if isinstance(start, ir.Const) and start.value == 0:
+            return f"((int)({x}))"
+        return f"tnb_add({args[0]}, (int)({x}))"
     if fn == "cdiv":
         a, b = (C.convert(x, y.type.dtype, dt) for x, y in zip(args, e.args))
         cty = C.VALUE_C[dt]

@@ -678,6 +678,8 @@ class _Executor:
     def _math(self, e, act):
         fn = e.fn
         dt = e.type.dtype
+        if fn in ("rows", "cols"):
+            return self._index_tile(e, act)
         args = [self.ev(a, act) for a in e.args]
         tile = isinstance(e.type, ir.TileT)
         rank = len(e.type.shape) if tile else 0
@@ -692,6 +694,16 @@ class _Executor:
         if not tile:
             return out
         return TileVal(out, combine_regions(args, e.type.shape))
+
+    def _index_tile(self, e, act):
+        """rows(R, C, s) / cols(R, C, s): element (i, j) is s + i (s + j), in i32 (wrapping);
+        wholly valid (spec section 10). s is uniform: one value per CTA."""
+        R, Cc = e.type.shape
+        start = np.asarray(tile_data(self.ev(e.args[0], act), 2)).astype(np.int64)
+        idx = np.arange(R if e.fn == "rows" else Cc, dtype=np.int64)
+        idx = idx.reshape((1, R, 1) if e.fn == "rows" else (1, 1, Cc))
+        out = np.broadcast_to(start + idx, (start.shape[0] if start.ndim else 1, R, Cc))
+        return TileVal(out.astype(np.int32), None)
 
     def _convert(self, e, act):
         x = self.ev(e.x, act)
