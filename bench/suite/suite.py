@@ -473,10 +473,11 @@ def _row_kernel(op: str, N: int, dt: str) -> str:
 
 def _row_kernels(op: str, N: int, dt: str):
     """The tilenb forms of a row op timed at row length N: where the row does not fit one CTA,
-    the row held by a cluster, the two-pass chunked kernel and the row's head kept on chip (the
+    the row held by a cluster (meeting per statistic, and meeting once a row with R rows a
+    cluster: `_cluster1`), the two-pass chunked kernel and the row's head kept on chip (the
     fastest is the figure of record), else one."""
     k = _row_kernel(op, N, dt)
-    return [k, f"{op}_wide_{dt}", f"{op}_head_{dt}"] if "_cluster" in k else [k]
+    return [k, f"{op}_cluster1_{dt}", f"{op}_wide_{dt}", f"{op}_head_{dt}"] if "_cluster" in k else [k]
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -1087,6 +1088,7 @@ def cpu_check(jobs: int):
         # and rows whose head is kept on chip
         for suf, (M, N), v in (("", (5, 4096), {"R": 2}), ("_wide", (3, 10004), {"C": 2048}),
                                ("_cluster", (3, CLUSTER_ROWS[0]), {"K": 4, "NT": 512}),
+                               ("_cluster1", (3, CLUSTER_ROWS[0]), {"K": 8, "R": 2, "NT": 256}),
                                ("_head", (3, CLUSTER_ROWS[0]), {"NT": 512, "K": SK.HEAD_SIZES[dt][0]})):
             x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
             yv = np.zeros((M, N), x.dtype)

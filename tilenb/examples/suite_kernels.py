@@ -283,7 +283,8 @@ kernel layer_norm_cluster1_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: te
 }
 
 // Row softmax, R rows per cluster of K CTAs, one meeting: each slice's maximum and its sum of
-// exponentials about it, rescaled to the row's maximum.
+// exponentials about it, rescaled to the row's maximum. A slice whose elements are all -inf takes
+// the lowest finite f32 as its maximum, so that its sum is 0 (not exp(-inf + inf), NaN).
 @autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
 @launch(NT)
 @dynshared
@@ -294,7 +295,7 @@ kernel softmax_cluster1_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
   let q = ctx.cluster.rank
   let c = q * (D / K)
   var x = X[r :+ R, c :+ D / K]
-  let mq = rowmax(x)
+  let mq = max(rowmax(x), -3.4028234663852886e38)
   let lq = rowsum(exp(x - mq))
   var ex: tile<f32>[R, 2 * K] = 0.0
   ex[:, q :+ 1] = mq
