@@ -15,12 +15,15 @@ the suite's kernels (tilenb/examples/suite_kernels.py):
 
 For each op and dtype: every form is autotuned by tilenb (each variant timed; the probe prints them
 all), checked against torch (relative error within the suite's tolerance), and its winner timed
-again in alternating rounds with the others (median of the rounds); then torch eager, torch.compile
-and the suite's two-sweep Triton kernel (bench/suite/triton_peers.py) at the same arguments. The
+again in alternating rounds with the others (median of the rounds); the cluster forms' winners also
+as `+ef` (the same variant generated with the experiment switch TILENB_STORE_EVICT_FIRST: the
+stores of Y give up their L2 lines first, so the weight rows stay), in the same rounds; then torch
+eager, torch.compile and the suite's two-sweep Triton kernel (bench/suite/triton_peers.py) at the
+same arguments. The
 rate counts the fewest bytes (X read once, Y written once, the weight rows once) against the
 device-to-device copy bandwidth measured at the start (bench/suite/suite.py's `ceiling`).
 
-    python bench/probes/long_rows.py [--rounds 3] [--only REGEX] [--no-compile] [--no-triton] [--json FILE]
+    python bench/probes/long_rows.py [--rounds 3] [--only REGEX] [--no-compile] [--no-triton] [--no-ef] [--json FILE]
 
 `--only` filters "op dtype form" (for example `--only 'layer_norm .*cluster'`). Needs CuPy and torch
 (Triton for its peer); nothing is written unless `--json` names a file.
@@ -70,6 +73,7 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     ap.add_argument("--no-triton", action="store_true", help="skip the Triton peer")
+    ap.add_argument("--no-ef", action="store_true", help="skip the evict_first-store A/B of the cluster forms")
     ap.add_argument("--json", default="", help="write every figure to this file")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="NVRTC processes")
     a = ap.parse_args(argv)
@@ -84,6 +88,10 @@ def main(argv=None):
              if not a.only or re.search(a.only, f"{op} {dt} {form}")]
     names = {f"{op}_{form}_{dt}" for op, dt, form in cases}
     SU.S.mod = mod = tilenb.compile(SK.program(), backend="cuda")
+    # the same program under TILENB_STORE_EVICT_FIRST (another text: the generated-source cache is
+    # keyed by it); its kernels are generated with the switch set, one variant each, below
+    mod_ef = tilenb.compile(SK.program() + "\n// stores evict_first\n", backend="cuda")
+    from tilenb.switches import SWITCHES
     SU.precompile(mod, "sm_90", a.jobs, names)          # before CUDA starts in this process (fork)
     import cupy as cp
     import torch
@@ -119,6 +127,21 @@ def main(argv=None):
                     go[kn] = g
                 except Exception as e:   # one failure is one line
                     print(f"{kn:<26} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+            for kn in [k for k in go if "_cluster" in k and not a.no_ef]:
+                SWITCHES.store_evict_first = True
+                try:
+                    g, var, facts = SU.tl_launch(getattr(mod_ef, kn), None, A["args"], A["out"],
+                                                 variant=info[kn]["variant"])
+                    err = SU.rel_err(A["out"], ref)
+                    if err <= tol:
+                        go[kn + "+ef"] = g
+                        info[kn + "+ef"] = dict(variant=var, err=err, facts=facts)
+                    else:
+                        print(f"{kn + '+ef':<26} WRONG: rel err {err:.2e}", flush=True)
+                except Exception as e:
+                    print(f"{kn + '+ef':<26} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                finally:
+                    SWITCHES.store_evict_first = False
             times = {kn: [] for kn in go}
             for _ in range(a.rounds):
                 for kn, g in go.items():

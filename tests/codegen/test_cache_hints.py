@@ -179,6 +179,25 @@ def test_rule_leaves_other_kernels_alone(name):
     assert "tnb_l2_first" not in src and "cache_hint" not in src
 
 
+def test_store_switch_hints_the_output_of_a_row_held_on_chip(monkeypatch):
+    # TILENB_STORE_EVICT_FIRST=1: the kernel that reads X once gets evict_first on its stores of Y
+    # (and no load hint); X, which writes_x writes and reads, is never hinted; a kernel with a dot
+    # still gets nothing
+    from tilenb.switches import SWITCHES
+    monkeypatch.setattr(SWITCHES, "store_evict_first", True)
+    _, ks = _variants(UNHINTED)
+    h = cache_hints.plan(ks["once"][0])
+    assert not h.loads and [t for t in h.stores] and not h.reread
+    src = generate(ks["once"][0], UNHINTED, arch="sm_90").source
+    assert "tnb_st_ef(" in src and "tnb_ld_ef(" not in src.split("// tilenb kernel")[1]
+    kir = ks["writes_x"][0]
+    hinted = {p.sym.name for p in kir.params if id(p.sym) in cache_hints.plan(kir).stores}
+    assert hinted == {"Y"}
+    assert not cache_hints.plan(ks["with_dot"][0]).any
+    if nvrtc_available():
+        nvrtc_compile(src, "sm_90")
+
+
 @needs_nvrtc
 @pytest.mark.parametrize("arch", ["sm_90", "compute_80"])
 @pytest.mark.parametrize("T", ["f32", "bf16"])

@@ -16,10 +16,15 @@ L2 cache gives up first):
 2. In a kernel with a re-read tensor, the vector stores into a tensor the kernel never reads carry
    `evict_first` too: the kernel does not read them back, and kept in L2 they would push out the
    lines still to be re-read.
-3. Nothing else is hinted. A kernel with a `dot` is left alone (its operands are shared between
+3. Nothing else is hinted (but see the experiment switch below). A kernel with a `dot` is left alone (its operands are shared between
    CTAs through L2; a rule about one CTA's last touch says nothing there), and kernels without a
    re-read tensor (elementwise, whole rows on chip, GEMM, attention) generate the CUDA they did
    before. Element-wise fallbacks at the edges of a tensor stay plain loads and stores.
+
+The experiment switch `TILENB_STORE_EVICT_FIRST=1` (`SWITCHES.store_evict_first`, off by default)
+applies rule 2 to every kernel without a `dot`, re-read tensor or not: the stores of a row held on
+chip (the cluster forms of the long-row kernels) then give up their L2 lines first, so the weight
+rows every CTA reads stay (bench/probes/long_rows.py measures it against the default).
 
 The policy is made once per kernel (`createpolicy.fractional.L2::evict_first`, sm_80+) and used
 by `ld.global.L2::cache_hint` / `st.global.L2::cache_hint`; before sm_80 the same accesses are
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Set, Tuple
 
 from .. import ir
+from ..switches import SWITCHES
 
 
 @dataclass
@@ -169,6 +175,8 @@ def plan(kir: ir.KernelIR) -> CacheHints:
     if out.loads:
         out.stores = {tid for tid in written if tid not in readers}
         out.reread = tuple(sorted(names))
+    elif SWITCHES.store_evict_first:
+        out.stores = {tid for tid in written if tid not in readers}
     return out
 
 
