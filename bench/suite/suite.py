@@ -474,10 +474,14 @@ def _row_kernel(op: str, N: int, dt: str) -> str:
 def _row_kernels(op: str, N: int, dt: str):
     """The tilenb forms of a row op timed at row length N: where the row does not fit one CTA,
     the row held by a cluster (meeting per statistic, and meeting once a row with R rows a
-    cluster: `_cluster1`), the two-pass chunked kernel and the row's head kept on chip (the
-    fastest is the figure of record), else one."""
+    cluster: `_cluster1`), the two-pass chunked kernel, the row's head kept on chip, and where
+    the suite has one (f32 RMSNorm) two head forms in a cluster of 2 (`_chead`); the fastest is
+    the figure of record. Else one."""
     k = _row_kernel(op, N, dt)
-    return [k, f"{op}_cluster1_{dt}", f"{op}_wide_{dt}", f"{op}_head_{dt}"] if "_cluster" in k else [k]
+    if "_cluster" not in k:
+        return [k]
+    forms = [k, f"{op}_cluster1_{dt}", f"{op}_wide_{dt}", f"{op}_head_{dt}"]
+    return forms + [f"{op}_chead_{dt}"] if f"kernel {op}_chead_{dt}(" in SK.program() else forms
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -548,6 +552,9 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
         notes += " (two passes over chunks of C columns)"
     elif "_cluster" in kname:
         notes += " (the row held by a thread block cluster of K CTAs, statistics combined in distributed shared memory)"
+    elif "_chead" in kname:
+        notes += (" (a row per cluster of 2 CTAs: each keeps the first H columns of its half row in shared"
+                  " memory and reads the rest for the statistics and again to write)")
     elif "_head" in kname:
         notes += (" (a CTA a row: the first K columns kept in shared memory, the rest read for the statistics"
                   " and again to write)")
@@ -1098,6 +1105,10 @@ def cpu_check(jobs: int):
             check(f"layer_norm{suf}_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
             getattr(mod, f"softmax{suf}_{dt}")(x, yv, variant=v)
             check(f"softmax{suf}_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
+    x, w = arr((3, CLUSTER_ROWS[0])), arr((1, CLUSTER_ROWS[0]))
+    yv = np.zeros_like(x)
+    mod.rms_norm_chead_f32(x, w, yv, 1e-6, variant={"H": SK.CHEAD_SIZES[0], "NT": 512})
+    check(f"rms_norm_chead_f32 {x.shape}", yv, SK.ref_rms_norm(x, w, 1e-6), 1e-5)
     for dt in ("f16", "bf16"):
         a, b = arr((70, 52), dt), arr((52, 36), dt)
         c = np.zeros((70, 36), a.dtype)

@@ -8,6 +8,8 @@ Checked on the reference executor at row counts that are not multiples of R (the
 second row lies outside the tensor), with data that would expose a wrong combine: LayerNorm rows
 whose mean is far larger than their spread (the variance taken as E[x^2] - mean^2 loses every
 digit there), softmax rows whose slices have very different maxima and a slice that is all -inf.
+The f32 RMSNorm that runs the head form in both CTAs of a cluster of 2 (`rms_norm_chead_f32`:
+each half row's first H columns in shared memory, the rest read twice) is checked the same way.
 On a GPU (marked `gpu`) the same kernels, every variant the autotuner would try.
 """
 from __future__ import annotations
@@ -20,7 +22,8 @@ import tilenb
 from tilenb.examples import suite_kernels as SK
 
 N = 131072
-NAMES = [f"{op}_cluster1_{dt}" for op in ("rms_norm", "layer_norm", "softmax") for dt in ("f32", "bf16")]
+NAMES = [f"{op}_cluster1_{dt}" for op in ("rms_norm", "layer_norm", "softmax") for dt in ("f32", "bf16")] + \
+    ["rms_norm_chead_f32"]
 NP = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 TOL = {"f32": 2e-6, "bf16": 1e-2}
 # LayerNorm's rows have mean 1000 in f32: a slice's f32 sum of 16384 such values alone is off by
@@ -96,6 +99,26 @@ def test_cpu_layer_norm_one_meeting_keeps_the_variance_at_a_large_mean(cpu_mod):
     v = (x32 * x32).sum(axis=1, keepdims=True, dtype=np.float32) / np.float32(N) - m * m
     naive = (x32 - m) / np.sqrt(np.abs(v) + np.float32(1e-5)) * w + b
     assert _err(naive, ref) > 10 * TOL_LN_F32
+
+
+@pytest.mark.parametrize("H", SK.CHEAD_SIZES)
+def test_cpu_rms_norm_cluster_of_two_heads_matches_f64(cpu_mod, H):
+    x, w, _ = _data(3, "f32", H)
+    x[1, N // 2 - 7:N // 2 + 5] *= 50.0         # large values where the two halves (and head, tail) meet
+    y = np.full_like(x, np.nan)
+    cpu_mod.rms_norm_chead_f32(x, w, y, 1e-6, variant={"H": H, "NT": 512})
+    assert _err(y, SK.ref_rms_norm(x, w, 1e-6)) <= TOL["f32"]
+
+
+@pytest.mark.gpu
+def test_gpu_rms_norm_cluster_of_two_heads_matches_f64():
+    mod = _module("cuda")
+    for key in mod.rms_norm_chead_f32.checked.variants:
+        v = {k: x for k, x in dict(key).items() if k != "D"}
+        x, w, _ = _data(5, "f32", 1)
+        y = np.full_like(x, np.nan)
+        mod.rms_norm_chead_f32(x, w, y, 1e-6, variant=v)
+        assert _err(y, SK.ref_rms_norm(x, w, 1e-6)) <= TOL["f32"], v
 
 
 @pytest.mark.gpu

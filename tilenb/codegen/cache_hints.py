@@ -8,7 +8,7 @@ L2 cache gives up first):
    statements (in source order) and an earlier one. The windows of the tensor that the last
    statement reads directly (`X[...]` in its expressions) are then the last touch of that data in
    the kernel: their vector loads carry an L2 `evict_first` policy. Only windows whose position
-   depends on the CTA (`ctx.block`, directly or through lets and vars) are hinted: a window every
+   depends on the CTA (`ctx.block` or `ctx.cluster`, directly or through lets and vars) are hinted: a window every
    CTA reads (a weight row `G[0 :+ 1, c :+ C]`) is shared through L2 and keeps its priority. So the second pass of a row
    kernel (statistics in a first loop over the row's chunks, the scaled write in a second) marks
    the lines it has finished with as the first to go, and lines the second pass has still to
@@ -63,13 +63,20 @@ def _tensor_of(sym, views: Dict[int, object]):
     return sym if sym is not None and getattr(sym, "kind", None) == "tensor" else None
 
 
+def _per_cta(field: str) -> bool:
+    """Whether a ctx field differs between CTAs: ctx.block.*, and ctx.cluster.x / ctx.cluster.rank
+    (ctx.block.x / n and ctx.block.x % n under @cluster(n))."""
+    return field.startswith("block") or field.startswith("cluster.")
+
+
 def _block_dependent(body) -> Set[int]:
-    """ids of the scalar Syms whose value depends on ctx.block (through lets, vars, loop bounds)."""
+    """ids of the scalar Syms whose value depends on the CTA (ctx.block, ctx.cluster: through lets,
+    vars, loop bounds)."""
     dep: Set[int] = set()
 
     def depends(e) -> bool:
         for x in ir.walk_expr(e):
-            if isinstance(x, ir.Ctx) and x.field.startswith("block"):
+            if isinstance(x, ir.Ctx) and _per_cta(x.field):
                 return True
             if isinstance(x, ir.Ref) and id(x.sym) in dep:
                 return True
@@ -98,7 +105,7 @@ def plan(kir: ir.KernelIR) -> CacheHints:
     per_cta = _block_dependent(body)
 
     def cta_window(sl) -> bool:
-        return any((isinstance(x, ir.Ctx) and x.field.startswith("block")) or (isinstance(x, ir.Ref) and id(x.sym) in per_cta)
+        return any((isinstance(x, ir.Ctx) and _per_cta(x.field)) or (isinstance(x, ir.Ref) and id(x.sym) in per_cta)
                    for sub in ir.sub_exprs(sl) for x in ir.walk_expr(sub))
     views: Dict[int, object] = {}
     for s in ir.walk_stmts(body):

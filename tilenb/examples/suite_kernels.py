@@ -307,6 +307,31 @@ kernel softmax_cluster1_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 }
 """
 
+# ---- f32 RMSNorm as two head forms in a cluster of 2 (issue 19): each CTA takes half the row, keeps
+# its first H columns in shared memory and reads the other D / 2 - H twice (the second time mostly
+# from L2), as the bf16 head form does with a whole row of the same bytes; the halves meet once.
+# {HS} is the heads' sizes (CHEAD_SIZES) -----------------------------------------------------------
+CHEAD = """
+// RMSNorm f32, a row per cluster of 2 CTAs: each half row's head in shared memory, its tail read twice.
+@autotune(H in [{HS}], D in [131072], NT in [512, 1024])
+@launch(NT)
+@dynshared
+@cluster(2)
+@grid(M * 2)
+kernel rms_norm_chead_f32(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D], eps: f32) {
+  let r = ctx.cluster.x
+  let c = ctx.cluster.rank * (D / 2)
+  var h = X[r :+ 1, c :+ H]
+  let tail_ss = rowsum(X[r :+ 1, c + H :+ D / 2 - H] * X[r :+ 1, c + H :+ D / 2 - H])
+  var ss = rowsum(h * h) + tail_ss
+  cluster_sum(ss)
+  let inv = rsqrt(ss / f32(D) + eps)
+  Y[r :+ 1, c + H :+ D / 2 - H] = X[r :+ 1, c + H :+ D / 2 - H] * inv * G[0 :+ 1, c + H :+ D / 2 - H]
+  Y[r :+ 1, c :+ H] = h * inv * G[0 :+ 1, c :+ H]
+}
+"""
+CHEAD_SIZES = (24576, 32768, 49152)   # 96 KB (two CTAs an SM), 128 and 192 KB of each half row's 256 KB
+
 # ---- the same rows, one CTA a row, with the head of the row kept on chip: the first K columns
 # are copied into a shared tile (asynchronously, all at once), the other D - K (the tail) are read
 # from global memory for the statistics and again to write (that second read mostly from L2), and
@@ -468,6 +493,7 @@ def program() -> str:
     parts.append(ATTENTION_TC)
     for t in FLOAT_TYPES:     # last, so that the kernels above keep their line numbers
         parts.append(CLUSTER1.replace("{T}", t))
+    parts.append(CHEAD.replace("{HS}", ", ".join(map(str, CHEAD_SIZES))))
     return "\n".join(parts)
 
 
