@@ -10,6 +10,8 @@ the suite's kernels (tilenb/examples/suite_kernels.py):
   cluster exchanges the slices' figures in one cluster_sum of an all-zero [R, 2K] tile (LayerNorm
   combines means and sums of squared deviations by the parallel-variance rule, softmax rescales each
   slice's sum to the row maximum; RMSNorm forms x * G while the cluster meets);
+- `_cluster1e` (softmax only): `_cluster1` with each exponential taken once (x replaced by
+  exp(x - slice max) before the meeting, the write only scales it);
 - `_head`: a CTA a row, the head of the row in shared memory, the tail read twice;
 - `_chead` (f32 RMSNorm only): the head form in each CTA of a cluster of 2, half a row each, one
   meeting;
@@ -47,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the s
 
 OPS = ("rms_norm", "layer_norm", "softmax")
 DTYPES = ("f32", "bf16")
-FORMS = ("cluster", "cluster1", "head", "chead", "wide")
+FORMS = ("cluster", "cluster1", "cluster1e", "head", "chead", "wide")
 SHAPE = (4096, 131072)
 
 

@@ -475,13 +475,15 @@ def _row_kernels(op: str, N: int, dt: str):
     """The tilenb forms of a row op timed at row length N: where the row does not fit one CTA,
     the row held by a cluster (meeting per statistic, and meeting once a row with R rows a
     cluster: `_cluster1`), the two-pass chunked kernel, the row's head kept on chip, and where
-    the suite has one (f32 RMSNorm) two head forms in a cluster of 2 (`_chead`); the fastest is
-    the figure of record. Else one."""
+    the suite has them the softmax that takes each exponential once (`_cluster1e`) and f32
+    RMSNorm's two head forms in a cluster of 2 (`_chead`); the fastest is the figure of record.
+    Else one."""
     k = _row_kernel(op, N, dt)
     if "_cluster" not in k:
         return [k]
     forms = [k, f"{op}_cluster1_{dt}", f"{op}_wide_{dt}", f"{op}_head_{dt}"]
-    return forms + [f"{op}_chead_{dt}"] if f"kernel {op}_chead_{dt}(" in SK.program() else forms
+    text = SK.program()
+    return forms + [f"{op}_{f}_{dt}" for f in ("cluster1e", "chead") if f"kernel {op}_{f}_{dt}(" in text]
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -1105,6 +1107,11 @@ def cpu_check(jobs: int):
             check(f"layer_norm{suf}_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
             getattr(mod, f"softmax{suf}_{dt}")(x, yv, variant=v)
             check(f"softmax{suf}_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
+    for dt in ("f32", "bf16"):
+        x = arr((3, CLUSTER_ROWS[0]), dt)
+        yv = np.zeros((3, CLUSTER_ROWS[0]), x.dtype)
+        getattr(mod, f"softmax_cluster1e_{dt}")(x, yv, variant={"K": 8, "R": 2, "NT": 256})
+        check(f"softmax_cluster1e_{dt} {x.shape}", yv, SK.ref_softmax(x), 1e-5 if dt == "f32" else 1.5e-2)
     x, w = arr((3, CLUSTER_ROWS[0])), arr((1, CLUSTER_ROWS[0]))
     yv = np.zeros_like(x)
     mod.rms_norm_chead_f32(x, w, yv, 1e-6, variant={"H": SK.CHEAD_SIZES[0], "NT": 512})

@@ -23,7 +23,7 @@ from tilenb.examples import suite_kernels as SK
 
 N = 131072
 NAMES = [f"{op}_cluster1_{dt}" for op in ("rms_norm", "layer_norm", "softmax") for dt in ("f32", "bf16")] + \
-    ["rms_norm_chead_f32"]
+    ["softmax_cluster1e_f32", "softmax_cluster1e_bf16", "rms_norm_chead_f32"]
 NP = {"f32": np.float32, "bf16": ml_dtypes.bfloat16}
 TOL = {"f32": 2e-6, "bf16": 1e-2}
 # LayerNorm's rows have mean 1000 in f32: a slice's f32 sum of 16384 such values alone is off by
@@ -51,7 +51,7 @@ def _data(M, dt, seed, mean=0.0):
     return x.astype(NP[dt]), rng.standard_normal((1, N)).astype(NP[dt]), rng.standard_normal((1, N)).astype(NP[dt])
 
 
-def _run(mod, op, dt, v, M, seed):
+def _run(mod, op, dt, v, M, seed, form="cluster1"):
     if op == "layer_norm":
         x, w, b = _data(M, dt, seed, mean=1000.0 if dt == "f32" else 300.0)
         y = np.full((M, N), np.nan, NP[dt])
@@ -68,7 +68,7 @@ def _run(mod, op, dt, v, M, seed):
     x[M // 2, : N // 8] = -np.inf            # a whole slice (K = 8) masked out
     x = x.astype(NP[dt])
     y = np.full((M, N), np.nan, NP[dt])
-    getattr(mod, f"softmax_cluster1_{dt}")(x, y, variant=v)
+    getattr(mod, f"softmax_{form}_{dt}")(x, y, variant=v)
     return y, SK.ref_softmax(x)
 
 
@@ -83,6 +83,14 @@ def cpu_mod():
 def test_cpu_one_meeting_forms_match_f64(cpu_mod, op, dt, v, M):
     y, ref = _run(cpu_mod, op, dt, v, M, seed=M + v["K"])
     assert _err(y, ref) <= _tol(op, dt)
+
+
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+@pytest.mark.parametrize("v,M", [({"K": 8, "R": 2, "NT": 256}, 3), ({"K": 4, "R": 1, "NT": 128}, 2)])
+def test_cpu_softmax_taking_each_exponential_once_matches_f64(cpu_mod, dt, v, M):
+    # (bf16: the exponentials are rounded to bf16 in x before they are scaled and rounded again)
+    y, ref = _run(cpu_mod, "softmax", dt, v, M, seed=M, form="cluster1e")
+    assert _err(y, ref) <= TOL[dt]
 
 
 def test_cpu_layer_norm_one_meeting_keeps_the_variance_at_a_large_mean(cpu_mod):
@@ -119,6 +127,17 @@ def test_gpu_rms_norm_cluster_of_two_heads_matches_f64():
         y = np.full_like(x, np.nan)
         mod.rms_norm_chead_f32(x, w, y, 1e-6, variant=v)
         assert _err(y, SK.ref_rms_norm(x, w, 1e-6)) <= TOL["f32"], v
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", ["f32", "bf16"])
+def test_gpu_softmax_taking_each_exponential_once_matches_f64(dt):
+    mod = _module("cuda")
+    for key in getattr(mod, f"softmax_cluster1e_{dt}").checked.variants:
+        v = {k: x for k, x in dict(key).items() if k != "D"}
+        for M in (3, 5):
+            y, ref = _run(mod, "softmax", dt, v, M, seed=M, form="cluster1e")
+            assert _err(y, ref) <= TOL[dt], (dt, v, M)
 
 
 @pytest.mark.gpu

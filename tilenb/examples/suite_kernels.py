@@ -305,6 +305,31 @@ kernel softmax_cluster1_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
   let l = rowsum(ex[:, K :+ K] * exp(ex[:, 0 :+ K] - m))
   Y[r :+ R, c :+ D / K] = exp(x - m) / l
 }
+
+// Row softmax as softmax_cluster1, with each exponential taken once: x is replaced by exp(x - mq)
+// before the meeting (in bf16, rounded once more), so the write only scales it by exp(mq - m) / l.
+@autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(cdiv(M, R) * K)
+kernel softmax_cluster1e_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
+  let r = ctx.cluster.x * R
+  let q = ctx.cluster.rank
+  let c = q * (D / K)
+  var x = X[r :+ R, c :+ D / K]
+  let mq = max(rowmax(x), -3.4028234663852886e38)
+  x = exp(x - mq)
+  let lq = rowsum(x)
+  var ex: tile<f32>[R, 2 * K] = 0.0
+  ex[:, q :+ 1] = mq
+  ex[:, K + q :+ 1] = lq
+  cluster_sum(ex)
+  let m = rowmax(ex[:, 0 :+ K])
+  let l = rowsum(ex[:, K :+ K] * exp(ex[:, 0 :+ K] - m))
+  let scale = exp(mq - m) / l
+  Y[r :+ R, c :+ D / K] = x * scale
+}
 """
 
 # ---- f32 RMSNorm as two head forms in a cluster of 2 (issue 19): each CTA takes half the row, keeps
