@@ -19,15 +19,17 @@ the suite's kernels (tilenb/examples/suite_kernels.py):
 
 For each op and dtype: every form is autotuned by tilenb (each variant timed; the probe prints them
 all), checked against torch (relative error within the suite's tolerance), and its winner timed
-again in alternating rounds with the others (median of the rounds); the cluster forms' winners also
-as `+ef` (the same variant generated with the experiment switch TILENB_STORE_EVICT_FIRST: the
-stores of Y give up their L2 lines first, so the weight rows stay), in the same rounds; then torch
-eager, torch.compile and the suite's two-sweep Triton kernel (bench/suite/triton_peers.py) at the
-same arguments. The
+again in alternating rounds with the others (median of the rounds). Each cluster form's winner is
+also generated with an experiment switch (tilenb/switches.py) and timed in the same rounds:
+`+ef`, TILENB_STORE_EVICT_FIRST=1 (the stores of Y give up their L2 lines first, so the weight
+rows stay), and `+b256`, TILENB_BATCH_BYTES=256 (a thread keeps twice the bytes of loads in flight
+in a statement's register batch: the write reads x, W and B for twice as many chunks at once).
+Then torch eager, torch.compile and the suite's two-sweep Triton kernel
+(bench/suite/triton_peers.py) at the same arguments. The
 rate counts the fewest bytes (X read once, Y written once, the weight rows once) against the
 device-to-device copy bandwidth measured at the start (bench/suite/suite.py's `ceiling`).
 
-    python bench/probes/long_rows.py [--rounds 3] [--only REGEX] [--no-compile] [--no-triton] [--no-ef] [--json FILE]
+    python bench/probes/long_rows.py [--rounds 3] [--only REGEX] [--no-compile] [--no-triton] [--no-ab] [--json FILE]
 
 `--only` filters "op dtype form" (for example `--only 'layer_norm .*cluster'`). Needs CuPy and torch
 (Triton for its peer); nothing is written unless `--json` names a file.
@@ -77,7 +79,7 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     ap.add_argument("--no-triton", action="store_true", help="skip the Triton peer")
-    ap.add_argument("--no-ef", action="store_true", help="skip the evict_first-store A/B of the cluster forms")
+    ap.add_argument("--no-ab", action="store_true", help="skip the experiment switches' A/B of the cluster forms")
     ap.add_argument("--json", default="", help="write every figure to this file")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="NVRTC processes")
     a = ap.parse_args(argv)
@@ -93,10 +95,11 @@ def main(argv=None):
     SU.S.mod = mod = tilenb.compile(SK.program(), backend="cuda")
     cases = [(op, dt, form) for op, dt, form in cases if f"{op}_{form}_{dt}" in mod.kernels]
     names = {f"{op}_{form}_{dt}" for op, dt, form in cases}
-    # the same program under TILENB_STORE_EVICT_FIRST (another text: the generated-source cache is
-    # keyed by it); its kernels are generated with the switch set, one variant each, below
-    mod_ef = tilenb.compile(SK.program() + "\n// stores evict_first\n", backend="cuda")
+    # the same program once per experiment switch (another text each: the generated-source cache is
+    # keyed by it); their kernels are generated with the switch set, one variant each, below
     from tilenb.switches import SWITCHES
+    ab = {label: (field, value, tilenb.compile(SK.program() + f"\n// {field} = {value}\n", backend="cuda"))
+          for label, field, value in (("+ef", "store_evict_first", True), ("+b256", "batch_bytes", 256))}
     SU.precompile(mod, "sm_90", a.jobs, names)          # before CUDA starts in this process (fork)
     import cupy as cp
     import torch
@@ -127,30 +130,32 @@ def main(argv=None):
                     err = SU.rel_err(A["out"], ref)
                     info[kn] = dict(variant=var, err=err, facts=facts)
                     if not err <= tol:
-                        print(f"{kn:<26} WRONG: rel err {err:.2e} > {tol:.0e} ({var})", flush=True)
+                        print(f"{kn:<32} WRONG: rel err {err:.2e} > {tol:.0e} ({var})", flush=True)
                         continue
                     go[kn] = g
                 except Exception as e:   # one failure is one line
-                    print(f"{kn:<26} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
-            for kn in [k for k in go if "_cluster" in k and not a.no_ef]:
-                SWITCHES.store_evict_first = True
+                    print(f"{kn:<32} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+            for kn, (label, (field, value, mod_ab)) in [(k, x) for k in list(go) if "_cluster" in k
+                                                         for x in ab.items() if not a.no_ab]:
+                old = getattr(SWITCHES, field)
+                setattr(SWITCHES, field, value)
                 try:
-                    g, var, facts = SU.tl_launch(getattr(mod_ef, kn), None, A["args"], A["out"],
+                    g, var, facts = SU.tl_launch(getattr(mod_ab, kn), None, A["args"], A["out"],
                                                  variant=info[kn]["variant"])
                     err = SU.rel_err(A["out"], ref)
                     if err <= tol:
-                        go[kn + "+ef"] = g
-                        info[kn + "+ef"] = dict(variant=var, err=err, facts=facts)
+                        go[kn + label] = g
+                        info[kn + label] = dict(variant=var, err=err, facts=facts)
                     else:
-                        print(f"{kn + '+ef':<26} WRONG: rel err {err:.2e}", flush=True)
+                        print(f"{kn + label:<32} WRONG: rel err {err:.2e}", flush=True)
                 except Exception as e:
-                    print(f"{kn + '+ef':<26} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                    print(f"{kn + label:<32} FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
                 finally:
-                    SWITCHES.store_evict_first = False
+                    setattr(SWITCHES, field, old)
             times = {kn: [] for kn in go}
             for _ in range(a.rounds):
                 for kn, g in go.items():
-                    times[kn].append(SU.time_gpu(g))
+                    times[kn].append(SU.time_gpu(g, target_s=0.1))
             peers = {}
             te, st, _ = SU.measure_peer(A["torch"])
             peers["torch eager"] = (te, st)
@@ -167,7 +172,7 @@ def main(argv=None):
                 vs = "  ".join(f"{p} {ps / ms:.2f}x" for p, (ps, _) in peers.items() if ps)
                 mark = " *" if kn == best else "  "
                 v = ",".join(f"{k}{x}" for k, x in sorted(info[kn]["variant"].items()) if k != "D")
-                print(f"{mark}{kn:<26} {ms * 1e3:7.3f} ms {gbps:6.0f} GB/s {100 * gbps / copy:5.1f}% of copy  "
+                print(f"{mark}{kn:<32} {ms * 1e3:7.3f} ms {gbps:6.0f} GB/s {100 * gbps / copy:5.1f}% of copy  "
                       f"err {info[kn]['err']:.1e}  [{v}]  peer time / ours: {vs}", flush=True)
                 tuned = ", ".join(f"{t['variant'].replace('D=131072, ', '')}: "
                                   f"{'-' if t['ms'] is None else format(t['ms'], '.3f')}"
