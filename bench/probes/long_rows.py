@@ -177,7 +177,8 @@ def main(argv=None):
                 tuned = ", ".join(f"{t['variant'].replace('D=131072, ', '')}: "
                                   f"{'-' if t['ms'] is None else format(t['ms'], '.3f')}"
                                   for t in info[kn]["facts"].get("autotune", []))
-                print(f"     autotune (ms): {tuned}", flush=True)
+                if tuned:
+                    print(f"     autotune (ms): {tuned}", flush=True)
                 record["rows"].append(dict(op=op, dtype=dt, kernel=kn, ms=ms * 1e3, rounds_ms=[t * 1e3 for t in times[kn]],
                                            frac_copy=gbps / copy, rel_err=info[kn]["err"], variant=info[kn]["variant"],
                                            autotune=info[kn]["facts"].get("autotune"),
