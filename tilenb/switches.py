@@ -12,6 +12,11 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
     TILENB_STREAM_STAGES=n  a streamed-attention ring has n stages (where they fit)
     TILENB_STREAM_AHEAD=n   a streamed ring copies n turns ahead (1 .. stages - 1)
     TILENB_STREAM_DEFER=0   a streamed loop waits for every wgmma product in its own turn
+    TILENB_BATCH_BYTES=n    a thread of a vector statement loads up to n bytes of vectors (and up to
+                            8 * n / 128 chunks) before it computes any (the default: 128 bytes)
+    TILENB_STORE_EVICT_FIRST=1  vector stores into a tensor the kernel never reads carry L2
+                            evict_first in every kernel without a dot (by default only in
+                            kernels that re-read a tensor: codegen/cache_hints.py)
 
 Guarantees: the environment is read once, at import, into `SWITCHES`; every reader (the
 analysis' `lowering` and the code generator) reads its field of that one object when it
@@ -34,6 +39,8 @@ class Switches:
     stream_stages: int = 0
     stream_ahead: int = 0
     stream_defer: bool = True
+    store_evict_first: bool = False
+    batch_bytes: int = 0
 
 
 def _count(env: Mapping[str, str], name: str) -> int:
@@ -51,7 +58,9 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     gemm_stages=_count(env, "TILENB_GEMM_STAGES"),
                     stream_stages=_count(env, "TILENB_STREAM_STAGES"),
                     stream_ahead=_count(env, "TILENB_STREAM_AHEAD"),
-                    stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0")
+                    stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0",
+                    store_evict_first=env.get("TILENB_STORE_EVICT_FIRST", "0") not in ("", "0"),
+                    batch_bytes=_count(env, "TILENB_BATCH_BYTES"))
 
 
 SWITCHES = from_environment()

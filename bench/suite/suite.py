@@ -479,10 +479,17 @@ def _row_kernel(op: str, N: int, dt: str) -> str:
 
 def _row_kernels(op: str, N: int, dt: str):
     """The tilenb forms of a row op timed at row length N: where the row does not fit one CTA,
-    the row held by a cluster, the two-pass chunked kernel and the row's head kept on chip (the
-    fastest is the figure of record), else one."""
+    the row held by a cluster (meeting per statistic, and meeting once a row with R rows a
+    cluster: `_cluster1`), the two-pass chunked kernel, the row's head kept on chip, and where
+    the suite has them the softmax that takes each exponential once (`_cluster1e`) and f32
+    RMSNorm's two head forms in a cluster of 2 (`_chead`); the fastest is the figure of record.
+    Else one."""
     k = _row_kernel(op, N, dt)
-    return [k, f"{op}_wide_{dt}", f"{op}_head_{dt}"] if "_cluster" in k else [k]
+    if "_cluster" not in k:
+        return [k]
+    forms = [k, f"{op}_cluster1_{dt}", f"{op}_wide_{dt}", f"{op}_head_{dt}"]
+    text = SK.program()
+    return forms + [f"{op}_{f}_{dt}" for f in ("cluster1e", "chead") if f"kernel {op}_{f}_{dt}(" in text]
 
 
 def _rows_workload(op: str, M: int, N: int, dt: str):
@@ -553,6 +560,9 @@ def _rows_workload(op: str, M: int, N: int, dt: str):
         notes += " (two passes over chunks of C columns)"
     elif "_cluster" in kname:
         notes += " (the row held by a thread block cluster of K CTAs, statistics combined in distributed shared memory)"
+    elif "_chead" in kname:
+        notes += (" (a row per cluster of 2 CTAs: each keeps the first H columns of its half row in shared"
+                  " memory and reads the rest for the statistics and again to write)")
     elif "_head" in kname:
         notes += (" (a CTA a row: the first K columns kept in shared memory, the rest read for the statistics"
                   " and again to write)")
@@ -1154,6 +1164,7 @@ def cpu_check(jobs: int):
         # and rows whose head is kept on chip
         for suf, (M, N), v in (("", (5, 4096), {"R": 2}), ("_wide", (3, 10004), {"C": 2048}),
                                ("_cluster", (3, CLUSTER_ROWS[0]), {"K": 4, "NT": 512}),
+                               ("_cluster1", (3, CLUSTER_ROWS[0]), {"K": 8, "R": 2, "NT": 256}),
                                ("_head", (3, CLUSTER_ROWS[0]), {"NT": 512, "K": SK.HEAD_SIZES[dt][0]})):
             x, w, b = arr((M, N), dt), arr((1, N), dt), arr((1, N), dt)
             yv = np.zeros((M, N), x.dtype)
@@ -1163,6 +1174,15 @@ def cpu_check(jobs: int):
             check(f"layer_norm{suf}_{dt} {(M, N)}", yv, SK.ref_layer_norm(x, w, b, 1e-5), tol)
             getattr(mod, f"softmax{suf}_{dt}")(x, yv, variant=v)
             check(f"softmax{suf}_{dt} {(M, N)}", yv, SK.ref_softmax(x), tol)
+    for dt in ("f32", "bf16"):
+        x = arr((3, CLUSTER_ROWS[0]), dt)
+        yv = np.zeros((3, CLUSTER_ROWS[0]), x.dtype)
+        getattr(mod, f"softmax_cluster1e_{dt}")(x, yv, variant={"K": 8, "R": 2, "NT": 256})
+        check(f"softmax_cluster1e_{dt} {x.shape}", yv, SK.ref_softmax(x), 1e-5 if dt == "f32" else 1.5e-2)
+    x, w = arr((3, CLUSTER_ROWS[0])), arr((1, CLUSTER_ROWS[0]))
+    yv = np.zeros_like(x)
+    mod.rms_norm_chead_f32(x, w, yv, 1e-6, variant={"H": SK.CHEAD_SIZES[0], "NT": 512})
+    check(f"rms_norm_chead_f32 {x.shape}", yv, SK.ref_rms_norm(x, w, 1e-6), 1e-5)
     for dt in ("f16", "bf16"):
         a, b = arr((70, 52), dt), arr((52, 36), dt)
         c = np.zeros((70, 36), a.dtype)

@@ -128,6 +128,12 @@ kernel with_dot(A: tensor<f32>[M, 32], B: tensor<f32>[32, 32], C: tensor<f32>[M,
 """
 
 
+def _all_slices(kir):
+    from tilenb import ir
+    return [e for st in ir.walk_stmts(kir.body) for top in ir.stmt_exprs(st) for e in ir.walk_expr(top)
+            if isinstance(e, ir.Slice)]
+
+
 def _variants(text):
     mod = tilenb.compile(text, backend="cpu")
     return mod, {name: list(k.checked.variants.values()) for name, k in mod.kernels.items()}
@@ -177,6 +183,53 @@ def test_rule_leaves_other_kernels_alone(name):
     assert not h.any, (name, h)
     src = generate(kir, UNHINTED, arch="sm_90").source
     assert "tnb_l2_first" not in src and "cache_hint" not in src
+
+
+CLUSTER_HEAD = """
+// the head form in each CTA of a cluster of 2: the tail's window is placed by ctx.cluster alone
+@launch(64)
+@cluster(2)
+@grid(M * 2)
+kernel chead(X: tensor<f32>[M, 1024], G: tensor<f32>[1, 1024], Y: tensor<f32>[M, 1024]) {
+  let r = ctx.cluster.x
+  let c = ctx.cluster.rank * 512
+  var h = X[r :+ 1, c :+ 256]
+  var ss = rowsum(h * h) + rowsum(X[r :+ 1, c + 256 :+ 256] * X[r :+ 1, c + 256 :+ 256])
+  cluster_sum(ss)
+  Y[r :+ 1, c + 256 :+ 256] = X[r :+ 1, c + 256 :+ 256] * ss * G[0 :+ 1, c + 256 :+ 256]
+  Y[r :+ 1, c :+ 256] = h * ss
+}
+"""
+
+
+def test_a_window_placed_by_the_cluster_is_per_cta():
+    # ctx.cluster.x and ctx.cluster.rank differ between CTAs as ctx.block does: the tail's second
+    # read is the last touch of X (hinted), G's window (every cluster reads it) is not
+    _, ks = _variants(CLUSTER_HEAD)
+    kir = ks["chead"][0]
+    h = cache_hints.plan(kir)
+    hinted = {e.base.name for e in _all_slices(kir) if id(e) in h.loads}
+    assert hinted == {"X"} and h.reread == ("X",)
+    assert {p.sym.name for p in kir.params if id(p.sym) in h.stores} == {"Y"}
+
+
+def test_store_switch_hints_the_output_of_a_row_held_on_chip(monkeypatch):
+    # TILENB_STORE_EVICT_FIRST=1: the kernel that reads X once gets evict_first on its stores of Y
+    # (and no load hint); X, which writes_x writes and reads, is never hinted; a kernel with a dot
+    # still gets nothing
+    from tilenb.switches import SWITCHES
+    monkeypatch.setattr(SWITCHES, "store_evict_first", True)
+    _, ks = _variants(UNHINTED)
+    h = cache_hints.plan(ks["once"][0])
+    assert not h.loads and [t for t in h.stores] and not h.reread
+    src = generate(ks["once"][0], UNHINTED, arch="sm_90").source
+    assert "tnb_st_ef(" in src and "tnb_ld_ef(" not in src.split("// tilenb kernel")[1]
+    kir = ks["writes_x"][0]
+    hinted = {p.sym.name for p in kir.params if id(p.sym) in cache_hints.plan(kir).stores}
+    assert hinted == {"Y"}
+    assert not cache_hints.plan(ks["with_dot"][0]).any
+    if nvrtc_available():
+        nvrtc_compile(src, "sm_90")
 
 
 @needs_nvrtc

@@ -8,7 +8,7 @@ L2 cache gives up first):
    statements (in source order) and an earlier one. The windows of the tensor that the last
    statement reads directly (`X[...]` in its expressions) are then the last touch of that data in
    the kernel: their vector loads carry an L2 `evict_first` policy. Only windows whose position
-   depends on the CTA (`ctx.block`, directly or through lets and vars) are hinted: a window every
+   depends on the CTA (`ctx.block` or `ctx.cluster`, directly or through lets and vars) are hinted: a window every
    CTA reads (a weight row `G[0 :+ 1, c :+ C]`) is shared through L2 and keeps its priority. So the second pass of a row
    kernel (statistics in a first loop over the row's chunks, the scaled write in a second) marks
    the lines it has finished with as the first to go, and lines the second pass has still to
@@ -16,10 +16,15 @@ L2 cache gives up first):
 2. In a kernel with a re-read tensor, the vector stores into a tensor the kernel never reads carry
    `evict_first` too: the kernel does not read them back, and kept in L2 they would push out the
    lines still to be re-read.
-3. Nothing else is hinted. A kernel with a `dot` is left alone (its operands are shared between
+3. Nothing else is hinted (but see the experiment switch below). A kernel with a `dot` is left alone (its operands are shared between
    CTAs through L2; a rule about one CTA's last touch says nothing there), and kernels without a
    re-read tensor (elementwise, whole rows on chip, GEMM, attention) generate the CUDA they did
    before. Element-wise fallbacks at the edges of a tensor stay plain loads and stores.
+
+The experiment switch `TILENB_STORE_EVICT_FIRST=1` (`SWITCHES.store_evict_first`, off by default)
+applies rule 2 to every kernel without a `dot`, re-read tensor or not: the stores of a row held on
+chip (the cluster forms of the long-row kernels) then give up their L2 lines first, so the weight
+rows every CTA reads stay (bench/probes/long_rows.py measures it against the default).
 
 The policy is made once per kernel (`createpolicy.fractional.L2::evict_first`, sm_80+) and used
 by `ld.global.L2::cache_hint` / `st.global.L2::cache_hint`; before sm_80 the same accesses are
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Set, Tuple
 
 from .. import ir
+from ..switches import SWITCHES
 
 
 @dataclass
@@ -57,13 +63,20 @@ def _tensor_of(sym, views: Dict[int, object]):
     return sym if sym is not None and getattr(sym, "kind", None) == "tensor" else None
 
 
+def _per_cta(field: str) -> bool:
+    """Whether a ctx field differs between CTAs: ctx.block.*, and ctx.cluster.x / ctx.cluster.rank
+    (ctx.block.x / n and ctx.block.x % n under @cluster(n))."""
+    return field.startswith("block") or field.startswith("cluster.")
+
+
 def _block_dependent(body) -> Set[int]:
-    """ids of the scalar Syms whose value depends on ctx.block (through lets, vars, loop bounds)."""
+    """ids of the scalar Syms whose value depends on the CTA (ctx.block, ctx.cluster: through lets,
+    vars, loop bounds)."""
     dep: Set[int] = set()
 
     def depends(e) -> bool:
         for x in ir.walk_expr(e):
-            if isinstance(x, ir.Ctx) and x.field.startswith("block"):
+            if isinstance(x, ir.Ctx) and _per_cta(x.field):
                 return True
             if isinstance(x, ir.Ref) and id(x.sym) in dep:
                 return True
@@ -92,7 +105,7 @@ def plan(kir: ir.KernelIR) -> CacheHints:
     per_cta = _block_dependent(body)
 
     def cta_window(sl) -> bool:
-        return any((isinstance(x, ir.Ctx) and x.field.startswith("block")) or (isinstance(x, ir.Ref) and id(x.sym) in per_cta)
+        return any((isinstance(x, ir.Ctx) and _per_cta(x.field)) or (isinstance(x, ir.Ref) and id(x.sym) in per_cta)
                    for sub in ir.sub_exprs(sl) for x in ir.walk_expr(sub))
     views: Dict[int, object] = {}
     for s in ir.walk_stmts(body):
@@ -169,6 +182,8 @@ def plan(kir: ir.KernelIR) -> CacheHints:
     if out.loads:
         out.stores = {tid for tid in written if tid not in readers}
         out.reread = tuple(sorted(names))
+    elif SWITCHES.store_evict_first:
+        out.stores = {tid for tid in written if tid not in readers}
     return out
 
 

@@ -170,7 +170,10 @@ def _prologue(g, fp: int, dynamic: bool, prologue: List[str]) -> List[str]:
     pro.append("const int tnb_tid = threadIdx.x;")
     pro.append("const int tnb_warp = tnb_tid >> 5, tnb_lane = tnb_tid & 31;")
     pro.extend(prologue)
-    if g.hints.any:
+    if g.hints.any and not g.hints.reread:   # TILENB_STORE_EVICT_FIRST=1 (an experiment switch)
+        pro.append(f"const unsigned long long {cache_hints.POLICY} = tnb_l2_first();  // L2 evict_first: stores "
+                   f"this kernel never reads back (TILENB_STORE_EVICT_FIRST, cache_hints.py)")
+    elif g.hints.any:
         pro.append(f"const unsigned long long {cache_hints.POLICY} = tnb_l2_first();  // L2 evict_first: the last "
                    f"reads of {', '.join(g.hints.reread)} (read again after an earlier pass) and stores "
                    f"this kernel never reads back (cache_hints.py)")

@@ -231,6 +231,132 @@ kernel softmax_cluster_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
 }
 """
 
+# ---- the cluster forms with one meeting of the cluster a row (issue 19): R rows per cluster (the
+# weight slice read from L2 once for R rows); each CTA reduces its own slice completely (LayerNorm:
+# the slice's mean and its sum of squared deviations; softmax: the slice's maximum and its sum of
+# exponentials about it), then every CTA publishes its figures in its own columns of an all-zero
+# [R, 2K] tile `ex` and one cluster_sum hands every CTA all K CTAs' figures (adding zeros is exact),
+# which each combines itself: LayerNorm by the parallel-variance rule (Chan et al.), softmax by
+# rescaling each CTA's sum to the row's maximum (the online-softmax combine). RMSNorm already meets
+# once; its form multiplies the weight slice into x while the cluster meets, so the statement after
+# the meeting reads only shared memory and writes Y. --------------------------------------------
+CLUSTER1 = """
+// RMSNorm, R rows per cluster of K CTAs; x * G is formed while the other CTAs of the cluster catch up.
+@autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(cdiv(M, R) * K)
+kernel rms_norm_cluster1_{T}(X: tensor<{T}>[M, D], G: tensor<{T}>[1, D], Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.cluster.x * R
+  let c = ctx.cluster.rank * (D / K)
+  var x = X[r :+ R, c :+ D / K]
+  var ss = rowsum(x * x)
+  cluster_sum(ss)
+  x = x * G[0 :+ 1, c :+ D / K]
+  Y[r :+ R, c :+ D / K] = x * rsqrt(ss / f32(D) + eps)
+}
+
+// LayerNorm, R rows per cluster of K CTAs, one meeting: each slice's mean and sum of squared
+// deviations, combined by the parallel-variance rule.
+@autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(cdiv(M, R) * K)
+kernel layer_norm_cluster1_{T}(X: tensor<{T}>[M, D], W: tensor<{T}>[1, D], B: tensor<{T}>[1, D],
+                               Y: tensor<{T}>[M, D], eps: f32) {
+  let r = ctx.cluster.x * R
+  let q = ctx.cluster.rank
+  let c = q * (D / K)
+  var x = X[r :+ R, c :+ D / K]
+  let mu = rowsum(x) / f32(D / K)
+  let m2 = rowsum((x - mu) * (x - mu))
+  var ex: tile<f32>[R, 2 * K] = 0.0
+  ex[:, q :+ 1] = mu
+  ex[:, K + q :+ 1] = m2
+  cluster_sum(ex)
+  let mean = rowsum(ex[:, 0 :+ K]) / f32(K)
+  let dm = ex[:, 0 :+ K] - mean
+  let rstd = rsqrt((rowsum(ex[:, K :+ K]) + f32(D / K) * rowsum(dm * dm)) / f32(D) + eps)
+  Y[r :+ R, c :+ D / K] = (x - mean) * rstd * W[0 :+ 1, c :+ D / K] + B[0 :+ 1, c :+ D / K]
+}
+
+// Row softmax, R rows per cluster of K CTAs, one meeting: each slice's maximum and its sum of
+// exponentials about it, rescaled to the row's maximum. A slice whose elements are all -inf takes
+// the lowest finite f32 as its maximum, so that its sum is 0 (not exp(-inf + inf), NaN).
+@autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(cdiv(M, R) * K)
+kernel softmax_cluster1_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
+  let r = ctx.cluster.x * R
+  let q = ctx.cluster.rank
+  let c = q * (D / K)
+  var x = X[r :+ R, c :+ D / K]
+  let mq = max(rowmax(x), -3.4028234663852886e38)
+  let lq = rowsum(exp(x - mq))
+  var ex: tile<f32>[R, 2 * K] = 0.0
+  ex[:, q :+ 1] = mq
+  ex[:, K + q :+ 1] = lq
+  cluster_sum(ex)
+  let m = rowmax(ex[:, 0 :+ K])
+  let l = rowsum(ex[:, K :+ K] * exp(ex[:, 0 :+ K] - m))
+  Y[r :+ R, c :+ D / K] = exp(x - m) / l
+}
+
+// Row softmax as softmax_cluster1, with each exponential taken once: x is replaced by exp(x - mq)
+// before the meeting (in bf16, rounded once more), so the write only scales it by exp(mq - m) / l.
+@autotune(K in [4, 8], R in [1, 2], D in [131072], NT in [128, 256, 512])
+@launch(NT)
+@dynshared
+@cluster(K)
+@grid(cdiv(M, R) * K)
+kernel softmax_cluster1e_{T}(X: tensor<{T}>[M, D], Y: tensor<{T}>[M, D]) {
+  let r = ctx.cluster.x * R
+  let q = ctx.cluster.rank
+  let c = q * (D / K)
+  var x = X[r :+ R, c :+ D / K]
+  let mq = max(rowmax(x), -3.4028234663852886e38)
+  x = exp(x - mq)
+  let lq = rowsum(x)
+  var ex: tile<f32>[R, 2 * K] = 0.0
+  ex[:, q :+ 1] = mq
+  ex[:, K + q :+ 1] = lq
+  cluster_sum(ex)
+  let m = rowmax(ex[:, 0 :+ K])
+  let l = rowsum(ex[:, K :+ K] * exp(ex[:, 0 :+ K] - m))
+  let scale = exp(mq - m) / l
+  Y[r :+ R, c :+ D / K] = x * scale
+}
+"""
+
+# ---- f32 RMSNorm as two head forms in a cluster of 2 (issue 19): each CTA takes half the row, keeps
+# its first H columns in shared memory and reads the other D / 2 - H twice (the second time mostly
+# from L2), as the bf16 head form does with a whole row of the same bytes; the halves meet once.
+# {HS} is the heads' sizes (CHEAD_SIZES) -----------------------------------------------------------
+CHEAD = """
+// RMSNorm f32, a row per cluster of 2 CTAs: each half row's head in shared memory, its tail read twice.
+@autotune(H in [{HS}], D in [131072], NT in [512, 1024])
+@launch(NT)
+@dynshared
+@cluster(2)
+@grid(M * 2)
+kernel rms_norm_chead_f32(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D], eps: f32) {
+  let r = ctx.cluster.x
+  let c = ctx.cluster.rank * (D / 2)
+  var h = X[r :+ 1, c :+ H]
+  let tail_ss = rowsum(X[r :+ 1, c + H :+ D / 2 - H] * X[r :+ 1, c + H :+ D / 2 - H])
+  var ss = rowsum(h * h) + tail_ss
+  cluster_sum(ss)
+  let inv = rsqrt(ss / f32(D) + eps)
+  Y[r :+ 1, c + H :+ D / 2 - H] = X[r :+ 1, c + H :+ D / 2 - H] * inv * G[0 :+ 1, c + H :+ D / 2 - H]
+  Y[r :+ 1, c :+ H] = h * inv * G[0 :+ 1, c :+ H]
+}
+"""
+CHEAD_SIZES = (24576, 32768, 49152)   # 96 KB (two CTAs an SM), 128 and 192 KB of each half row's 256 KB
+
 # ---- the same rows, one CTA a row, with the head of the row kept on chip: the first K columns
 # are copied into a shared tile (asynchronously, all at once), the other D - K (the tail) are read
 # from global memory for the statistics and again to write (that second read mostly from L2), and
@@ -463,6 +589,9 @@ def program() -> str:
     parts.append(ATTENTION)
     parts.append(ATTENTION_TC)
     parts.append(ATTENTION_CAUSAL)
+    for t in FLOAT_TYPES:     # last, so that the kernels above keep their line numbers
+        parts.append(CLUSTER1.replace("{T}", t))
+    parts.append(CHEAD.replace("{HS}", ", ".join(map(str, CHEAD_SIZES))))
     return "\n".join(parts)
 
 

@@ -97,11 +97,13 @@ def invariant_divisions(g, value, domain):
     return out
 
 
-def vector_batch(g, nch: int, leaf_bytes: int) -> int:
+def vector_batch(g, nch: int, leaf_bytes: int, cap: int = 0) -> int:
     """Chunks a thread loads before it computes any of them: all of its chunks, up to 8 and
-    up to 128 bytes of loaded vectors (32 registers), so their loads are in flight together."""
+    up to 128 bytes of loaded vectors (32 registers), so their loads are in flight together
+    (the experiment switch TILENB_BATCH_BYTES=n, or `cap`: up to n bytes and 8 * n / 128 chunks)."""
     steps = -(-nch // g.T)
-    b = max(1, min(steps, 8, 128 // max(1, leaf_bytes)))
+    cap = cap or SWITCHES.batch_bytes or 128
+    b = max(1, min(steps, max(1, 8 * cap // 128), cap // max(1, leaf_bytes)))
     while steps % b and b > 1 and steps > 8:
         b -= 1
     return b
@@ -205,7 +207,9 @@ def vector_sweep(g, domain, V, value, vt, preloaded=None):
     B = steps if preloaded is not None else vector_batch(g, nch, leaf_bytes)
     guard = nch % g.T != 0 or steps % B != 0
     raw = (len(leaves) == 1 and leaves[0][0] is value and leaves[0][1].dtype == odt)
-    if (SWITCHES.async_copy and raw and whole_tile and preloaded is None and steps > B and leaves[0][1].kind == "global"
+    # (whether a copy is asynchronous does not follow TILENB_BATCH_BYTES: the default batch decides)
+    if (SWITCHES.async_copy and raw and whole_tile and preloaded is None and leaves[0][1].kind == "global"
+            and steps > vector_batch(g, nch, leaf_bytes, 128)
             and id(value) not in g.hints.loads):
         async_copy(g, domain, V, leaves[0][0], leaves[0][1], vt)
         return
