@@ -553,8 +553,7 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
 
     A repeat is queued on the current stream and the call returns (as a CuPy kernel launch
     does); its RunReport is built when `kernel.last_run` is read."""
-    m = kernel.module
-    if (m.debug if debug is None else debug) or m.backend != "cuda":
+    if (kernel.module.debug if debug is None else debug) or kernel._repeat is None:   # not on CUDA: no cache
         return None
     nd = _ND
     ptrs = None
@@ -602,8 +601,8 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
     else:
         try:
             r = kernel._repeat.get(tuple(key))
-        except (TypeError, AttributeError):   # an unhashable part (a list inside the grid tuple, say),
-            return None                       # or a kernel with no cache
+        except TypeError:   # an unhashable part (a list inside the grid tuple, say)
+            return None
         if r is None:
             return tuple(key), args, ptrs
         kernel._hot = (key, r)
