@@ -527,7 +527,10 @@ def _typed(v):
     if type(v) is int:
         return v
     if type(v) is tuple:
-        return tuple(x if type(x) is int else (type(x), x) for x in v)
+        for x in v:
+            if type(x) is not int:
+                return tuple(x if type(x) is int else (type(x), x) for x in v)
+        return v          # a tuple of plain ints (the common grid) as it is
     return (type(v), v)
 
 
