@@ -209,3 +209,38 @@ def test_a_hot_entry_is_checked_in_full_and_other_entries_still_hit(cp):
         k[True](b, b, b, 1.0)            # ... even once the grid 1 has an entry
     with pytest.raises(tilenb.LaunchError, match="@autotune values are ints"):
         k(b, b, b, 1.0, variant={"TILE": 256.0})
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_repeats_with_values_equal_to_an_entrys_give_the_full_paths_results_and_errors():
+    """Real CuPy arrays and launches: calls whose grid, scalar or variant equals (==) an earlier
+    call's but is another type or sign give the results and errors of a kernel without the cache."""
+    cupy = pytest.importorskip("cupy")
+    tilenb.api.clear_caches()
+    fast = tilenb.compile(SRC, backend="cuda").axpy
+    tilenb.api.clear_caches()
+    slow = tilenb.compile(SRC, backend="cuda").axpy
+    slow._repeat = None
+    rng = np.random.default_rng(11)
+    n = 1000
+    x, y = (cupy.asarray(rng.standard_normal(n).astype(np.float32)) for _ in range(2))
+    calls = [("@grid", 1.0, None), ("@grid", 1.0, None), ("@grid", True, None), ("@grid", np.float32(1.0), None),
+             ("@grid", -0.0, None), ("@grid", 0.0, None), (4, 2.5, None), (4, 2.5, None), (True, 2.5, None),
+             (np.int64(4), 2.5, None), (4.0, 2.5, None), ((4,), 2.5, None), ((4, 1), 2.5, None),
+             ("@grid", 2.5, {"TILE": 512}), ("@grid", 2.5, {"TILE": 512}), ("@grid", 2.5, {"TILE": 512.0}),
+             ("@grid", 2.5, {"TILE": np.int64(512)}), ("@grid", math.nan, None), ("@grid", 1e300, None)]
+    hits = 0
+    for grid, a, variant in calls:
+        outs = []
+        for k in (fast, slow):
+            z = cupy.full(n, cupy.nan, dtype=cupy.float32)
+            kw = {} if variant is None else {"variant": variant}
+            try:
+                (k if isinstance(grid, str) else k[grid])(x, y, z, a, **kw)
+                cupy.cuda.Device().synchronize()
+                outs.append(("ok", cupy.asnumpy(z).view(np.uint32).tobytes(), dict(k.last_run.variant)))
+                hits += k is fast and "launched from the cache" in k.last_run.note
+            except TileError as e:
+                outs.append(("error", str(e)))
+        assert outs[0] == outs[1], (grid, a, variant, outs[0][:1], outs[1][:1])
+    assert hits == 3        # the second (@grid, 1.0), (4, 2.5) and (@grid, 2.5, TILE=512): the only exact repeats
