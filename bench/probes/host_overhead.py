@@ -3,7 +3,7 @@ cold compile?
 
 The host-side cost of tilenb (issue 8's three overhead targets), with CuPy alone (no torch).
 
-Usage: python bench/probes/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch]
+Usage: python bench/probes/host_overhead.py [--out DIR] [--launch-only] [--cpu] [--cpu-launch] [--cpu-cold]
   on a CUDA GPU: the launch overhead of the public call against a CuPy RawKernel of the same CUDA
   (both followed by a synchronize), the warm re-run of a cell (compile of the same text + a
   launch), and the cold compile of the five kernels of bench/suite/suite.py's cold_compile rows
@@ -16,6 +16,9 @@ Usage: python bench/probes/host_overhead.py [--out DIR] [--launch-only] [--cpu] 
   no-op for the CUDA launch, minus a bare call of that no-op; the arguments are real CuPy
   arrays over host memory where CuPy imports (their attributes cost what they cost on a GPU
   machine), else the stand-in's. It leaves out what CuPy's launch itself costs.
+  --cpu-cold (no GPU needed): the suite's cold round of each compile case (caches cleared,
+  compile, kernel_source of the variant, first launch) with the stand-in for CuPy and NVRTC
+  stubbed out: tilenb's own CPU time, per part.
 
 What it guarantees: every figure is host wall time (time.perf_counter); a launch figure is the
 best of 7 batches of 300 calls (each batch's mean per call), so noise from other processes
@@ -292,15 +295,83 @@ def cpu_launch(calls=20000, batches=7):
     mp.undo()
 
 
+def cpu_cold(reps=7):
+    """The suite's cold round without a GPU: for each of CASES, `tilenb.api.clear_caches()` and an
+    empty cache directory, then tilenb.compile (front end), kernel_source of the variant (the
+    analyses it needs and generation) and the first launch with that variant, through
+    tests/support/fake_cupy.py (NVRTC and the module load stubbed out: what is left of the launch
+    is tilenb's own work: checks, cache files, the RunReport). CPU time of this process
+    (time.process_time, so other processes on a shared machine count less), the fastest of
+    `reps` rounds after one untimed round of every case."""
+    import tempfile as tf
+
+    import ml_dtypes
+    import pytest
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support import fake_cupy
+
+    import tilenb.runtime.gpu.cuda as tc
+    mp = pytest.MonkeyPatch()
+    tc.PROGRESS = False
+    fake = fake_cupy.install(mp, tf.mkdtemp(prefix="tilenb-fake-"))
+    rng = np.random.default_rng(0)
+
+    class Bf16View:      # a stand-in uint16 array seen as bf16 through __cuda_array_interface__
+        def __init__(self, a):
+            self.a, self.shape, self.dtype = a, a.shape, np.dtype(ml_dtypes.bfloat16)
+            self.__cuda_array_interface__ = {"shape": a.shape, "typestr": "<V2", "data": (a.data.ptr, False),
+                                             "version": 3, "strides": None}
+
+    def arr(shape, dt=np.float32):
+        h = rng.standard_normal(shape).astype(np.float32)
+        if dt == "bf16":
+            return Bf16View(fake.asarray(h.astype(ml_dtypes.bfloat16).view(np.uint16)))
+        return fake.asarray(h.astype(dt))
+    made = {"add_f32": lambda: (arr(4096), arr(4096), arr(4096)),
+            "rms_norm_f32": lambda: (arr((64, 4096)), arr((1, 4096)), arr((64, 4096)), 1e-6),
+            "softmax_bf16": lambda: (arr((64, 4096), "bf16"), arr((64, 4096), "bf16")),
+            "gemm_f16": lambda: tuple(arr((256, 256), np.float16) for _ in range(3)),
+            "attention_bf16": lambda: tuple(arr((2, 128, 64), "bf16") for _ in range(4)) + (0.125,)}
+    full = {"add_f32": {"TILE": 4096, "NT": 256}, "rms_norm_f32": {"R": 1, "D": 4096, "NT": 256},
+            "softmax_bf16": {"R": 1, "D": 4096, "NT": 256}, "gemm_f16": {"TM": 128, "TN": 128, "TK": 64, "NT": 256},
+            "attention_bf16": {"BR": 64, "BC": 64, "D": 64, "NT": 128}}   # every @autotune value, as the suite's rows
+    root = tf.mkdtemp(prefix="tilenb-cold-")
+    args = {name: made[name]() for name, _ in CASES}
+
+    def once(name):
+        os.environ["TILENB_CACHE_DIR"] = tf.mkdtemp(dir=root)
+        tilenb.api.clear_caches()
+        t0 = time.process_time()
+        m = tilenb.compile(SK.kernel_text(name), backend="cuda")
+        t1 = time.process_time()
+        k = getattr(m, name)
+        tc.kernel_source(k, k.ir(**full[name]))
+        t2 = time.process_time()
+        k(*args[name], variant=full[name])
+        t3 = time.process_time()
+        return t3 - t0, t1 - t0, t2 - t1, t3 - t2
+    for name, _ in CASES:
+        once(name)
+    print(f"{cpu_model()}, Python {platform.python_version()}; CPU ms, fastest of {reps} cold rounds")
+    for name, _ in CASES:
+        tot, fe, cg, la = min(once(name) for _ in range(reps))
+        print(f"{name:15s} total {tot * 1e3:6.2f}  front end {fe * 1e3:6.2f}  analyses + generation {cg * 1e3:6.2f}  "
+              f"launch (no NVRTC, no load) {la * 1e3:5.2f}", flush=True)
+    mp.undo()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--launch-only", action="store_true")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--cpu-launch", action="store_true")
+    ap.add_argument("--cpu-cold", action="store_true")
     a = ap.parse_args()
     if a.cpu:
         return cpu()
+    if a.cpu_cold:
+        return cpu_cold()
     if a.cpu_launch:
         return cpu_launch()
     out = Path(a.out)

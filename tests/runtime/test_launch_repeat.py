@@ -1,4 +1,4 @@
-"""Repeat launches on the CUDA backend (tilenb.runtime.gpu.cuda.repeat_key / run_repeat): a call that
+"""Repeat launches on the CUDA backend (tilenb.runtime.gpu.cuda.run_cached): a call that
 repeats an earlier one (same shapes, dtypes, scalars, grid) launches from the cache with new data
 pointers; a call that differs in anything the launch checks look at takes the full path and is
 checked again. GPU tests (marker `gpu`); without a GPU they skip."""

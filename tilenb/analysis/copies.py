@@ -56,7 +56,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .. import ir
+from .. import caches, ir
 from .layout import (SECTOR_BYTES, PanelSwizzle, Swizzle, ideal_sectors, ideal_wavefronts, sectors_per_request,
                      wavefronts_per_request)
 from .ownership import Access, StatementPlan
@@ -190,6 +190,7 @@ def _shared_figures(acc: Access, plan: StatementPlan, ch, req, lane, relabel=Non
 # ---- the swizzles the code generator applies --------------------------------------------------
 SWIZZLE_UNIT_BYTES = 16      # the widest vector access: units this large stay whole
 _SWIZZLE_CACHE: Dict[int, tuple] = {}
+caches.register(__name__, _SWIZZLE_CACHE.clear)
 
 
 def tile_swizzles(plans: Tuple[StatementPlan, ...], threads: int) -> Dict[int, Swizzle]:

@@ -35,7 +35,7 @@ class Gen(Emitter):
         super().__init__(source_text, line_offset)
         self.kir = kir
         self.target = target                    # tilenb.target: the machine, its features and limits
-        self.plan: Plan = make_plan(kir)
+        self.plan: Plan = make_plan(kir, target)
         self.T = kir.threads
         self.paths = None                       # paths.Paths: set by paths.choose
         self.gemm = None                        # sm90.gemm.Lowering of this kernel, if any

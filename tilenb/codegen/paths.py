@@ -60,7 +60,7 @@ def choose(g) -> Paths:
 def _swizzles(g) -> Dict[int, object]:
     """id(tile Sym) -> the XOR swizzle of the shared tiles the analysis lays out swizzled
     (`tilenb.analysis.copies.tile_swizzles`: tiles read or written along a column)."""
-    return dict(tile_swizzles(analyze(g.kir).statements, g.T))
+    return dict(tile_swizzles(analyze(g.kir, arch=g.target).statements, g.T))   # target-free plans, shared
 
 
 def _register_layouts(g):

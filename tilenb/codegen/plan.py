@@ -1,7 +1,8 @@
 """What the CUDA generator reads of the analysis before it writes code for a kernel variant.
 
 Guarantees:
-- `plan(kir)` is a view of `tilenb.analysis.analyze(kir)` (no decision of its own): the tiles'
+- `plan(kir, target)` is a view of `tilenb.analysis.analyze(kir, arch=target)` (no decision of its
+  own; only its target-free part, the same for every target): the tiles'
   places (shared-memory offsets or registers) and footprint from the lifetimes, the barriers
   (position -> where/tile/reason), the vector width of every tile statement and its
   StatementPlan (whose accesses carry the width of every memory access), and which statements
@@ -61,9 +62,12 @@ class Plan:
     statements: Dict[int, object] = field(default_factory=dict)
 
 
-def plan(kir: ir.KernelIR) -> Plan:
-    """The plan of one kernel variant (`kir`), read from `tilenb.analysis.analyze(kir)`."""
-    an = analyze(kir)
+def plan(kir: ir.KernelIR, target=None) -> Plan:
+    """The plan of one kernel variant (`kir`), read from `tilenb.analysis.analyze(kir, arch=target)`.
+    Everything it reads (lifetimes, barriers, statement plans, uniformity) is the target-free
+    part that every target's analysis shares; `target` is the one the code is generated for, so
+    that generating for sm_90 does not also lower the kernel for any GPU."""
+    an = analyze(kir, arch=target)
     positions = {id(s): p for p, s in an.lifetimes.positions}
     return _plan_from_analysis(an, positions)
 

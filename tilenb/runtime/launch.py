@@ -55,9 +55,9 @@ def launch(kernel, grid, args, debug=False, variant=None, cpu_limit=CPU_LIMIT):
                               f"per launch) or None for no limit, not {cpu_limit!r}")
         repeat = None
         if kernel.module.backend == "cuda":   # a repeat of an earlier call skips the checks it passed
-            from .gpu.cuda import repeat_key, run_repeat
-            repeat = repeat_key(kernel, grid, args, debug, variant)
-            if repeat is not None and run_repeat(kernel, repeat):
+            from .gpu.cuda import run_cached
+            repeat = run_cached(kernel, grid, args, variant, debug)
+            if repeat is True:
                 return None
         prepared = prepare(kernel, grid, tuple(args), variant)
         if debug and kernel.module.backend == "cuda":

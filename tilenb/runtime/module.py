@@ -41,8 +41,9 @@ class Kernel:
         self._last_run = None
         self._pending = None   # a repeat launch whose RunReport is built when last_run is read
         # The CUDA backend's repeat-launch cache, kept with the checked kernel: a Module compiled
-        # again from the same text (a re-run cell) shares it (tilenb.runtime.gpu.cuda.repeat_key).
+        # again from the same text (a re-run cell) shares it (tilenb.runtime.gpu.cuda.run_cached).
         self._repeat = checked.__dict__.setdefault("_tilenb_repeat", {}) if module.backend == "cuda" else None
+        self._hot = None       # (key, entry) of this kernel's latest repeat, compared first (run_cached)
 
     @property
     def last_run(self):
@@ -119,13 +120,13 @@ class Kernel:
     # -- launching
     def __getitem__(self, grid):
         def launch(*args, **kw):
-            if not kw and self._repeat and _run_cached(self, grid, args):
+            if not kw and self._repeat and _run_cached(self, grid, args) is True:
                 return None
             return self._launch(grid, args, **kw)
         return launch
 
     def __call__(self, *args, **kw):
-        if not kw and self._repeat and _run_cached(self, None, args):   # a repeat: no checks to redo
+        if not kw and self._repeat and _run_cached(self, None, args) is True:   # a repeat: no checks to redo
             return None
         return self._launch(None, args, **kw)
 
@@ -148,8 +149,9 @@ class Kernel:
         return f"<tilenb kernel {self.name}({ps}) on {self.module.backend}>"
 
 
-def _run_cached(kernel, grid, args) -> bool:
-    """tilenb.runtime.gpu.cuda.run_cached, imported on first use (this name is then rebound to it)."""
+def _run_cached(kernel, grid, args):
+    """tilenb.runtime.gpu.cuda.run_cached (True when it launched from the cache), imported on first
+    use (this name is then rebound to it)."""
     global _run_cached
     from .gpu.cuda import run_cached
     _run_cached = run_cached

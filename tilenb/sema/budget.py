@@ -20,17 +20,25 @@ from ..lang.diagnostics import TileBudgetError
 from ..target import ANY as ANY_TARGET
 
 
-def check_budget(kir: ir.KernelIR, src, memo, errors) -> None:
+def check_budget(kir: ir.KernelIR, src, memo, errors):
     """The shared-memory budget of one variant, in two parts that read the analysis'
     shared-memory map (`tilenb.analysis.smem`): the language's regions (the tiles, as the
     lifetimes pack them, and the cluster slots) within 48 KB, or the per-block limit with
     @dynshared; and the whole map of the kernel for any GPU (with the tensor cores' scratch
     and staging, which the generator adds after the tiles) within the per-block limit.
     src: the `Source` errors are made from; memo: the shared walk's memo of tile sizes (variants
-    sharing a walk share it), or None; errors: the list an error is appended to."""
-    if _tile_budget(kir, src, memo, errors):
-        return
-    _device_budget(kir, src, memo, errors)
+    sharing a walk share it), or None; errors: the list an error is appended to.
+
+    The first part is checked here. The second needs the variant's whole analysis where a
+    bound from the IR alone (`smem.lowering_bound`) cannot settle it: then this returns a
+    function of no arguments that checks it and returns its TileBudgetError or None (the
+    checker calls it when the variant is first asked for, `results.CheckedKernel`, so that a
+    compile analyses only the variants it uses); else None."""
+    if _tile_budget(kir, src, memo, errors) or errors:
+        return None
+    if _within_bound(kir, memo):
+        return None
+    return lambda: _device_budget(kir, src)
 
 def _tile_budget(kir, src, budget_memo, errors) -> bool:
     """Whether the tiles and cluster slots are over the budget (then the error is recorded)."""
@@ -94,30 +102,33 @@ def _tile_budget(kir, src, budget_memo, errors) -> bool:
     errors.append(src.error(TileBudgetError, msg, span.line, span.column))
     return True
 
-def _device_budget(kir, src, budget_memo, errors):
-    """The whole shared-memory map for any GPU (`Analysis.smem`) within the per-block limit:
-    computed only when an upper bound of what the tensor cores add (`smem.lowering_bound`)
-    could take the tiles past it."""
-    if errors:
-        return
+def _within_bound(kir, budget_memo) -> bool:
+    """Whether the tiles, the cluster slots and an upper bound of what the tensor cores add
+    (`smem.lowering_bound`) fit the per-block limit of the largest GPUs: then the whole map does."""
     memo = budget_memo if budget_memo is not None else {}
     extra = memo.get("lowering_bound")
     if extra is None:
         extra = memo["lowering_bound"] = lowering_bound(kir)
     if not extra:
-        return
+        return True
     tiles = memo.get("total")
     if tiles is None:
         tiles = sum((t.size * T.DTYPES[t.dtype].itemsize + 15) // 16 * 16 for t in
                     (s.sym.type for s in ir.walk_stmts(kir.body)
                      if type(s) in (ir.Let, ir.VarDecl) and type(s.sym.type) is ir.TileT))
-    if tiles + cluster_slot_bytes(kir) + extra <= ANY_TARGET.dynamic_smem:
-        return
-    # the map of the code for any GPU, and of Hopper's (whose rings are sized to fit): over the
-    # limit on both, no GPU runs the variant
+    return tiles + cluster_slot_bytes(kir) + extra <= ANY_TARGET.dynamic_smem
+
+
+def _device_budget(kir, src):
+    """The whole shared-memory map for any GPU (`Analysis.smem`) within the per-block limit:
+    a TileBudgetError naming what the tensor cores add, or None. The map of the code for any GPU
+    and of Hopper's (whose rings are sized to fit) are asked for in turn (Hopper's first: a
+    launch on an H100 or H200 reuses it): the variant fits when either does, and only when
+    both are over are both computed."""
+    limit = ANY_TARGET.dynamic_smem
+    if any(analyze(kir, arch=a).smem.footprint <= limit for a in ("sm_90", None)):
+        return None
     m = min((analyze(kir, arch=a).smem for a in (None, "sm_90")), key=lambda x: x.footprint)
-    if m.footprint <= ANY_TARGET.dynamic_smem:
-        return
     own = max([r.end for r in m.regions if r.kind in ("tile", "tile (unused)", "cluster slot")] + [0])
     added = sorted((r for r in m.regions if r.kind not in ("tile", "tile (unused)", "cluster slot")),
                    key=lambda r: -r.bytes)
@@ -126,4 +137,4 @@ def _device_budget(kir, src, budget_memo, errors):
     msg = (f"kernel '{kir.name}' needs {m.footprint} bytes of shared memory: its tiles and cluster slots "
            f"({own} B) and, after them, what its tensor-core dots need ({names}), more than the "
            f"{ANY_TARGET.dynamic_smem}-byte per-block limit of the largest GPUs; use smaller tiles")
-    errors.append(src.error(TileBudgetError, msg, line, 1))
+    return src.error(TileBudgetError, msg, line, 1)

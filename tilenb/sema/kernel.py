@@ -2,7 +2,9 @@
 (through `statements` and `expressions`), then the whole-kernel rules (@registers, the
 shared-memory budget of `budget`).
 
-Guarantees: `_KernelChecker.run` returns (KernelIR, []) or (None, errors). In the IR it
+Guarantees: `_KernelChecker.run` returns (KernelIR, []) or (None, errors), and leaves in
+`pending_budget` the part of the budget check that needs the variant's whole analysis (None
+where a bound settled it; `budget.check_budget`). In the IR it
 returns every `Const` holds a value representable in its type, and `KernelIR.uniformity` /
 `KernelIR.scalar_uniformity` are the one record of section 11's rules (read later through
 `tilenb.analysis.uniformity`). Uniformity of scalar `var`s and of loops that threads leave early
@@ -56,6 +58,7 @@ class _KernelChecker(StatementRules, ExpressionRules):
         # walk with equal ones have the same @grid (None: not worked out, always checked)
         self.grid_key = grid_key
         self.budget_memo = None   # the shared walk's memo of tile sizes (`check_budget`)
+        self.pending_budget = None   # the budget check left for when the variant is asked for
         self.fns = fns
         self.recursive = recursive
         self.src = src
@@ -106,6 +109,7 @@ class _KernelChecker(StatementRules, ExpressionRules):
     def check_kernel(self) -> ir.KernelIR:
         k = self.k
         self.shared = None
+        self.pending_budget = None
         self.inlined = 0
         self.kernel_stmt = None
         env = _Env()
@@ -215,6 +219,7 @@ class _KernelChecker(StatementRules, ExpressionRules):
         tiles). Returns (kir, errors) as `run` does, or None where @launch or @grid has an error
         or inlines a different number of calls (the caller then checks the variant in full)."""
         self.errors = []
+        self.pending_budget = None
         self.sym_uni = dict(shared.sym_uni)
         self.sym_key = {}
         self.inlined = 0
@@ -309,5 +314,8 @@ class _KernelChecker(StatementRules, ExpressionRules):
                          f"combines tiles in shared memory (drop it from @registers)", s.target.span)
 
     def check_budget(self, kir):
-        """The shared-memory budget (spec section 12): `budget.check_budget`."""
-        budget.check_budget(kir, self.src, self.budget_memo, self.errors)
+        """The shared-memory budget (spec section 12): `budget.check_budget`. The part that needs
+        the variant's whole analysis, where there is one, is kept in `self.pending_budget` (a
+        function of no arguments returning a TileBudgetError or None), for `results.CheckedKernel`
+        to call when the variant is first asked for."""
+        self.pending_budget = budget.check_budget(kir, self.src, self.budget_memo, self.errors)

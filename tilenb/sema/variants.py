@@ -5,7 +5,9 @@ Guarantees: `_check_kernel` checks the kernel's attributes once, then every @aut
 combination (at most MAX_VARIANTS), sharing one walk of the body between combinations that
 differ only in names the parameters, body and functions never mention (`_body_names`). A
 variant whose tiles do not fit in shared memory is skipped while another fits; errors that
-depend on the variant name it.
+depend on the variant name it. The part of a variant's budget check that needs its whole
+analysis is left to when the variant is asked for (`results.CheckedKernel`), except that
+variants are settled in order here until one fits.
 """
 from __future__ import annotations
 
@@ -104,7 +106,8 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
         return None, errors + [src.error(TileRuleError, f"@autotune makes {len(combos)} variants; at most {MAX_VARIANTS} are allowed", at.span.line, at.span.column)]
     variants: Dict[tuple, ir.KernelIR] = {}
     skipped: Dict[tuple, str] = {}
-    first_budget_errors = None
+    pending: Dict[tuple, object] = {}   # key -> the budget check left for when the variant is asked for
+    budget_errors: Dict[tuple, list] = {}   # key -> the budget errors of a variant skipped here
     failed = []  # (tune, errors) of variants with errors other than the budget
     names = [n for n, _ in tune_space]
     # Variants whose @autotune values differ only in names the parameters, the body and the
@@ -120,7 +123,8 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
         grid_key = tuple(v for n, v in zip(names, combo) if n in in_grid) if in_grid is not None else None
         res = None
         if group in shared:
-            res = _KernelChecker(k, fns, recursive, src, tune, seen_attrs, grid_key).run_shared(shared[group])
+            checker = _KernelChecker(k, fns, recursive, src, tune, seen_attrs, grid_key)
+            res = checker.run_shared(shared[group])
         if res is None:
             checker = _KernelChecker(k, fns, recursive, src, tune, seen_attrs, grid_key)
             res = checker.run()
@@ -130,8 +134,7 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
         if errs and all(isinstance(e, TileBudgetError) for e in errs):
             # a variant that needs too much shared memory is skipped while another one fits
             skipped[key] = errs[0].message
-            if first_budget_errors is None:
-                first_budget_errors = (tune, errs)
+            budget_errors[key] = errs
             continue
         if errs:
             failed.append((tune, errs))
@@ -139,6 +142,8 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
                 break  # the errors depend on the variant: the first failing one is reported
             continue
         variants[key] = kir
+        if checker.pending_budget is not None:
+            pending[key] = checker.pending_budget
     if failed:
         tune, errs = failed[0]
         same_everywhere = len(failed) == len(combos) and all(_error_keys(e) == _error_keys(errs) for _, e in failed)
@@ -146,15 +151,20 @@ def _check_kernel(k: A.Kernel, fns, recursive, src) -> Tuple[Optional[CheckedKer
             for e in errs:
                 e.message += f" (in the variant {_label(tune.items())})"
         return None, errors + errs
-    if not variants and first_budget_errors is not None:
-        tune, errs = first_budget_errors
+    order = [tuple(sorted(zip(names, combo))) for combo in combos]
+    ck = CheckedKernel(k, tuple(tune_space), variants, skipped, pending, order)
+    # the budget checks left pending run in order until one variant fits: none fitting is an
+    # error now, as it would be had every check run here
+    if ck.first_variant() is None and (budget_errors or ck.budget_errors):
+        key = next(x for x in order if x in budget_errors or x in ck.budget_errors)
+        errs = budget_errors.get(key) or [ck.budget_errors[key]]
         if len(combos) > 1:
             for e in errs:
-                e.message += f" (in the variant {_label(tune.items())}; no @autotune variant fits)"
+                e.message += f" (in the variant {_label((n, dict(key)[n]) for n in names)}; no @autotune variant fits)"
         return None, errors + errs
     if errors:
         return None, errors
-    return CheckedKernel(k, tuple(tune_space), variants, skipped), []
+    return ck, []
 
 
 def _error_keys(errs):

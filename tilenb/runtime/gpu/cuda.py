@@ -21,12 +21,15 @@ Guarantees:
   place) and whose other arguments are plain numbers, what the launch needed (the chosen
   variant's CuPy Function on that device, grid, block, shared memory, and the scalars and dims
   packed as CuPy passes them) is kept under a key of everything the launch checks depend on:
-  the grid and variant asked for, each argument's type, shape, strides, dtype and read-only
-  flag, each scalar's type and value (and a zero's sign), and the device. A later call with an
-  equal key (`repeat_key`, `run_repeat`; `run_cached` for a call without keywords, straight
-  from `Kernel.__call__`) only passes the new arrays and launches; any other call takes the
-  full path, every check included (a bad argument gets the same LaunchError as at a first
-  call). The cache is kept with the checked kernel, so a Module compiled again from the same
+  the grid and variant asked for (with the type of each value that is not a plain int: a
+  bool or a float grid is refused by the checks, so it never shares an int's entry), each
+  argument's type, shape, strides, dtype and read-only flag, each scalar's type and value (and
+  a zero's sign), and the device. A later call with an equal key (`run_cached`, straight from
+  `Kernel.__call__` for a call without keywords, from `tilenb.runtime.launch.launch` for one
+  with them) only passes the new arrays and launches exactly what the full path would (the
+  same variant, grid, block, shared memory and packed arguments:
+  tests/runtime/test_launch_fast_path.py); any other call takes the full path, every check
+  included (a bad argument gets the same LaunchError as at a first call). The cache is kept with the checked kernel, so a Module compiled again from the same
   text shares it. A repeat is queued on the current stream and the call returns, as a CuPy
   kernel launch does (full launches wait for the kernel): later work on that stream, a copy
   to the host or a synchronize sees its result; a fault in the kernel surfaces at the next
@@ -517,36 +520,55 @@ class _Repeat:
                          ms / 1e3, False, extra)
 
 
-def repeat_key(kernel, grid, args, debug=False, variant=None):
-    """(key, args, pointers) for a launch that may repeat an earlier one, or None when the call
-    must take the full path (host arrays, misaligned pointers, debug, unusual argument objects).
+def _typed(v):
+    """A grid or @autotune value as a key part that equals another only where the launch checks
+    read both alike: a plain int stays as it is, anything else (a numpy integer, a bool, a float
+    that the checks refuse) goes with its type, since 1 == True == 1.0 and they hash alike."""
+    if type(v) is int:
+        return v
+    if type(v) is tuple:
+        for x in v:
+            if type(x) is not int:
+                return tuple(x if type(x) is int else (type(x), x) for x in v)
+        return v          # a tuple of plain ints (the common grid) as it is
+    return (type(v), v)
 
-    The key holds every input of the launch checks: the grid and variant asked for, the
-    device, and per argument: a CuPy array's shape, strides and dtype (three items: two tuples
-    of ints and a dtype); another GPU array's type, shape, strides, typestr, read-only flag (and
-    dtype for void typestrs); a scalar's type and value (and, for a zero, its sign). The key is
-    flat (a nested one costs more to hash and compare), yet unambiguous: every argument but a
-    CuPy array is one tuple that starts with a type. A CuPy array is passed to the kernel as it
-    is (CuPy passes its data pointer); `pointers` lists the data pointers of the other GPU
-    arrays, in argument order (None when there are none); a scalar's packed value is kept with
-    the cache entry."""
-    if debug:
+
+def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
+    """`kernel[grid](*args, variant=variant)` from the cache when it repeats an earlier launch:
+    True when it was launched; otherwise the call's key (key, args, pointers), for the full
+    path to remember its launch under, or None when the call must take the full path and is
+    not remembered (host arrays, misaligned pointers, a debug launch, unusual argument objects).
+    debug: the launch's (None: the module's); look=False: only compute the key.
+
+    The key holds every input of the launch checks: the grid and variant asked for (each value
+    with its type unless it is a plain int: `_typed`), the device, and per argument: a CuPy
+    array's shape, strides and dtype (three items: two tuples of ints and a dtype); another GPU
+    array's type, shape, strides, typestr, read-only flag (and dtype for void typestrs); a
+    scalar's type and value (and, for a zero, its sign). The key is flat (a nested one costs
+    more to hash and compare), yet unambiguous: every argument but a CuPy array is one tuple
+    that starts with a type. A CuPy array is passed to the kernel as it is (CuPy passes its
+    data pointer); `pointers` lists the data pointers of the other GPU arrays, in argument order
+    (None when there are none); a scalar's packed value is kept with the cache entry. The
+    kernel's latest hit is compared first, as a list (no hashing): a loop that launches one
+    signature again and again pays for reading each argument's shape, strides and dtype, and
+    one comparison.
+
+    A repeat is queued on the current stream and the call returns (as a CuPy kernel launch
+    does); its RunReport is built when `kernel.last_run` is read."""
+    if (kernel.module.debug if debug is None else debug) or kernel._repeat is None:   # not on CUDA: no cache
         return None
     nd = _ND
-    if nd is None:
-        try:
-            nd = _bind_cupy()
-        except Exception:   # no CuPy: the full path says so
-            return None
     ptrs = None
     try:
+        if nd is None:
+            nd = _bind_cupy()
         if type(args) is not tuple:
             args = tuple(args)
-        if type(grid) is list:   # refused by the full path's grid check
-            return None
         if variant is not None:
-            variant = tuple(sorted(variant.items())) if isinstance(variant, dict) else variant
-        key = [grid, variant, _get_device()]
+            variant = (tuple((k, _typed(v)) for k, v in sorted(variant.items())) if isinstance(variant, dict)
+                       else _typed(variant))
+        key = [grid if grid is None or type(grid) is int else _typed(grid), variant, _get_device()]
         add = key.append
         for a in args:
             t = type(a)
@@ -572,22 +594,44 @@ def repeat_key(kernel, grid, args, debug=False, variant=None):
                 ptrs.append(int(ptr))
                 add((t, tuple(cai["shape"]), cai.get("strides"), ts, ro,
                      str(getattr(a, "dtype", "")) if "V" in ts else None))
-        return tuple(key), args, ptrs
-    except Exception:  # anything odd (a property that raises, no device): the full path decides
+    except Exception:   # no CuPy, or anything odd (a property that raises, no device): the full path decides
         return None
+    if not look:
+        return tuple(key), args, ptrs
+    hot = kernel._hot
+    if hot is not None and hot[0] == key:
+        r = hot[1]
+    else:
+        try:
+            r = kernel._repeat.get(tuple(key))
+        except TypeError:   # an unhashable part (a list inside the grid tuple, say)
+            return None
+        if r is None:
+            return tuple(key), args, ptrs
+        kernel._hot = (key, r)
+    if r.fixed or ptrs or r.tmaps:
+        _launch_entry(kernel, r, args, ptrs)
+        return True
+    try:                  # the common case inline: CuPy arrays only, no scalars, no tensor maps
+        if TIME_REPEATS:
+            start, end = r.events
+            start.record()
+            r.fn(r.grid, r.block, args + r.tail, r.shared)
+            end.record()
+            r.timed = True
+        else:
+            r.fn(r.grid, r.block, args + r.tail, r.shared)
+            r.timed = False
+    except _CP.cuda.driver.CUDADriverError as e:
+        raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
+    kernel._pending = r
+    return True
 
 
-def run_repeat(kernel, rk) -> bool:
-    """Launch from the cache if `rk` (from `repeat_key`) repeats an earlier launch; False if not.
-    The launch is queued on the current stream and the call returns (as a CuPy kernel launch
-    does); the RunReport is built when `kernel.last_run` is read."""
-    key, args, ptrs = rk
-    try:
-        r = kernel._repeat.get(key)
-    except (TypeError, AttributeError):   # an unhashable part (a list inside the grid, say), or a
-        return False                      # kernel with no cache (not on CUDA): the full path decides
-    if r is None:
-        return False
+def _launch_entry(kernel, r, args, ptrs):
+    """Launch cache entry `r` with this call's arrays: its packed scalars and dims in place, the
+    data pointers `ptrs` of GPU arrays that are not CuPy arrays, tensor maps rebuilt for the new
+    pointers where the kernel takes them; queued on the current stream."""
     if r.fixed or ptrs:             # scalars: their packed values; other GPU arrays: their pointers
         a = list(args)
         for i, v in r.fixed:
@@ -617,21 +661,10 @@ def run_repeat(kernel, rk) -> bool:
     except _CP.cuda.driver.CUDADriverError as e:
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
     kernel._pending = r
-    return True
-
-
-def run_cached(kernel, grid, args) -> bool:
-    """`kernel[grid](*args)` without keywords, from the cache when it repeats an earlier
-    launch (see `repeat_key`); False if the call must take the full path."""
-    m = kernel.module
-    if m.backend != "cuda":
-        return False
-    rk = repeat_key(kernel, grid, args, m.debug)
-    return rk is not None and run_repeat(kernel, rk)
 
 
 def _remember(kernel, rk, fn, ks, run, da, note, extra):
-    """Keep what a repeat of this full launch needs, under the call's key (see `repeat_key`);
+    """Keep what a repeat of this full launch needs, under the call's key (see `run_cached`);
     nothing when the launch copied data in or back, or the arguments do not line up with the
     parameters as the checks saw them."""
     if rk is None or da.copy_back:
@@ -675,7 +708,7 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
 
 def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     """Run a checked launch on the GPU (see the module docstring). Returns None.
-    repeat: `repeat_key(...)` of the call, to remember this launch for repeats (or None).
+    repeat: the key `run_cached(...)` gave for the call, to remember this launch for repeats (or None).
     debug: a debug launch (`tilenb.runtime.launch` then checks it on the reference executor):
     reported as one, and not remembered for repeats."""
     from ..checks import RunReport, written_tensors  # noqa: PLC0415

@@ -20,6 +20,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ... import caches
+
 _DATA_TYPE = {"u8": 0, "u16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
 _ITEMSIZE = {"u8": 1, "u16": 2, "u32": 4, "i32": 4, "u64": 8, "i64": 8, "f16": 2, "f32": 4, "f64": 8, "bf16": 2}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
@@ -88,6 +90,10 @@ def encode(ptr: int, shape: Tuple[int, ...], dtype: str, box: Tuple[int, ...], s
     if rc != 0:
         return None
     return ctypes.string_at(addr, _MAP_BYTES)
+
+
+# a tensor map is a pure function of its arguments; forgotten with the rest (a cold first launch encodes)
+caches.register(__name__, encode.cache_clear)
 
 
 def extra_args(ks, tensors: Dict[str, Tuple[int, Tuple[int, ...]]]) -> tuple:
