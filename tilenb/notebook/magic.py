@@ -354,7 +354,7 @@ class TileMagics:
         what to do, and returns None: no error cell, so Run All goes on (`tilenb.notebook.measure`,
         which this magic calls, is the one home of both behaviours)."""
         import ast
-        from . import measure
+        from .profiling import measure
         text = line.strip()
         try:
             node = ast.parse(text, mode="eval").body
