@@ -72,6 +72,41 @@ def _copy(a):
 
 
 # ---- the tutorials' launches ------------------------------------------------------------------
+MINILM_HIDDEN, MINILM_VOCAB = 384, 30522      # all-MiniLM-L6-v2's widths (its config.json)
+
+
+def _standin_datasets():
+    """Stand-ins for the `tilenb.datasets` functions the profiled tutorials call, used only where
+    the MiniLM package is not installed (the device machine has no network): arrays of the real
+    shapes and dtypes (weights [384, 384] f32, the embedding table [30522, 384] f32, int64 token
+    ids), seeded random values, and the tokenizer's word split without the vocabulary (the real
+    wordpieces of the tutorials' texts have the same counts: 41 ids with [CLS]/[SEP], 28
+    pieces). The launches' shapes, which are all the probe needs, are the tutorial's own."""
+    import tilenb.datasets as D
+    rng = np.random.default_rng(0)
+    cache: Dict[str, np.ndarray] = {}
+
+    class Weights(dict):
+        def __missing__(self, key):
+            shape = (MINILM_VOCAB, MINILM_HIDDEN) if "word_embeddings" in key else (MINILM_HIDDEN, MINILM_HIDDEN)
+            self[key] = (0.05 * rng.standard_normal(shape)).astype(np.float32)
+            return self[key]
+
+    weights = Weights()
+
+    def table():
+        if "table" not in cache:
+            cache["table"] = (0.05 * rng.standard_normal((MINILM_VOCAB, MINILM_HIDDEN))).astype(np.float32)
+        return cache["table"]
+
+    def ids(text):
+        words = ["[CLS]"] + D._words(text) + ["[SEP]"]
+        return np.array([sum(map(ord, w)) * 7919 % MINILM_VOCAB for w in words], dtype=np.int64)
+
+    return {"minilm_weights": lambda: weights, "token_embedding_table": table,
+            "token_ids": ids, "tokenize": D._words}
+
+
 def record_tutorial(number: str) -> Tuple[List[Launch], List[str]]:
     """Run tutorial `number`'s source on the CPU backend in an IPython shell and return the first
     launch of each kernel it launches, and the cells that failed (a cell whose error is the
@@ -104,6 +139,14 @@ def record_tutorial(number: str) -> Tuple[List[Launch], List[str]]:
     failed = []
     here = os.getcwd()
     L.launch = recording
+    import tilenb.datasets as D
+    saved_datasets = {}
+    try:
+        D.model_dir()
+    except D.DatasetError:          # no MiniLM package here: stand-ins of the same shapes
+        for name, fn in _standin_datasets().items():
+            saved_datasets[name] = getattr(D, name)
+            setattr(D, name, fn)
     try:
         os.chdir(ROOT / "notebooks")          # where the tutorials run (their data paths)
         for i, code in enumerate(cells):
@@ -113,6 +156,8 @@ def record_tutorial(number: str) -> Tuple[List[Launch], List[str]]:
                 failed.append(f"cell {i + 1}: {type(res.error_in_exec or res.error_before_exec).__name__}")
     finally:
         L.launch = original
+        for name, fn in saved_datasets.items():
+            setattr(D, name, fn)
         os.chdir(here)
         if saved_backend is None:
             os.environ.pop("TILENB_BACKEND", None)
