@@ -42,7 +42,8 @@ Every offset goes through the tile's swizzle where the generator lays the tile o
 transposed through its swizzle in one wavefront a request, not eight.
 
 Not modelled (no record): statements with a dot (the tensor-core paths stage their operands by
-rules of their own), per-thread statements, and a reduction evaluated in a vector statement.
+rules of their own), per-thread statements (their tensor element accesses are counted per launch
+by `thread_traffic`), and a reduction evaluated in a vector statement.
 
 Guarantees: a pure function of the statement plans, the shared-memory map and the copy plans;
 `SharedTraffic.wavefronts` equals the sum of its `warps`; nothing the copy plans count is counted

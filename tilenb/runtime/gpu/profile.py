@@ -189,6 +189,9 @@ class Profile:
     full_ctas: Optional[int] = None     # CTAs wholly inside the tensors (count_full_ctas); None: unknown
     device: str = ""                  # the GPU ncu measured on, as it names it ("NVIDIA H200")
     helper_calls: Dict[str, List[int]] = field(default_factory=dict)   # prelude helper -> tile lines calling it
+    # per-thread element accesses of tensors over the launch (analysis.thread_traffic.element_sectors
+    # of the launch): line -> ElementTraffic; None where the analysis cannot follow them
+    element_traffic: Optional[Dict[int, object]] = field(default_factory=dict)
 
     @property
     def ctas(self) -> int:
@@ -210,7 +213,9 @@ class Profile:
         `analysis.shared_traffic` (the shared reads and writes no copy plan counts: an [R, 1]
         operand broadcast along its rows, a reduction's passes and partials, ...), the same
         per-line split as `Analysis.traffic()`; "beyond_copies" lists those records as (kind,
-        tile, wavefronts per CTA). `full_ctas` defaults to the Profile's own count
+        tile, wavefronts per CTA); a line's per-thread element accesses of tensors add their
+        sectors over the launch (`Profile.element_traffic`, `analysis.thread_traffic`; the row's
+        "elements"). `full_ctas` defaults to the Profile's own count
         (`count_full_ctas` of the launch, where it can tell; else every CTA). A measurement inside the range is ok; otherwise
         `reason` says what differs: the exact mechanism where the analysis' facts and the
         measurement establish one (`_explain`: a helper several lines call, per-thread element
@@ -222,12 +227,12 @@ class Profile:
         if full_ctas is None:
             full_ctas = self.full_ctas
         measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
-        pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured)
+        pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured, elements=self.element_traffic)
         rows = []
         for r in pred:
             f = self.lines.get(r["line"], LineFigures(r["line"]))
             meas = f.sectors if r["metric"] == "global sectors" else f.wavefronts
-            if not r["plans"] and not r["beyond_copies"] and not meas:
+            if not r["plans"] and not r["beyond_copies"] and not r["elements"] and not meas:
                 continue
             lo, hi = r["predicted"], r["predicted_upper"]
             ok = lo <= meas <= hi
@@ -238,7 +243,7 @@ class Profile:
                           else _reason(r["metric"], r["plans"], f, lo, hi, r["beyond_copies"]))
             rows.append({"line": r["line"], "metric": r["metric"], "predicted": lo, "predicted_upper": hi,
                          "measured": meas, "ok": ok, "beyond_copies": r["beyond_copies"], "reason": reason,
-                         "accounted": accounted})
+                         "accounted": accounted, "elements": r["elements"]})
         return rows
 
     def analysis(self, kernel, arch=None):
@@ -345,17 +350,22 @@ class Profile:
 
 
 # ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
-def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=()) -> List[dict]:
-    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan or
-    shared traffic (and per line of `also_lines`), two rows a line: {"line", "metric" ("global
-    sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x the full CTAs,
-    `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the line's
-    CopyPlans), "beyond_copies"}. Sectors are the copy plans'; wavefronts are the copy plans'
-    plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan counts),
-    listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same split as
-    `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
+def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=(),
+                    elements: Optional[Dict[int, object]] = None) -> List[dict]:
+    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan, shared
+    traffic or per-thread element accesses (and per line of `also_lines`), two rows a line:
+    {"line", "metric" ("global sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x
+    the full CTAs, `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the
+    line's CopyPlans), "beyond_copies", "elements"}. Sectors are the copy plans' plus, where
+    `elements` (`analysis.thread_traffic.element_sectors` of the launch: line -> ElementTraffic,
+    whole-launch totals) has the line, its per-thread element accesses' sectors, added to both
+    ends of the range ("elements": that ElementTraffic, else None); wavefronts are the copy
+    plans' plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan
+    counts), listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same
+    split as `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
     `LaunchPrediction` show."""
     full = ctas if full_ctas is None else int(full_ctas)
+    elements = elements or {}
     plans: Dict[int, list] = {}
     for cp in analysis.copies:
         plans.setdefault(int(cp.line), []).append(cp)
@@ -363,14 +373,17 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     for t in getattr(analysis, "shared_traffic", ()):
         extra.setdefault(int(t.line), []).append(t)
     rows = []
-    for line in sorted(set(plans) | set(extra) | set(also_lines)):
+    for line in sorted(set(plans) | set(extra) | set(elements) | set(also_lines)):
         ps, ts = plans.get(line, []), extra.get(line, [])
+        el = elements.get(line)
         for metric, per_cta, also in (
                 ("global sectors", sum(int(p.sectors) for p in ps), []),
                 ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
                  [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
-            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full,
-                         "predicted_upper": per_cta * ctas, "plans": ps, "beyond_copies": also})
+            add = int(el.sectors) if el is not None and metric == "global sectors" else 0
+            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full + add,
+                         "predicted_upper": per_cta * ctas + add, "plans": ps, "beyond_copies": also,
+                         "elements": el if metric == "global sectors" else None})
     return rows
 
 
@@ -524,8 +537,11 @@ def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: O
     ctas = int(np.prod(g))
     if full_ctas is None:
         full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
-    rows = [r for r in predicted_lines(a, ctas, full_ctas) if r["plans"] or r["beyond_copies"]]
-    rows = [r for r in rows if r["per_cta"] or r["metric"] == "global sectors"]
+    from ...analysis.thread_traffic import element_sectors
+    elements = element_sectors(ch.kir, g, dims, ch.bound.scalars)
+    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements)
+            if r["plans"] or r["beyond_copies"] or r["elements"]]
+    rows = [r for r in rows if r["per_cta"] or r["elements"] or r["metric"] == "global sectors"]
     return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
 
 
@@ -582,13 +598,15 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
     why = _via_shared_helper(prof, r, pred, metric, line)
     if why[0]:
         return why
-    if metric == "global sectors" and not r["plans"]:
+    if metric == "global sectors" and not r["plans"] and not r["elements"]:
         names = _per_thread_tensors(analysis, line)
         if names and meas:
             per = f" ({meas / f.requests:.1f} a request)" if f.requests else ""
-            return (f"per-thread code: each thread accesses single elements of {', '.join(names)}; the analysis "
-                    f"plans copies only for tile statements and predicts no sectors for per-thread element "
-                    f"accesses; ncu counted {meas} sectors in {f.requests} requests{per}"), False
+            return (f"per-thread code: each thread accesses single elements of {', '.join(names)}, which the "
+                    f"analysis could not follow for this launch (analysis.thread_traffic: an index or a branch "
+                    f"from a var, a tensor element or an unknown scalar, or a while, break, continue, return or "
+                    f"atomic), so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
+                    f"requests{per}"), False
         return "", False
     if metric == "global sectors" and meas < lo:
         worst = [p for p in r["plans"] if p.sectors > p.ideal_sectors]
@@ -852,7 +870,16 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
                    note=job.get("note", ""), full_ctas=job.get("full_ctas"),
                    device=raws[0].get("device", ""),
-                   helper_calls={k: [int(x) for x in v] for k, v in calls.items()})
+                   helper_calls={k: [int(x) for x in v] for k, v in calls.items()},
+                   element_traffic=_elements_from_job(job.get("element_traffic", {})))
+
+
+def _elements_from_job(d) -> Optional[Dict[int, object]]:
+    from ...analysis.thread_traffic import ElementTraffic
+    if d is None:
+        return None
+    return {int(k): ElementTraffic(int(k), int(v["sectors"]), int(v["requests"]), tuple(v["tensors"]))
+            for k, v in d.items()}
 
 
 # ---- running ncu -----------------------------------------------------------------------------
@@ -986,10 +1013,14 @@ def make_job(kernel, ch) -> dict:
     ks = kernel_source(kernel, ch.kir)
     off = kernel.module.checked.source.line_offset
     lined = N.lined_source(ks.source, off)
+    from ...analysis.thread_traffic import element_sectors
     dims = {k: int(v) for k, v in ch.bound.dims.items()}
+    el = element_sectors(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
             "grid": list(ch.grid), "dims": dims,
             "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
+            "element_traffic": None if el is None else {str(k): {"sectors": v.sectors, "requests": v.requests,
+                                                                 "tensors": list(v.tensors)} for k, v in el.items()},
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
