@@ -237,3 +237,42 @@ def test_every_row_of_the_saved_kernels_matches_or_is_accounted():
             if not (r["ok"] or r["accounted"]):
                 left.add((name, r["line"]))
     assert left == unpredicted
+
+
+# ---- on the GPU, under ncu: the same kernels at other ragged shapes -------------------------------
+TUTORIAL_KERNELS = {
+    "center_rows": ("tutorial04-center_rows", lambda rng: (rng.standard_normal((37, 64)).astype(np.float32),
+                                                           np.zeros((37, 64), np.float32), 2.0), 5),
+    "stack_halves": ("tutorial02-stack_halves", lambda rng: (rng.standard_normal((28, 32)).astype(np.float32),
+                                                             np.zeros((7, 256), np.float32),
+                                                             np.zeros((7, 8), np.float32)), 7),
+    "add_per_thread": ("tutorial05-add_per_thread", lambda rng: tuple(
+        rng.standard_normal(9000).astype(np.float32) for _ in range(2)) + (np.zeros(9000, np.float32),), 3),
+    "row_max": ("tutorial02-row_max", lambda rng: (rng.standard_normal((76, 12)).astype(np.float32),
+                                                   np.zeros(76, np.float32)), 2),
+    "add_blocks": ("tutorial05-add_blocks", lambda rng: tuple(
+        rng.standard_normal((290, 32)).astype(np.float32) for _ in range(2)) + (np.zeros((290, 32), np.float32),), 3),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", sorted(TUTORIAL_KERNELS))
+def test_measured_rows_match_or_are_accounted_on_gpu(kernel):
+    from tilenb.runtime.gpu.profile import ProfileUnavailable, find_ncu
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    name, make, grid = TUTORIAL_KERNELS[kernel]
+    k = _kernels()[name]
+    mod = tilenb.compile(k["source"], backend="cuda")
+    args = make(np.random.default_rng(5))
+    try:
+        prof = getattr(mod, kernel).profile(grid, *args, **k["variant"])
+    except ProfileUnavailable as e:
+        if "ERR_NVGPUCTRPERM" in str(e):
+            pytest.skip(str(e))
+        raise
+    a = prof.predicted if prof.predicted is not None else prof.analysis(getattr(mod, kernel))
+    rows = prof.compare(a)
+    assert rows
+    bad = [r for r in rows if not (r["ok"] or r["accounted"])]
+    assert not bad, prof.text(a)
