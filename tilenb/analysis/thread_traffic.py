@@ -12,8 +12,8 @@ once (numpy arrays over the lanes), with the launch's runtime extents and scalar
   warp-wide load or store); its sectors are the distinct 32-byte sectors its active lanes' elements
   lie in (an element never straddles a sector: tensors are aligned and elements at most 16
   bytes). An `op=` store (`Y[i] += v`) reads the element and writes it: two requests.
-- Tile statements are left to the copy plans; a statement inside a loop or branch that the
-  following cannot decide (a `while`, `break`, `continue` or `return`, an index or condition from
+- Tile statements are left to the copy plans; a launch too large to follow (more than
+  MAX_WORK lane-steps) or a statement inside a loop or branch that the following cannot decide (a `while`, `break`, `continue` or `return`, an index or condition from
   a `var`, a tensor element or a scalar argument not given, an atomic) makes the whole answer
   unknown (None), never a guess.
 
@@ -32,6 +32,7 @@ from ..types import dtype
 
 SECTOR = 32
 MAX_TURNS = 1 << 16            # loop turns followed, all loops together, before giving up
+MAX_WORK = 1 << 27             # lane-steps (lanes x loop turns) followed before giving up
 
 
 class _Unknown(Exception):
@@ -84,6 +85,7 @@ class _Run:
         self.dims, self.scalars = dims, scalars
         self.env: Dict[int, object] = {}
         self.turns = 0
+        self.work = 0
         self.out: Dict[int, ElementTraffic] = {}
         self.body = kir.body
 
@@ -145,7 +147,8 @@ class _Run:
                 if not act.any():
                     break
                 self.turns += 1
-                if self.turns > MAX_TURNS:
+                self.work += self.n
+                if self.turns > MAX_TURNS or self.work > MAX_WORK:
                     raise _Unknown
                 self.env[id(s.var)] = v
                 self.block(s.body, act)
@@ -174,9 +177,11 @@ class _Run:
         warp = self.warp[mask]
         eb = dtype(el.base.type.dtype).itemsize
         sec = (off * eb) // SECTOR
-        pairs = np.unique(np.stack([warp, sec]), axis=1)
+        if len(sec) == 0:
+            return
+        span = int(sec.max() - sec.min()) + 1
         rec = self.out.setdefault(line, ElementTraffic(line))
-        rec.sectors += int(pairs.shape[1])
+        rec.sectors += int(len(np.unique(warp * span + (sec - sec.min()))))
         rec.requests += int(len(np.unique(warp)))
         if el.base.name not in rec.tensors:
             rec.tensors = rec.tensors + (el.base.name,)
