@@ -21,8 +21,9 @@ phases of 32 / 16 / 8 lanes for 4 / 8 / 16-byte accesses):
   outputs take S lanes each (S the power of two at least the outputs it owns, at most 32), lane l
   reading column l / S + i * 32 / S of its output's row, one request per step i: the bank model
   gives the conflicts of rows that share banks (tutorial 04's center_rows, 8 rows of 64 f32: 8
-  lanes a bank, 8 wavefronts a request, 16 requests a CTA, as the H200 counted); tiles the
-  operand broadcasts are read once per lane, as above;
+  lanes a bank, 8 wavefronts a request, 16 requests a CTA, as the H200 counted); a tile the
+  operand broadcasts along the reduced axis is read once per lane (the same hoisting as above,
+  out of the lanes' loop; not yet measured on this path);
 - "partials store": lane 0 of every warp stores the warp's partial of every row (one wavefront
   per (row, warp)); "partials load": the owner of output o reads the NW partials of its row, which
   NVRTC merges into the widest loads of 16, 8 or 4 bytes that divide them (LDS.128: NW * 4 / 16

@@ -512,8 +512,12 @@ class LaunchPrediction:
         for r in self.rows:
             pred = (str(r["predicted"]) if r["predicted"] == r["predicted_upper"]
                     else f"{r['predicted']}..{r['predicted_upper']}")
+            el = r.get("elements")
+            per = (f"{r['per_cta']}" if el is None else
+                   f"{r['per_cta']}, and {el.sectors} for the per-thread element accesses of "
+                   f"{', '.join(el.tensors)} over the launch")
             out.append(f"  {r['line']:>4} | {r['metric']} | {pred}{_beyond_text(r['beyond_copies'], self.ctas)} "
-                       f"({r['per_cta']})")
+                       f"({per})")
         return "\n".join(out)
 
     __str__ = text
