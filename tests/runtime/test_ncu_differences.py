@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tilenb
 from tilenb.analysis.thread_traffic import element_sectors
-from tilenb.runtime.gpu.profile import LineFigures, Profile
+from tilenb.runtime.gpu.profile import LineFigures, Profile, start_bytes
 
 DATA = Path(__file__).resolve().parent / "data" / "ncu_h200_lines.json"
 
@@ -29,15 +29,21 @@ def _figures(line, d) -> LineFigures:
     return f
 
 
-def _profile(name):
-    """(Profile of the saved counts, the kernel's analysis at the launch's extents)."""
+SCALARS = {"tutorial05-add_from": {"start": 8}}      # the tutorial's launch: add_from(A, B, Y, start) with start = 8
+
+
+def _profile(name, scalars=True):
+    """(Profile of the saved counts, the kernel's analysis at the launch's extents); with `scalars`
+    the launch's scalar arguments are known (the slice starts it evaluates), else not."""
     k = _kernels()[name]
     kern = getattr(tilenb.compile(k["source"], backend="cpu"), k["kernel"])
     p = Profile(k["kernel"], k["symbol"], dict(k["variant"]), tuple(k["grid"]), dict(k["dims"]),
                 {int(ln): _figures(ln, d) for ln, d in k["lines"].items()}, [], {}, [],
                 other={h: _figures(0, d) for h, d in k["other"].items()}, full_ctas=k["full_ctas"],
                 helper_calls={h: list(v) for h, v in k["helper_calls"].items()},
-                element_traffic=element_sectors(kern.ir(**k["variant"]), k["grid"], k["dims"]))
+                element_traffic=element_sectors(kern.ir(**k["variant"]), k["grid"], k["dims"]),
+                start_bytes=start_bytes(kern.ir(**k["variant"]), k["grid"], k["dims"],
+                                        SCALARS.get(name, {}) if scalars else {}))
     return p, p.analysis(kern)
 
 
@@ -175,13 +181,19 @@ kernel tr(X: tensor<f32>[M, 32], Y: tensor<f32>[32, M]) {
     assert _forwarded_reads(a, 6) == [("x", 5)] and _overwritten_stores(a, 5) == []
 
 
-def test_sector_aligned_runtime_start_add_from():
+def test_runtime_start_add_from():
     # start = 8 elements (32 bytes): every warp's 128 bytes lie in 4 sectors, not the plans'
     # worst case of 5; the launch moves (N - start) elements of A, B and Y once each
+    N, start, TILE = 10016, 8, 1024
+    full = (N - start) // TILE                                  # 9 CTAs wholly inside, the 10th partial
     p, a = _profile("tutorial05-add_from")
     r = _row(p.compare(a), 7, "global sectors")
-    N, start = 10016, 8
-    assert r["measured"] == 3 * ((N - start) * 4 // 32) and r["accounted"]
+    assert r["measured"] == 3 * ((N - start) * 4 // 32)
+    assert r["ok"] and (r["predicted"], r["predicted_upper"]) == (3 * full * TILE * 4 // 32, 3 * 10 * TILE * 4 // 32)
+    # with the start unknown (no scalar), the plans' worst case; the reason says why it differs
+    p, a = _profile("tutorial05-add_from", scalars=False)
+    r = _row(p.compare(a), 7, "global sectors")
+    assert not r["ok"] and r["accounted"]
     assert "sector-aligned" in r["reason"] and "byte 4 of a 32-byte sector" in r["reason"]
 
 

@@ -192,6 +192,8 @@ class Profile:
     # per-thread element accesses of tensors over the launch (analysis.thread_traffic.element_sectors
     # of the launch): line -> ElementTraffic; None where the analysis cannot follow them
     element_traffic: Optional[Dict[int, object]] = field(default_factory=dict)
+    # where each tensor slice starts in a sector, per CTA (`start_bytes` of the launch); None: unknown
+    start_bytes: Optional[list] = None
 
     @property
     def ctas(self) -> int:
@@ -227,7 +229,10 @@ class Profile:
         if full_ctas is None:
             full_ctas = self.full_ctas
         measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
-        pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured, elements=self.element_traffic)
+        # the slice starts' counts are over the Profile's own full CTAs: not for another count
+        starts = self.start_bytes if full_ctas == self.full_ctas else None
+        pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured, elements=self.element_traffic,
+                               starts=starts)
         rows = []
         for r in pred:
             f = self.lines.get(r["line"], LineFigures(r["line"]))
@@ -351,7 +356,7 @@ class Profile:
 
 # ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
 def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=(),
-                    elements: Optional[Dict[int, object]] = None) -> List[dict]:
+                    elements: Optional[Dict[int, object]] = None, starts=None) -> List[dict]:
     """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan, shared
     traffic or per-thread element accesses (and per line of `also_lines`), two rows a line:
     {"line", "metric" ("global sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x
@@ -362,10 +367,22 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     ends of the range ("elements": that ElementTraffic, else None); wavefronts are the copy
     plans' plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan
     counts), listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same
-    split as `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
+    split as `Analysis.traffic()`. Where `starts` (`start_bytes` of the launch) says where a copy's
+    slice starts in a sector in each CTA, the copy counts its figure at that byte
+    (`CopyPlan.sectors_by_start`) per CTA, over the full CTAs and over all, instead of its worst
+    case times the CTAs. The one home of the prediction `Profile.compare` and
     `LaunchPrediction` show."""
     full = ctas if full_ctas is None else int(full_ctas)
     elements = elements or {}
+    at_start = {(int(line), name): counts for line, name, counts in (starts or ())}
+
+    def copy_sectors(p) -> Tuple[int, int]:
+        counts = at_start.get((int(p.line), p.tensor))
+        by = dict(p.sectors_by_start or ())
+        if counts and by and all(int(r) in by for r in counts) and full_ctas is not None:
+            return (sum(n_full * by[int(r)] for r, (n_full, _) in counts.items()),
+                    sum(n_all * by[int(r)] for r, (_, n_all) in counts.items()))
+        return int(p.sectors) * full, int(p.sectors) * ctas
     plans: Dict[int, list] = {}
     for cp in analysis.copies:
         plans.setdefault(int(cp.line), []).append(cp)
@@ -381,8 +398,13 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
                 ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
                  [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
             add = int(el.sectors) if el is not None and metric == "global sectors" else 0
-            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full + add,
-                         "predicted_upper": per_cta * ctas + add, "plans": ps, "beyond_copies": also,
+            if metric == "global sectors":
+                lo = sum(copy_sectors(p)[0] for p in ps)
+                hi = sum(copy_sectors(p)[1] for p in ps)
+            else:
+                lo, hi = per_cta * full, per_cta * ctas
+            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": lo + add,
+                         "predicted_upper": hi + add, "plans": ps, "beyond_copies": also,
                          "elements": el if metric == "global sectors" else None})
     return rows
 
@@ -392,6 +414,40 @@ class _Unknown(Exception):
 
 
 def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None) -> Optional[int]:
+    got = _slice_starts(kir, grid, dims, scalars)
+    return None if got is None else int(np.count_nonzero(got[0]))
+
+
+def start_bytes(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
+    """Where each tensor slice of the launch starts within a 32-byte sector: [(line, tensor,
+    {byte: (full CTAs, all CTAs)})], one entry per (line, tensor) that one slice of the line
+    takes (a line taking two slices of a tensor is left out), counting the CTAs whose slice
+    starts that many bytes into a sector, among the full CTAs (`count_full_ctas`) and among all;
+    None where the starts cannot be evaluated (as count_full_ctas). The copy plans' figure at
+    each byte is `CopyPlan.sectors_by_start`."""
+    got = _slice_starts(kir, grid, dims, scalars)
+    if got is None:
+        return None
+    full, starts = got
+    seen: Dict[Tuple[int, str], int] = {}
+    for line, name, _, _ in starts:
+        seen[(line, name)] = seen.get((line, name), 0) + 1
+    out = []
+    for line, name, off, eb in starts:
+        if seen[(line, name)] != 1:
+            continue
+        res = (np.broadcast_to(np.asarray(off, dtype=np.int64), full.shape) * eb) % 32
+        counts = {}
+        for r in np.unique(res):
+            at = res == r
+            counts[int(r)] = (int(np.count_nonzero(at & full)), int(np.count_nonzero(at)))
+        out.append((int(line), name, counts))
+    return out
+
+
+def _slice_starts(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
+    """(full: bool per CTA, [(line, tensor, element offset of the slice's first element per CTA,
+    element bytes)]) for the launch, or None (see count_full_ctas)."""
     """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
     wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
     `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
@@ -455,6 +511,7 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
         raise _Unknown
 
     full = np.ones(n, dtype=bool)
+    starts = []
 
     def slices_of(stmt):
         for e in ir.stmt_exprs(stmt):
@@ -472,19 +529,24 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
                 tdims = sl.base.type.dims
                 if len(sl.subs) != len(tdims):
                     return None
+                off = np.zeros((), dtype=np.int64)
                 for sub, d in zip(sl.subs, tdims):
                     if isinstance(sub, ir.SubRange):
-                        if sub.full:
-                            continue
-                        lo, length = ev(sub.start), int(sub.length)
+                        lo = 0 if sub.full else ev(sub.start)
+                        length = int(sub.length)
                     else:
                         lo, length = ev(sub.index), 1
+                    off = off * extent(d) + np.asarray(lo, dtype=np.int64)
+                    if isinstance(sub, ir.SubRange) and sub.full:
+                        continue
                     full &= (np.asarray(lo) >= 0) & (np.asarray(lo) + length <= extent(d))
+                from ...types import dtype as _dtype
+                starts.append((stmt.span.line, sl.base.name, off, _dtype(sl.base.type.dtype).itemsize))
             if isinstance(stmt, ir.Let) and isinstance(stmt.sym.type, ir.ScalarT):
                 lets[id(stmt.sym)] = stmt.value
     except _Unknown:
         return None
-    return int(np.count_nonzero(full))
+    return full, starts
 
 
 @dataclass
@@ -543,7 +605,8 @@ def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: O
         full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
     from ...analysis.thread_traffic import element_sectors
     elements = element_sectors(ch.kir, g, dims, ch.bound.scalars)
-    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements)
+    starts = start_bytes(ch.kir, g, dims, ch.bound.scalars)
+    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements, starts=starts)
             if r["plans"] or r["beyond_copies"] or r["elements"]]
     rows = [r for r in rows if r["per_cta"] or r["elements"] or r["metric"] == "global sectors"]
     return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
@@ -875,7 +938,15 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
                    note=job.get("note", ""), full_ctas=job.get("full_ctas"),
                    device=raws[0].get("device", ""),
                    helper_calls={k: [int(x) for x in v] for k, v in calls.items()},
-                   element_traffic=_elements_from_job(job.get("element_traffic", {})))
+                   element_traffic=_elements_from_job(job.get("element_traffic", {})),
+                   start_bytes=_starts_from_job(job.get("start_bytes")))
+
+
+def _starts_from_job(d):
+    if d is None:
+        return None
+    return [(int(line), name, {int(r): (int(v[0]), int(v[1])) for r, v in counts.items()})
+            for line, name, counts in d]
 
 
 def _elements_from_job(d) -> Optional[Dict[int, object]]:
@@ -1023,11 +1094,18 @@ def make_job(kernel, ch) -> dict:
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
             "grid": list(ch.grid), "dims": dims,
             "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
+            "start_bytes": _starts_to_job(start_bytes(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)),
             "element_traffic": None if el is None else {str(k): {"sectors": v.sectors, "requests": v.requests,
                                                                  "tensors": list(v.tensors)} for k, v in el.items()},
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
+
+
+def _starts_to_job(starts):
+    if starts is None:
+        return None
+    return [[line, name, {str(r): list(v) for r, v in counts.items()}] for line, name, counts in starts]
 
 
 def write_job_files(kernel, ch, job: dict, work: Path):
