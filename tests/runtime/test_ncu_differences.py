@@ -234,9 +234,14 @@ kernel pick(X: tensor<f32>[M, 7], Out: tensor<f32>[M]) {
             want_out += len({(b * 50 + t) * 4 // 32 for t in ts})
     (line,) = el
     assert el[line].sectors == want_x + want_out and el[line].tensors == ("X", "Out")
-    # a while loop the following cannot decide: unknown, not a guess
-    loop = src.replace("if t < 50 && i < M {", "var k = 0\n  while k < 1 {\n    k = k + 1\n  }\n  if t < 50 && i < M {")
-    assert element_sectors(tilenb.compile(loop, backend="cpu").pick.ir(), (grid, 1, 1), {"M": M}) is None
+    # a while loop on a var it can follow changes nothing; a break it cannot: unknown, never a guess
+    loop = src.replace("if t < 50 && i < M {", "var k = 0\n  while k < 3 {\n    k = k + 1\n  }\n  if t < 50 && i < M {")
+    el2 = element_sectors(tilenb.compile(loop, backend="cpu").pick.ir(), (grid, 1, 1), {"M": M})
+    assert [e.sectors for e in el2.values()] == [want_x + want_out]
+    brk = src.replace("if t < 50 && i < M {", "for q in range(0, 2) {\n    if t > 3 { break }\n  }\n  if t < 50 && i < M {")
+    why = []
+    assert element_sectors(tilenb.compile(brk, backend="cpu").pick.ir(), (grid, 1, 1), {"M": M}, {}, why) is None
+    assert why == ["the break at line 7"]
 
 
 def test_every_row_of_the_saved_kernels_matches_or_is_accounted():

@@ -12,10 +12,13 @@ once (numpy arrays over the lanes), with the launch's runtime extents and scalar
   warp-wide load or store); its sectors are the distinct 32-byte sectors its active lanes' elements
   lie in (an element never straddles a sector: tensors are aligned and elements at most 16
   bytes). An `op=` store (`Y[i] += v`) reads the element and writes it: two requests.
+- A `while` runs while its condition holds for some thread, each thread as long as it holds
+  for it.
 - Tile statements are left to the copy plans; a launch too large to follow (more than
-  MAX_WORK lane-steps) or a statement inside a loop or branch that the following cannot decide (a `while`, `break`, `continue` or `return`, an index or condition from
-  a `var`, a tensor element or a scalar argument not given, an atomic) makes the whole answer
-  unknown (None), never a guess.
+  MAX_WORK lane-steps), a `break`, `continue` or `return`, a per-thread atomic, or an index,
+  condition or loop bound from a value this following does not know (a var assigned from
+  memory, a tensor element, a scalar argument not given) makes the whole answer unknown (None,
+  with what stopped it), never a guess.
 
 Guarantees: a pure function of the IR, the grid, the extents and the scalars; the figures are
 whole-launch totals per source line (the lines the statement plans carry).
@@ -51,15 +54,19 @@ class ElementTraffic:
 
 
 def element_sectors(kir: ir.KernelIR, grid, dims: Dict[str, int],
-                    scalars: Optional[Dict[str, object]] = None) -> Optional[Dict[int, ElementTraffic]]:
+                    scalars: Optional[Dict[str, object]] = None,
+                    why: Optional[List[str]] = None) -> Optional[Dict[int, ElementTraffic]]:
     """{line: ElementTraffic} for the per-thread tensor element accesses of one launch of `kir` over
     `grid` (x, y, z) with runtime extents `dims` and scalar arguments `scalars`; {} when the kernel
-    has none, None when they cannot be followed exactly (see the module docstring)."""
+    has none, None when they cannot be followed exactly (see the module docstring), and then
+    `why` (a list, if given) gets what stopped it, naming the line."""
     if not any(_has_element(s) for s in ir.walk_stmts(kir.body)):
         return {}
     try:
         return _Run(kir, grid, dims, scalars or {}).go()
-    except _Unknown:
+    except _Unknown as e:
+        if why is not None:
+            why.append(str(e) or "a value the analysis does not follow")
         return None
 
 
@@ -101,10 +108,25 @@ class _Run:
             self.stmt(s, mask)
 
     def stmt(self, s, mask):
-        if isinstance(s, (ir.While, ir.Break, ir.Continue, ir.Return, ir.Atomic)):
-            if isinstance(s, ir.Atomic) and s.tile:
+        line = s.span.line
+        if isinstance(s, (ir.Break, ir.Continue, ir.Return)):
+            raise _Unknown(f"the {type(s).__name__.lower()} at line {line}")
+        if isinstance(s, ir.Atomic):
+            if s.tile:
                 return
-            raise _Unknown
+            raise _Unknown(f"the atomic at line {line} (an L2 read-modify-write)")
+        if isinstance(s, ir.While):
+            while True:
+                c = np.broadcast_to(np.asarray(self.ev(s.cond, line), dtype=bool), (self.n,))
+                act = mask & c
+                if not act.any():
+                    return
+                self.turns += 1
+                self.work += self.n
+                if self.turns > MAX_TURNS or self.work > MAX_WORK:
+                    raise _Unknown(f"the loop at line {line} runs too long to follow")
+                self.touch(s.cond, act, line)
+                self.block(s.body, act)
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Slice):
             return                                    # a tile statement: the copy plans'
         if isinstance(s, (ir.Let, ir.VarDecl)):
@@ -130,16 +152,16 @@ class _Run:
             return
         if isinstance(s, ir.If):
             self.touch(s.cond, mask, s.span.line)
-            c = np.broadcast_to(np.asarray(self.ev(s.cond), dtype=bool), (self.n,))
+            c = np.broadcast_to(np.asarray(self.ev(s.cond, s.span.line), dtype=bool), (self.n,))
             self.block(s.then, mask & c)
             self.block(s.orelse, mask & ~c)
             return
         if isinstance(s, ir.For):
-            lo = np.broadcast_to(np.asarray(self.ev(s.lo), dtype=np.int64), (self.n,))
-            hi = np.broadcast_to(np.asarray(self.ev(s.hi), dtype=np.int64), (self.n,))
+            lo = np.broadcast_to(np.asarray(self.ev(s.lo, s.span.line), dtype=np.int64), (self.n,))
+            hi = np.broadcast_to(np.asarray(self.ev(s.hi, s.span.line), dtype=np.int64), (self.n,))
             step = int(s.step)
             if step == 0:
-                raise _Unknown
+                raise _Unknown(f"the loop at line {s.span.line} has step 0")
             k = 0
             while True:
                 v = lo + k * step
@@ -149,7 +171,7 @@ class _Run:
                 self.turns += 1
                 self.work += self.n
                 if self.turns > MAX_TURNS or self.work > MAX_WORK:
-                    raise _Unknown
+                    raise _Unknown(f"the loop at line {s.span.line} runs too long to follow")
                 self.env[id(s.var)] = v
                 self.block(s.body, act)
                 k += 1
@@ -166,13 +188,13 @@ class _Run:
     def access(self, el: ir.Element, mask, line):
         dims = el.base.type.dims
         if el.flat:
-            off = np.asarray(self.ev(el.indices[0]), dtype=np.int64)
+            off = np.asarray(self.ev(el.indices[0], line), dtype=np.int64)
         else:
             if len(el.indices) != len(dims):
-                raise _Unknown
+                raise _Unknown(f"the element of {el.base.name} at line {line}")
             off = np.zeros((), dtype=np.int64)
             for ix, d in zip(el.indices, dims):
-                off = off * self.extent(d) + np.asarray(self.ev(ix), dtype=np.int64)
+                off = off * self.extent(d) + np.asarray(self.ev(ix, line), dtype=np.int64)
         off = np.broadcast_to(off, (self.n,))[mask]
         warp = self.warp[mask]
         eb = dtype(el.base.type.dtype).itemsize
@@ -191,18 +213,27 @@ class _Run:
             return d
         if d in self.dims:
             return int(self.dims[d])
-        raise _Unknown
+        raise _Unknown(f"the runtime dim {d} is not given")
 
     # -- values
     def value(self, e, mask):
         """The value of a scalar expression, or _UNKNOWN where this following cannot know it (an
         element read, a float computation it does not need)."""
         try:
-            return self.ev(e)
+            return self._ev(e)
         except _Unknown:
             return _UNKNOWN
 
-    def ev(self, e):
+    def ev(self, e, line):
+        """The value of `e`, which an index, a condition or a loop bound needs: _Unknown naming
+        what it depends on where this following cannot know it."""
+        try:
+            return self._ev(e)
+        except _Unknown as x:
+            raise _Unknown(f"line {line}: {x or 'a value the analysis does not follow'}") from None
+
+    def _ev(self, e):
+        ev = self._ev
         t = type(e)
         if t is ir.Const:
             if isinstance(e.value, (bool, int, np.integer, float)):
@@ -220,15 +251,16 @@ class _Run:
                 return self.scalars[sym.name]
             v = self.env.get(id(sym), _UNKNOWN)
             if v is _UNKNOWN:
-                raise _Unknown
+                what = {"var": "the var", "scalar_param": "the scalar argument", "dim": "the dim"}.get(sym.kind, "")
+                raise _Unknown(f"{what} {sym.name}".strip() + " (its value is not followed)")
             return v
         if t is ir.Convert:
-            v = self.ev(e.x)
+            v = ev(e.x)
             if e.type.dtype in _INTS:
                 return np.trunc(np.asarray(v)).astype(np.int64)
             return v
         if t is ir.Unary:
-            v = np.asarray(self.ev(e.x))
+            v = np.asarray(ev(e.x))
             if e.op == "-":
                 return -v
             if e.op == "!":
@@ -237,7 +269,7 @@ class _Run:
                 return ~v
             raise _Unknown
         if t is ir.Binary:
-            a, b = np.asarray(self.ev(e.a)), np.asarray(self.ev(e.b))
+            a, b = np.asarray(ev(e.a)), np.asarray(ev(e.b))
             op = e.op
             if op in _CMP:
                 return _CMP[op](a, b)
@@ -259,7 +291,7 @@ class _Run:
                         "<<": np.left_shift, ">>": np.right_shift}[op](a, b)
             raise _Unknown
         if t is ir.Math:
-            args = [np.asarray(self.ev(x)) for x in e.args]
+            args = [np.asarray(ev(x)) for x in e.args]
             if e.fn == "min" and len(args) == 2:
                 return np.minimum(*args)
             if e.fn == "max" and len(args) == 2:
@@ -269,7 +301,9 @@ class _Run:
             if e.fn == "where" and len(args) == 3:
                 return np.where(args[0].astype(bool), args[1], args[2])
             raise _Unknown
-        raise _Unknown                                # element reads, tiles, reductions: values unknown
+        if t is ir.Element:
+            raise _Unknown(f"an element of {e.base.name} (a value read from memory)")
+        raise _Unknown(f"a {t.__name__.lower()} value")   # tiles, reductions: values unknown
 
 
 class _UnknownValue:

@@ -194,6 +194,7 @@ class Profile:
     element_traffic: Optional[Dict[int, object]] = field(default_factory=dict)
     # where each tensor slice starts in a sector, per CTA (`start_bytes` of the launch); None: unknown
     start_bytes: Optional[list] = None
+    element_unknown: str = ""         # what stopped analysis.thread_traffic where element_traffic is None
 
     @property
     def ctas(self) -> int:
@@ -669,10 +670,11 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
         names = _per_thread_tensors(analysis, line)
         if names and meas:
             per = f" ({meas / f.requests:.1f} a request)" if f.requests else ""
+            stop = prof.element_unknown or ("a value it does not follow (an index or a branch from a var, a tensor "
+                                            "element or an unknown scalar, a break, continue or return, an atomic)")
             return (f"per-thread code: each thread accesses single elements of {', '.join(names)}, which the "
-                    f"analysis could not follow for this launch (analysis.thread_traffic: an index or a branch "
-                    f"from a var, a tensor element or an unknown scalar, or a while, break, continue, return or "
-                    f"atomic), so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
+                    f"analysis could not follow for this launch (analysis.thread_traffic stopped at {stop}), "
+                    f"so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
                     f"requests{per}"), False
         return "", False
     if metric == "global sectors" and meas < lo:
@@ -939,7 +941,8 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
                    device=raws[0].get("device", ""),
                    helper_calls={k: [int(x) for x in v] for k, v in calls.items()},
                    element_traffic=_elements_from_job(job.get("element_traffic", {})),
-                   start_bytes=_starts_from_job(job.get("start_bytes")))
+                   start_bytes=_starts_from_job(job.get("start_bytes")),
+                   element_unknown=job.get("element_unknown", ""))
 
 
 def _starts_from_job(d):
@@ -1090,11 +1093,13 @@ def make_job(kernel, ch) -> dict:
     lined = N.lined_source(ks.source, off)
     from ...analysis.thread_traffic import element_sectors
     dims = {k: int(v) for k, v in ch.bound.dims.items()}
-    el = element_sectors(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)
+    why: List[str] = []
+    el = element_sectors(ch.kir, tuple(ch.grid), dims, ch.bound.scalars, why)
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
             "grid": list(ch.grid), "dims": dims,
             "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
             "start_bytes": _starts_to_job(start_bytes(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)),
+            "element_unknown": why[0] if why else "",
             "element_traffic": None if el is None else {str(k): {"sectors": v.sectors, "requests": v.requests,
                                                                  "tensors": list(v.tensors)} for k, v in el.items()},
             "barriers": [list(b) for b in lined.barriers],
