@@ -122,3 +122,20 @@ def test_tutorial_11_profiled_variants_compile_with_nvrtc():
                  if ln.startswith("#line ") and ln.endswith(f'"{N.TILE_FILE}"')}
         assert {cp.line for cp in k.analysis().copies} <= named, k.name
         assert len(nvrtc_compile(lined.text, "sm_90")) > 0
+
+
+def test_probe_records_every_kernel_of_tutorial_04_without_the_dataset(tmp_path):
+    # the device machine has no MiniLM package: tutorial 04's datasets cells get stand-ins of the
+    # same shapes, so its later cells run and every kernel it launches is recorded
+    import os
+    env = dict(os.environ, TILENB_MINILM_DIR=str(tmp_path / "no-model-here"))
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "probes" / "ncu_tutorials.py"), "--out", str(tmp_path),
+                        "--predict-only", "--tutorials", "04", "--no-suite"], capture_output=True, text=True,
+                       timeout=600, cwd=str(ROOT), env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = json.loads((tmp_path / "ncu_tutorials.json").read_text())
+    assert {r["kernel"] for r in rows} == {"center_rows", "project", "inclusive_scan", "length_histogram",
+                                           "racy_scan"}
+    md = (tmp_path / "ncu_tutorials.md").read_text()
+    assert "DatasetError" not in md and "NameError" not in md
+    assert "cell 11: RaceError" in md          # the lesson's race (debug=True), the only failing cell

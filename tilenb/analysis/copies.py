@@ -126,6 +126,10 @@ class CopyPlan:
     op: str = ""                   # "atomic_add" / "atomic_max" for a tile atomic's store; "" for a plain copy
     value: str = ""                # a store's value in words when short ("t", "colsum(x)"), else ""
     region: Optional[SliceRegion] = None   # the slice's part inside the tensor, as far as known before a launch
+    # (byte position of the slice start in a 32-byte sector, sectors per CTA there) for every
+    # position its divisibility allows; `sectors` is the worst of them (a launch that knows its
+    # starts picks its own: tilenb.runtime.gpu.profile.launch_copy_sectors)
+    sectors_by_start: Tuple[Tuple[int, int], ...] = ()
 
     def to_json(self) -> dict:
         """A JSON-ready dict; "swizzle" ({"bits", "base", "shift"}) appears only for a swizzled tile."""
@@ -506,9 +510,11 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
             offs = g.layouts[0].offsets()
             step = gcd(g.origin_div * eb, SECTOR_BYTES) if g.origin_div else SECTOR_BYTES
             worst, worst_res = None, 0
+            by_start = []
             for res in range(0, SECTOR_BYTES, step):
                 sec = sum(sectors_per_request(req, res + offs[ch.row, ch.col + v] * eb, nbytes)
                           for v in range(per_elem))
+                by_start.append((res, int(sec.sum())))
                 if worst is None or sec.sum() > worst.sum():
                     worst, worst_res = sec, res
             active = np.bincount(req, minlength=n_req)
@@ -535,7 +541,8 @@ def copy_plans(plans: Tuple[StatementPlan, ...], threads: int) -> Tuple[CopyPlan
                                 _declared_shape(g, plan.shape),
                                 _coalescing_note(g, direction, ch, req, lane, nwarps, offs[ch.row, ch.col] * eb, nbytes, worst, ideal_s, worst_res, step),
                                 _conflict_note(partner, plan, ch, req, lane, nwarps, wf, ideal_w, sw, fix),
-                                *_store_op(plan.stmt, direction), slice_region(g.node, plan.shape)))
+                                *_store_op(plan.stmt, direction), slice_region(g.node, plan.shape),
+                                tuple(by_start)))
     return tuple(out)
 
 

@@ -12,7 +12,18 @@ phases of 32 / 16 / 8 lanes for 4 / 8 / 16-byte accesses):
   `smem.SmemMap.partials`) reads its shared operand tiles, chunk k of V elements -> thread k % T,
   one V-element vector a chunk (a tile read twice, `rowsum(x * x)`, is read once a chunk);
 - "broadcast in a pass": a shared tile the reduction's operand broadcasts along the row
-  (`rowsum((x - mean) * (x - mean))`) is read once a chunk, one element, by every lane of the warp;
+  (`rowsum((x - mean) * (x - mean))`): where its element does not change along the row (an
+  [R, 1] or [1, 1] tile) NVRTC hoists the load out of the unrolled chunk loop, so it is read once
+  a row by every thread, one request per (row, warp) (the H200's layer_norm, f32 and bf16, show
+  2,400 LDS over 300 CTAs of 8 warps, not one a chunk); a [1, C] tile is read once a chunk;
+- "warp reduction pass": a row reduction the lanes of one warp share (`smem.identity_reductions`
+  with no partials: the generator's cooperative sweep). Output o -> thread o % T; the warp's
+  outputs take S lanes each (S the power of two at least the outputs it owns, at most 32), lane l
+  reading column l / S + i * 32 / S of its output's row, one request per step i: the bank model
+  gives the conflicts of rows that share banks (tutorial 04's center_rows, 8 rows of 64 f32: 8
+  lanes a bank, 8 wavefronts a request, 16 requests a CTA, as the H200 counted); a tile the
+  operand broadcasts along the reduced axis is read once per lane (the same hoisting as above,
+  out of the lanes' loop; not yet measured on this path);
 - "partials store": lane 0 of every warp stores the warp's partial of every row (one wavefront
   per (row, warp)); "partials load": the owner of output o reads the NW partials of its row, which
   NVRTC merges into the widest loads of 16, 8 or 4 bytes that divide them (LDS.128: NW * 4 / 16
@@ -27,8 +38,13 @@ phases of 32 / 16 / 8 lanes for 4 / 8 / 16-byte accesses):
 - "tile read" / "tile write": a shared tile of the statement's shape read or written elementwise
   that no copy plan counts (tile to tile statements, a second tile of a store).
 
+Every offset goes through the tile's swizzle where the generator lays the tile out swizzled
+(`copies.tile_swizzles`, the decision the generator reads): tutorial 05's add_blocks reads b
+transposed through its swizzle in one wavefront a request, not eight.
+
 Not modelled (no record): statements with a dot (the tensor-core paths stage their operands by
-rules of their own), per-thread statements, and reductions that are not CTA-wide.
+rules of their own), per-thread statements (their tensor element accesses are counted per launch
+by `thread_traffic`), and a reduction evaluated in a vector statement.
 
 Guarantees: a pure function of the statement plans, the shared-memory map and the copy plans;
 `SharedTraffic.wavefronts` equals the sum of its `warps`; nothing the copy plans count is counted
@@ -45,6 +61,7 @@ from .. import ir
 from ..types import dtype
 from .layout import wavefronts_per_request
 from .partition import as_2d, chunks
+from .smem import identity_reductions
 
 # the element types the generator holds in a scalar register (every value type of the language)
 _REGISTER_DTYPES = ("f16", "bf16", "f32", "f64", "i8", "i32", "i64", "index", "u8", "u16", "u32", "bool")
@@ -139,25 +156,109 @@ def shared_traffic(plans, smem, copies, threads: int, space_of: Callable[[ir.Sym
     for cp in copies:
         if cp.tile is not None and not cp.is_view:
             counted.add((cp.position, cp.tile, "write" if cp.direction == "load" else "read"))
+    from .copies import tile_swizzles
+    swz = tile_swizzles(plans, T)
     out: List[SharedTraffic] = []
     for plan in plans:
         if plan.kind != "tile" or _contains_dot(plan.stmt):
             continue
         parts = smem.partials.get(id(plan.stmt), ()) if smem is not None else ()
         if plan.row_reductions and parts and parts[0]:
-            out.extend(_block_reduction(plan, NW, T, space_of, base_of))
+            out.extend(_block_reduction(plan, NW, T, space_of, base_of, swz))
             continue
-        if plan.row_reductions:
+        value = _value_of(plan.stmt)
+        coop = (identity_reductions(value, tuple(plan.shape))
+                if plan.vector_width == 1 and isinstance(getattr(value, "type", None), ir.TileT) else [])
+        if plan.row_reductions and not coop:
             continue
-        out.extend(_sweep(plan, NW, T, counted, space_of))
+        if coop:
+            out.extend(_warp_reduction(plan, coop, NW, T, space_of, base_of, swz))
+        out.extend(_sweep(plan, NW, T, counted, space_of, swz))
     return tuple(out)
+
+
+def _relabel(offs, sym, swz):
+    """Element offsets in `sym`'s tile as the generated code stores them (its swizzle, if any)."""
+    sw = swz.get(id(sym)) if swz else None
+    if sw is None:
+        return offs
+    offs = np.asarray(offs)
+    inside = (offs >= 0) & (offs < sym.type.size)
+    return np.where(inside, sw(np.where(inside, offs, 0)), offs)
+
+
+def _warp_reduction(plan, reds, NW, T, space_of, base_of, swz) -> List[SharedTraffic]:
+    """The operand reads of the row reductions the lanes of a warp share (the module docstring's
+    "warp reduction pass"), for a CTA whose operands are wholly valid."""
+    out: List[SharedTraffic] = []
+    R, Cc = as_2d(plan.shape)
+    n_out = R * Cc
+    lanes = np.arange(32, dtype=np.int64)
+    for ri, red in enumerate(reds):
+        x = red.x
+        Rx, Cx = as_2d(x.type.shape)
+        length = Cx if red.axis == 1 else Rx
+        refs: List[ir.Ref] = []
+        _tile_refs(x, refs)
+        leaves, done = [], set()
+        for r in refs:
+            if id(r.sym) in done or space_of(r.sym) != "shared":
+                continue
+            done.add(id(r.sym))
+            leaves.append(r)
+        if not leaves:
+            continue
+        recs: Dict[int, list] = {id(r.sym): [[], [], [], []] for r in leaves}
+        req_id = 0
+        for base in range(0, n_out, T):
+            for w in range(NW):
+                nw = min(32, max(0, n_out - base - w * 32))
+                if nw <= 0:
+                    continue
+                S = 1
+                while S < nw:
+                    S <<= 1
+                mine = (lanes & (S - 1)) < nw
+                o = base + w * 32 + (lanes & (S - 1))
+                steps = -(-length // (32 // S))
+                for r in leaves:
+                    R2, C2 = as_2d(r.type.shape)
+                    along = C2 if red.axis == 1 else R2      # the leaf's extent along the reduced axis
+                    hoisted = along == 1                     # the same element at every step: read once
+                    acc = recs[id(r.sym)]
+                    for i in range(1 if hoisted else steps):
+                        k = lanes // S + i * (32 // S)
+                        act = mine & (k < length)
+                        if hoisted:
+                            act = mine & (lanes // S < length)
+                            k = np.zeros_like(k)
+                        oo, kk = o[act], k[act]
+                        row, col = (oo, kk) if red.axis == 1 else (kk, oo)
+                        row = row if R2 == Rx else np.zeros_like(row)
+                        col = col if C2 == Cx else np.zeros_like(col)
+                        acc[0].append(np.full(len(oo), req_id, dtype=np.int64))
+                        acc[1].append(lanes[act])
+                        acc[2].append(np.full(len(oo), w, dtype=np.int64))
+                        acc[3].append(_relabel(row * C2 + col, r.sym, swz))
+                        req_id += 1
+        for r in leaves:
+            acc = recs[id(r.sym)]
+            if not acc[0]:
+                continue
+            eb = dtype(r.type.dtype).itemsize
+            st = base_of(r.sym) + np.concatenate(acc[3]) * eb
+            n, wf, per = _figures(np.concatenate(acc[0]), np.concatenate(acc[1]), np.concatenate(acc[2]), st, eb, NW)
+            R2, C2 = as_2d(r.type.shape)
+            kind = "warp reduction pass" if (R2, C2) == (Rx, Cx) else "broadcast in a pass"
+            out.append(SharedTraffic(plan.line, plan.position, r.sym.name, kind, "load", n, wf, per))
+    return out
 
 
 def _contains_dot(stmt) -> bool:
     return any(_contains(e, (ir.Dot,)) for e in ir.stmt_exprs(stmt))
 
 
-def _sweep(plan, NW, T, counted, space_of) -> List[SharedTraffic]:
+def _sweep(plan, NW, T, counted, space_of, swz=None) -> List[SharedTraffic]:
     """Shared accesses of an elementwise tile statement not in the copy plans."""
     out: List[SharedTraffic] = []
     V = plan.vector_width
@@ -179,7 +280,7 @@ def _sweep(plan, NW, T, counted, space_of) -> List[SharedTraffic]:
             continue
         seen.add(key)
         lay = a.layouts[0]
-        offs = lay.offsets()
+        offs = _relabel(lay.offsets(), a.storage, swz)
         if a.node is not None and id(a.node) in held:
             # one read a thread, before the sweep: every busy thread, one request per warp
             busy = np.unique(ch.thread)
@@ -209,7 +310,7 @@ def _sweep(plan, NW, T, counted, space_of) -> List[SharedTraffic]:
     return out
 
 
-def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
+def _block_reduction(plan, NW, T, space_of, base_of, swz=None) -> List[SharedTraffic]:
     """The passes, partials and result of a CTA-wide row reduction statement."""
     out: List[SharedTraffic] = []
     line, pos = plan.line, plan.position
@@ -237,14 +338,20 @@ def _block_reduction(plan, NW, T, space_of, base_of) -> List[SharedTraffic]:
             R2, C2 = as_2d(r.type.shape)
             base = base_of(r.sym)
             if (R2, C2) == (Rx, Cx):
-                st = base + (row * C2 + j0) * eb
+                st = base + _relabel(row * C2 + j0, r.sym, swz) * eb
                 n, wf, per = _figures(req, t % 32, warp, st, eb * V, NW)
                 out.append(SharedTraffic(line, pos, r.sym.name, "reduction pass", "load", n, wf, per))
             else:
                 rr = row if R2 == Rx else np.zeros_like(row)
                 cc = j0 if C2 == Cx else np.zeros_like(j0)
-                st = base + (rr * C2 + cc) * eb
-                n, wf, per = _figures(req, t % 32, warp, st, eb, NW)
+                st = base + _relabel(rr * C2 + cc, r.sym, swz) * eb
+                if C2 == 1:
+                    # the same element at every step of the row: NVRTC hoists the load out of the
+                    # unrolled chunk loop, one request per (row, warp) (the first step's)
+                    first = s == 0
+                    n, wf, per = _figures(req[first], (t % 32)[first], warp[first], st[first], eb, NW)
+                else:
+                    n, wf, per = _figures(req, t % 32, warp, st, eb, NW)
                 out.append(SharedTraffic(line, pos, r.sym.name, "broadcast in a pass", "load", n, wf, per))
         pb = dtype(red.type.dtype).itemsize
         name = f"row{red.op} partials"

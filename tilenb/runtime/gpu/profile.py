@@ -188,6 +188,13 @@ class Profile:
     note: str = ""
     full_ctas: Optional[int] = None     # CTAs wholly inside the tensors (count_full_ctas); None: unknown
     device: str = ""                  # the GPU ncu measured on, as it names it ("NVIDIA H200")
+    helper_calls: Dict[str, List[int]] = field(default_factory=dict)   # prelude helper -> tile lines calling it
+    # per-thread element accesses of tensors over the launch (analysis.thread_traffic.element_sectors
+    # of the launch): line -> ElementTraffic; None where the analysis cannot follow them
+    element_traffic: Optional[Dict[int, object]] = field(default_factory=dict)
+    # where each tensor slice starts in a sector, per CTA (`start_bytes` of the launch); None: unknown
+    start_bytes: Optional[list] = None
+    element_unknown: str = ""         # what stopped analysis.thread_traffic where element_traffic is None
 
     @property
     def ctas(self) -> int:
@@ -209,24 +216,40 @@ class Profile:
         `analysis.shared_traffic` (the shared reads and writes no copy plan counts: an [R, 1]
         operand broadcast along its rows, a reduction's passes and partials, ...), the same
         per-line split as `Analysis.traffic()`; "beyond_copies" lists those records as (kind,
-        tile, wavefronts per CTA). `full_ctas` defaults to the Profile's own count
+        tile, wavefronts per CTA); a line's per-thread element accesses of tensors add their
+        sectors over the launch (`Profile.element_traffic`, `analysis.thread_traffic`; the row's
+        "elements"). `full_ctas` defaults to the Profile's own count
         (`count_full_ctas` of the launch, where it can tell; else every CTA). A measurement inside the range is ok; otherwise
-        `reason` says what differs."""
+        `reason` says what differs: the exact mechanism where the analysis' facts and the
+        measurement establish one (`_explain`: a helper several lines call, per-thread element
+        accesses, a runtime start that is sector-aligned at this launch, shared reads NVRTC serves
+        from the registers just stored, a shared store the next write overwrites), with
+        "accounted" True when the prediction corrected by that mechanism contains the
+        measurement; else the general reason, naming the instructions ncu counted."""
         ctas = self.ctas
         if full_ctas is None:
             full_ctas = self.full_ctas
         measured = {ln for ln, f in self.lines.items() if f.sectors or f.wavefronts}
+        # the slice starts' counts are over the Profile's own full CTAs: not for another count
+        starts = self.start_bytes if full_ctas == self.full_ctas else None
+        pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured, elements=self.element_traffic,
+                               starts=starts)
         rows = []
-        for r in predicted_lines(analysis, ctas, full_ctas, also_lines=measured):
+        for r in pred:
             f = self.lines.get(r["line"], LineFigures(r["line"]))
             meas = f.sectors if r["metric"] == "global sectors" else f.wavefronts
-            if not r["plans"] and not r["beyond_copies"] and not meas:
+            if not r["plans"] and not r["beyond_copies"] and not r["elements"] and not meas:
                 continue
             lo, hi = r["predicted"], r["predicted_upper"]
             ok = lo <= meas <= hi
+            reason, accounted = "", False
+            if not ok:
+                why, accounted = _explain(self, analysis, r, f, pred, ctas, full_ctas)
+                reason = (_with_ops(why, r["metric"], f) if why
+                          else _reason(r["metric"], r["plans"], f, lo, hi, r["beyond_copies"]))
             rows.append({"line": r["line"], "metric": r["metric"], "predicted": lo, "predicted_upper": hi,
-                         "measured": meas, "ok": ok, "beyond_copies": r["beyond_copies"],
-                         "reason": "" if ok else _reason(r["metric"], r["plans"], f, lo, hi, r["beyond_copies"])})
+                         "measured": meas, "ok": ok, "beyond_copies": r["beyond_copies"], "reason": reason,
+                         "accounted": accounted, "elements": r["elements"]})
         return rows
 
     def analysis(self, kernel, arch=None):
@@ -333,17 +356,34 @@ class Profile:
 
 
 # ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
-def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=()) -> List[dict]:
-    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan or
-    shared traffic (and per line of `also_lines`), two rows a line: {"line", "metric" ("global
-    sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x the full CTAs,
-    `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the line's
-    CopyPlans), "beyond_copies"}. Sectors are the copy plans'; wavefronts are the copy plans'
-    plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan counts),
-    listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same split as
-    `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
+def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=(),
+                    elements: Optional[Dict[int, object]] = None, starts=None) -> List[dict]:
+    """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan, shared
+    traffic or per-thread element accesses (and per line of `also_lines`), two rows a line:
+    {"line", "metric" ("global sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x
+    the full CTAs, `full_ctas`, default all), "predicted_upper" (per_cta x all CTAs), "plans" (the
+    line's CopyPlans), "beyond_copies", "elements"}. Sectors are the copy plans' plus, where
+    `elements` (`analysis.thread_traffic.element_sectors` of the launch: line -> ElementTraffic,
+    whole-launch totals) has the line, its per-thread element accesses' sectors, added to both
+    ends of the range ("elements": that ElementTraffic, else None); wavefronts are the copy
+    plans' plus the line's `analysis.shared_traffic` records (the shared accesses no copy plan
+    counts), listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same
+    split as `Analysis.traffic()`. Where `starts` (`start_bytes` of the launch) says where a copy's
+    slice starts in a sector in each CTA, the copy counts its figure at that byte
+    (`CopyPlan.sectors_by_start`) per CTA, over the full CTAs and over all, instead of its worst
+    case times the CTAs. The one home of the prediction `Profile.compare` and
     `LaunchPrediction` show."""
     full = ctas if full_ctas is None else int(full_ctas)
+    elements = elements or {}
+    at_start = {(int(line), name): counts for line, name, counts in (starts or ())}
+
+    def copy_sectors(p) -> Tuple[int, int]:
+        counts = at_start.get((int(p.line), p.tensor))
+        by = dict(p.sectors_by_start or ())
+        if counts and by and all(int(r) in by for r in counts) and full_ctas is not None:
+            return (sum(n_full * by[int(r)] for r, (n_full, _) in counts.items()),
+                    sum(n_all * by[int(r)] for r, (_, n_all) in counts.items()))
+        return int(p.sectors) * full, int(p.sectors) * ctas
     plans: Dict[int, list] = {}
     for cp in analysis.copies:
         plans.setdefault(int(cp.line), []).append(cp)
@@ -351,14 +391,22 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     for t in getattr(analysis, "shared_traffic", ()):
         extra.setdefault(int(t.line), []).append(t)
     rows = []
-    for line in sorted(set(plans) | set(extra) | set(also_lines)):
+    for line in sorted(set(plans) | set(extra) | set(elements) | set(also_lines)):
         ps, ts = plans.get(line, []), extra.get(line, [])
+        el = elements.get(line)
         for metric, per_cta, also in (
                 ("global sectors", sum(int(p.sectors) for p in ps), []),
                 ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
                  [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
-            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": per_cta * full,
-                         "predicted_upper": per_cta * ctas, "plans": ps, "beyond_copies": also})
+            add = int(el.sectors) if el is not None and metric == "global sectors" else 0
+            if metric == "global sectors":
+                lo = sum(copy_sectors(p)[0] for p in ps)
+                hi = sum(copy_sectors(p)[1] for p in ps)
+            else:
+                lo, hi = per_cta * full, per_cta * ctas
+            rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": lo + add,
+                         "predicted_upper": hi + add, "plans": ps, "beyond_copies": also,
+                         "elements": el if metric == "global sectors" else None})
     return rows
 
 
@@ -367,6 +415,40 @@ class _Unknown(Exception):
 
 
 def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None) -> Optional[int]:
+    got = _slice_starts(kir, grid, dims, scalars)
+    return None if got is None else int(np.count_nonzero(got[0]))
+
+
+def start_bytes(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
+    """Where each tensor slice of the launch starts within a 32-byte sector: [(line, tensor,
+    {byte: (full CTAs, all CTAs)})], one entry per (line, tensor) that one slice of the line
+    takes (a line taking two slices of a tensor is left out), counting the CTAs whose slice
+    starts that many bytes into a sector, among the full CTAs (`count_full_ctas`) and among all;
+    None where the starts cannot be evaluated (as count_full_ctas). The copy plans' figure at
+    each byte is `CopyPlan.sectors_by_start`."""
+    got = _slice_starts(kir, grid, dims, scalars)
+    if got is None:
+        return None
+    full, starts = got
+    seen: Dict[Tuple[int, str], int] = {}
+    for line, name, _, _ in starts:
+        seen[(line, name)] = seen.get((line, name), 0) + 1
+    out = []
+    for line, name, off, eb in starts:
+        if seen[(line, name)] != 1:
+            continue
+        res = (np.broadcast_to(np.asarray(off, dtype=np.int64), full.shape) * eb) % 32
+        counts = {}
+        for r in np.unique(res):
+            at = res == r
+            counts[int(r)] = (int(np.count_nonzero(at & full)), int(np.count_nonzero(at)))
+        out.append((int(line), name, counts))
+    return out
+
+
+def _slice_starts(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
+    """(full: bool per CTA, [(line, tensor, element offset of the slice's first element per CTA,
+    element bytes)]) for the launch, or None (see count_full_ctas)."""
     """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
     wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
     `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
@@ -430,6 +512,7 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
         raise _Unknown
 
     full = np.ones(n, dtype=bool)
+    starts = []
 
     def slices_of(stmt):
         for e in ir.stmt_exprs(stmt):
@@ -447,19 +530,24 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
                 tdims = sl.base.type.dims
                 if len(sl.subs) != len(tdims):
                     return None
+                off = np.zeros((), dtype=np.int64)
                 for sub, d in zip(sl.subs, tdims):
                     if isinstance(sub, ir.SubRange):
-                        if sub.full:
-                            continue
-                        lo, length = ev(sub.start), int(sub.length)
+                        lo = 0 if sub.full else ev(sub.start)
+                        length = int(sub.length)
                     else:
                         lo, length = ev(sub.index), 1
+                    off = off * extent(d) + np.asarray(lo, dtype=np.int64)
+                    if isinstance(sub, ir.SubRange) and sub.full:
+                        continue
                     full &= (np.asarray(lo) >= 0) & (np.asarray(lo) + length <= extent(d))
+                from ...types import dtype as _dtype
+                starts.append((stmt.span.line, sl.base.name, off, _dtype(sl.base.type.dtype).itemsize))
             if isinstance(stmt, ir.Let) and isinstance(stmt.sym.type, ir.ScalarT):
                 lets[id(stmt.sym)] = stmt.value
     except _Unknown:
         return None
-    return int(np.count_nonzero(full))
+    return full, starts
 
 
 @dataclass
@@ -487,8 +575,12 @@ class LaunchPrediction:
         for r in self.rows:
             pred = (str(r["predicted"]) if r["predicted"] == r["predicted_upper"]
                     else f"{r['predicted']}..{r['predicted_upper']}")
+            el = r.get("elements")
+            per = (f"{r['per_cta']}" if el is None else
+                   f"{r['per_cta']}, and {el.sectors} for the per-thread element accesses of "
+                   f"{', '.join(el.tensors)} over the launch")
             out.append(f"  {r['line']:>4} | {r['metric']} | {pred}{_beyond_text(r['beyond_copies'], self.ctas)} "
-                       f"({r['per_cta']})")
+                       f"({per})")
         return "\n".join(out)
 
     __str__ = text
@@ -512,8 +604,12 @@ def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: O
     ctas = int(np.prod(g))
     if full_ctas is None:
         full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
-    rows = [r for r in predicted_lines(a, ctas, full_ctas) if r["plans"] or r["beyond_copies"]]
-    rows = [r for r in rows if r["per_cta"] or r["metric"] == "global sectors"]
+    from ...analysis.thread_traffic import element_sectors
+    elements = element_sectors(ch.kir, g, dims, ch.bound.scalars)
+    starts = start_bytes(ch.kir, g, dims, ch.bound.scalars)
+    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements, starts=starts)
+            if r["plans"] or r["beyond_copies"] or r["elements"]]
+    rows = [r for r in rows if r["per_cta"] or r["elements"] or r["metric"] == "global sectors"]
     return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
 
 
@@ -526,10 +622,234 @@ def _beyond_text(also, ctas: int) -> str:
 
 
 def _reason(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
-    why = _reason_text(metric, plans, f, lo, hi, also)
+    return _with_ops(_reason_text(metric, plans, f, lo, hi, also), metric, f)
+
+
+def _with_ops(why: str, metric: str, f: LineFigures) -> str:
     k = 1 if metric == "global sectors" else 2
     ops = [f"{op} {v[k]}" for op, v in f.ops.items() if v[k]]
     return why + (f" (by instruction: {', '.join(ops)})" if ops else "")
+
+
+# ---- the differences whose mechanism is known exactly ----------------------------------------
+def _span(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}..{hi}"
+
+
+def _lines_text(lines) -> str:
+    ls = [str(x) for x in sorted(lines)]
+    return ls[0] if len(ls) == 1 else ", ".join(ls[:-1]) + " and " + ls[-1]
+
+
+def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict], ctas: int,
+             full_ctas: Optional[int]) -> Tuple[str, bool]:
+    """(reason, accounted) for a difference `Profile.compare` found, where its mechanism is one of
+    those the analysis' facts and the measurement together establish ("", False otherwise: the
+    general reason applies); `accounted`: the prediction corrected by that mechanism contains the
+    measurement. Each is checked, not assumed:
+
+    - a prelude helper called from several tile lines (ncu gives its inlined instructions the
+      helper's line): the lines' own counts plus the helper's equal the lines' predictions
+      together;
+    - per-thread element accesses of tensors (no copy plan: the analysis counts no sectors for
+      per-thread code), naming the tensors and the sectors per request ncu counted;
+    - a copy whose runtime start the plans place at its worst byte in a sector: the sector-aligned
+      figures (`CopyPlan.ideal_sectors`) contain the measurement;
+    - shared reads of tile elements the same threads wrote earlier with no barrier between
+      (the same statement partition and offsets): the line issues no shared load, NVRTC reuses
+      the registers it stored from; the line's predicted stores alone match;
+    - a shared store that the next write of the tile, by the same threads and before any
+      barrier, overwrites wholly: NVRTC drops it (no shared store at the line)."""
+    metric, line = r["metric"], r["line"]
+    meas = f.sectors if metric == "global sectors" else f.wavefronts
+    lo, hi = r["predicted"], r["predicted_upper"]
+    why = _via_shared_helper(prof, r, pred, metric, line)
+    if why[0]:
+        return why
+    if metric == "global sectors" and not r["plans"] and not r["elements"]:
+        names = _per_thread_tensors(analysis, line)
+        if names and meas:
+            per = f" ({meas / f.requests:.1f} a request)" if f.requests else ""
+            stop = prof.element_unknown or ("a value it does not follow (an index or a branch from a var, a tensor "
+                                            "element or an unknown scalar, a break, continue or return, an atomic)")
+            return (f"per-thread code: each thread accesses single elements of {', '.join(names)}, which the "
+                    f"analysis could not follow for this launch (analysis.thread_traffic stopped at {stop}), "
+                    f"so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
+                    f"requests{per}"), False
+        return "", False
+    if metric == "global sectors" and meas < lo:
+        worst = [p for p in r["plans"] if p.sectors > p.ideal_sectors]
+        if worst:
+            full = ctas if full_ctas is None else int(full_ctas)
+            per = sum(int(p.ideal_sectors) for p in r["plans"])
+            if per * full <= meas <= per * ctas:
+                starts = sorted({int(p.worst_start_byte) for p in worst})
+                return (f"the copy plans place the runtime start of {', '.join(sorted({p.tensor for p in worst}))} at "
+                        f"byte {', '.join(map(str, starts))} of a 32-byte sector, the worst case (the analysis "
+                        f"cannot prove it aligned), {sum(int(p.sectors) for p in r['plans'])} sectors a CTA; "
+                        f"with the start on a sector boundary they need {per} a CTA, "
+                        f"{_span(per * full, per * ctas)}, which contains the measurement: this launch's start "
+                        f"is sector-aligned"), True
+        return "", False
+    if metric != "shared wavefronts":
+        return "", False
+    loads, stores = _shared_split(analysis, r)
+    full = ctas if full_ctas is None else int(full_ctas)
+    if loads and f.ld_wavefronts == 0 and meas < lo:
+        fw = _forwarded_reads(analysis, line)
+        if fw:
+            rest = ", ".join(f"{tile} from line {w}" for tile, w in fw)
+            return (f"the threads read back elements they wrote themselves ({rest}: the same elements by the "
+                    f"same threads, no barrier between), so NVRTC reuses the registers it stored from and this "
+                    f"line issues no shared load; without those reads the prediction is "
+                    f"{_span(stores * full, stores * ctas)}"
+                    + (", which matches" if stores * full <= meas <= stores * ctas else "")), \
+                stores * full <= meas <= stores * ctas
+    if stores and f.st_wavefronts == 0 and meas < lo:
+        dead = _overwritten_stores(analysis, line)
+        if dead:
+            rest = ", ".join(f"{tile} at line {w}" for tile, w in dead)
+            left = loads
+            return (f"the next write of the tile ({rest}) overwrites every element this line stores, by the same "
+                    f"threads before any barrier, so NVRTC drops this line's shared store; without it the "
+                    f"prediction is {_span(left * full, left * ctas)}"
+                    + (", which matches" if left * full <= meas <= left * ctas else "")), \
+                left * full <= meas <= left * ctas
+    return "", False
+
+
+def _via_shared_helper(prof, r, pred, metric, line) -> Tuple[str, bool]:
+    key = "sectors" if metric == "global sectors" else "wavefronts"
+    for name, at in (prof.helper_calls or {}).items():
+        h = prof.other.get(name)
+        if line not in at or len(set(at)) < 2 or h is None or not getattr(h, key):
+            continue
+        group = sorted(set(at))
+        own = sum(getattr(prof.lines.get(x, LineFigures(x)), key) for x in group)
+        glo = sum(q["predicted"] for q in pred if q["metric"] == metric and q["line"] in group)
+        ghi = sum(q["predicted_upper"] for q in pred if q["metric"] == metric and q["line"] in group)
+        total = own + getattr(h, key)
+        ops = ", ".join(f"{op} {v[1 if key == 'sectors' else 2]}" for op, v in h.ops.items()
+                        if v[1 if key == "sectors" else 2])
+        return (f"ncu counts these instructions under the helper {name} ({ops}), which lines "
+                f"{_lines_text(group)} call: it gives an inlined helper's instructions the helper's own line; "
+                f"those lines' own {own} and the helper's {getattr(h, key)} make {total} against the "
+                f"{_span(glo, ghi)} they predict together"
+                + (", which matches" if glo <= total <= ghi else "")), glo <= total <= ghi
+    return "", False
+
+
+def _per_thread_tensors(analysis, line) -> List[str]:
+    out: List[str] = []
+    for p in analysis.statements:
+        if int(p.line) != int(line):
+            continue
+        for a in p.accesses:
+            if a.mode == "per_thread" and a.space == "global" and a.name not in out:
+                out.append(a.name)
+    return out
+
+
+def _shared_split(analysis, r) -> Tuple[int, int]:
+    """(load, store) shared wavefronts per CTA of a prediction row: a store copy reads its tile, a
+    load copy writes it; the shared_traffic records carry their direction."""
+    loads = sum(int(p.wavefronts) for p in r["plans"] if p.direction == "store" and p.tile is not None)
+    stores = sum(int(p.wavefronts) for p in r["plans"] if p.direction == "load" and p.tile is not None)
+    for t in getattr(analysis, "shared_traffic", ()):
+        if int(t.line) == int(r["line"]):
+            if t.direction == "load":
+                loads += int(t.wavefronts)
+            else:
+                stores += int(t.wavefronts)
+    return loads, stores
+
+
+def _same_elements(a, pa, b, pb) -> bool:
+    """Whether partition accesses `a` (of plan `pa`) and `b` (of `pb`) touch the same elements of the
+    same shared tile by the same threads: the same iteration space and width, the same offsets."""
+    if a.mode != "partition" or b.mode != "partition" or a.space != "shared" or b.space != "shared":
+        return False
+    if a.storage is not b.storage or tuple(pa.shape) != tuple(pb.shape) or pa.vector_width != pb.vector_width:
+        return False
+    if len(a.layouts) != 1 or len(b.layouts) != 1:
+        return False
+    return bool(np.array_equal(a.layouts[0].offsets(), b.layouts[0].offsets()))
+
+
+def _barrier_between(analysis, p0: int, p1: int) -> bool:
+    for b in analysis.barriers:
+        pos = int(b.position)
+        if p0 < pos < p1 or (pos == p1 and b.where == "before") or (pos == p0 and b.where == "after") \
+                or (pos in (p0, p1) and b.where == "within"):
+            return True
+    return False
+
+
+def _top_level(analysis, pos: int) -> bool:
+    """Whether the statement at `pos` is in the kernel's body itself (no loop or branch around it:
+    straight-line code, where one write and the next read follow each other once)."""
+    from ... import ir
+    inner = set()
+    for q in analysis.statements:
+        if ir.child_blocks(q.stmt):
+            inner.update(id(x) for x in ir.walk_stmts([q.stmt]) if x is not q.stmt)
+    return not any(id(p.stmt) in inner for p in analysis.statements if p.position == pos)
+
+
+def _forwarded_reads(analysis, line) -> List[Tuple[str, int]]:
+    """(tile, line of the write) for every shared partition read at `line` whose elements the same
+    threads wrote at the tile's latest earlier write, with no barrier between; [] unless all are."""
+    plans = sorted(analysis.statements, key=lambda p: p.position)
+    out: List[Tuple[str, int]] = []
+    for p in plans:
+        if int(p.line) != int(line) or p.kind != "tile" or not _top_level(analysis, p.position):
+            continue
+        for a in p.accesses:
+            if a.rw != "read" or a.space != "shared":
+                continue
+            if a.mode != "partition":
+                return []
+            w = next((q for q in reversed(plans) if q.position < p.position
+                      and any(b.rw == "write" and b.storage is a.storage for b in q.accesses)), None)
+            wa = None if w is None else next(b for b in w.accesses if b.rw == "write" and b.storage is a.storage)
+            if (w is None or not _top_level(analysis, w.position) or not _same_elements(wa, w, a, p)
+                    or _barrier_between(analysis, w.position, p.position)):
+                return []
+            if (a.name, int(w.line)) not in out:
+                out.append((a.name, int(w.line)))
+    return out
+
+
+def _overwritten_stores(analysis, line) -> List[Tuple[str, int]]:
+    """(tile, line of the next write) for every shared partition write at `line` that the tile's
+    next write overwrites, same elements, same threads, no barrier between, read in between only
+    by those same threads; [] unless all are."""
+    plans = sorted(analysis.statements, key=lambda p: p.position)
+    out: List[Tuple[str, int]] = []
+    for p in plans:
+        if int(p.line) != int(line) or p.kind != "tile" or not _top_level(analysis, p.position):
+            continue
+        for a in p.accesses:
+            if a.rw != "write" or a.space != "shared":
+                continue
+            nxt = None
+            for q in plans:
+                if q.position <= p.position:
+                    continue
+                for b in q.accesses:
+                    if b.storage is a.storage and b.rw == "read" and not _same_elements(a, p, b, q):
+                        return []
+                if any(b.rw == "write" and b.storage is a.storage for b in q.accesses):
+                    nxt = q
+                    break
+            if nxt is None or not _top_level(analysis, nxt.position) \
+                    or _barrier_between(analysis, p.position, nxt.position):
+                return []
+            wb = next(b for b in nxt.accesses if b.rw == "write" and b.storage is a.storage)
+            if not _same_elements(a, p, wb, nxt):
+                return []
+            out.append((a.name, int(nxt.line)))
+    return out
 
 
 def _reason_text(metric, plans, f: LineFigures, lo, hi, also=()) -> str:
@@ -618,7 +938,26 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
     return Profile(job["kernel"], job["symbol"], dict(job["variant"]), tuple(job["grid"]), dict(job["dims"]),
                    lines, barriers, km, sorted(stalls.items(), key=lambda kv: -kv[1]), other,
                    note=job.get("note", ""), full_ctas=job.get("full_ctas"),
-                   device=raws[0].get("device", ""))
+                   device=raws[0].get("device", ""),
+                   helper_calls={k: [int(x) for x in v] for k, v in calls.items()},
+                   element_traffic=_elements_from_job(job.get("element_traffic", {})),
+                   start_bytes=_starts_from_job(job.get("start_bytes")),
+                   element_unknown=job.get("element_unknown", ""))
+
+
+def _starts_from_job(d):
+    if d is None:
+        return None
+    return [(int(line), name, {int(r): (int(v[0]), int(v[1])) for r, v in counts.items()})
+            for line, name, counts in d]
+
+
+def _elements_from_job(d) -> Optional[Dict[int, object]]:
+    from ...analysis.thread_traffic import ElementTraffic
+    if d is None:
+        return None
+    return {int(k): ElementTraffic(int(k), int(v["sectors"]), int(v["requests"]), tuple(v["tensors"]))
+            for k, v in d.items()}
 
 
 # ---- running ncu -----------------------------------------------------------------------------
@@ -752,13 +1091,26 @@ def make_job(kernel, ch) -> dict:
     ks = kernel_source(kernel, ch.kir)
     off = kernel.module.checked.source.line_offset
     lined = N.lined_source(ks.source, off)
+    from ...analysis.thread_traffic import element_sectors
     dims = {k: int(v) for k, v in ch.bound.dims.items()}
+    why: List[str] = []
+    el = element_sectors(ch.kir, tuple(ch.grid), dims, ch.bound.scalars, why)
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
             "grid": list(ch.grid), "dims": dims,
             "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
+            "start_bytes": _starts_to_job(start_bytes(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)),
+            "element_unknown": why[0] if why else "",
+            "element_traffic": None if el is None else {str(k): {"sectors": v.sectors, "requests": v.requests,
+                                                                 "tensors": list(v.tensors)} for k, v in el.items()},
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
+
+
+def _starts_to_job(starts):
+    if starts is None:
+        return None
+    return [[line, name, {str(r): list(v) for r, v in counts.items()}] for line, name, counts in starts]
 
 
 def write_job_files(kernel, ch, job: dict, work: Path):
