@@ -60,7 +60,7 @@ class ExpressionRules:
                     with self.at_call_site(b):
                         return self.const_extent(b.expr, b.env, what)
             self.fail(TileShapeError, f"{what} must be a constant: a literal or an @autotune name, not '{self.text(d)}'", d.span)
-        if not isinstance(v, int) or v <= 0 or v > 2 ** 31:
+        if not isinstance(v, int) or v <= 0 or v > T.MAX_EXTENT:
             self.fail(TileShapeError, f"{what} must be a positive integer, not {v}", d.span)
         return v
 
