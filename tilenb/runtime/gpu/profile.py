@@ -333,6 +333,21 @@ class Profile:
 
 
 # ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
+def check_full_ctas(full_ctas, ctas: Optional[int] = None) -> int:
+    """`full_ctas` as given by a user (`measure`, `Profile.text`/`compare`): an int (numpy
+    integers count, a bool or float does not) from 0 to the launch's `ctas` CTAs (unchecked
+    where `ctas` is None). Anything else raises LaunchError naming `full_ctas`: a count outside
+    that range would print a predicted range whose low end exceeds its high end."""
+    from ...lang.diagnostics import LaunchError
+    if isinstance(full_ctas, (bool, np.bool_)) or not isinstance(full_ctas, (int, np.integer)):
+        raise LaunchError(f"full_ctas (how many CTAs lie wholly inside the tensors) must be an int, not "
+                          f"{type(full_ctas).__name__} {full_ctas!r}")
+    if full_ctas < 0 or (ctas is not None and full_ctas > ctas):
+        raise LaunchError(f"full_ctas is {int(full_ctas)}; it must lie from 0 to the launch's "
+                          f"{ctas if ctas is not None else 'number of'} CTAs")
+    return int(full_ctas)
+
+
 def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=()) -> List[dict]:
     """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan or
     shared traffic (and per line of `also_lines`), two rows a line: {"line", "metric" ("global
@@ -343,7 +358,7 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     listed in "beyond_copies" as (kind, tile, wavefronts per CTA): per line, the same split as
     `Analysis.traffic()`. The one home of the prediction `Profile.compare` and
     `LaunchPrediction` show."""
-    full = ctas if full_ctas is None else int(full_ctas)
+    full = ctas if full_ctas is None else check_full_ctas(full_ctas, ctas)
     plans: Dict[int, list] = {}
     for cp in analysis.copies:
         plans.setdefault(int(cp.line), []).append(cp)
@@ -481,7 +496,7 @@ class LaunchPrediction:
 
     def text(self) -> str:
         full = "" if self.full_ctas is None or self.full_ctas == self.ctas else f", {self.full_ctas} of them full"
-        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTAs{full}; "
+        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTA{'' if self.ctas == 1 else 's'}{full}; "
                f"{', '.join(f'{k} = {v}' for k, v in self.dims.items()) or 'no runtime dims'}):",
                "  line | metric | predicted for the launch (per CTA)"]
         for r in self.rows:
