@@ -124,6 +124,7 @@ K = """kernel k(X: tensor<f32>[N, 8], Y: tensor<i32>[N, 8], n: i32) {
     ("cols(8, N)", tilenb.TileShapeError, "the column count C must be a constant"),
     ("rows(8, 0)", tilenb.TileShapeError, "at least 1"),
     ("rows(8, 8, ctx.thread)", tilenb.TileRuleError, "per-thread value"),
+    ("rows(8, 8, ctx.warp)", tilenb.TileRuleError, "'ctx.warp' is a per-warp value"),
     ("rows(8, 8, 1.5)", tilenb.TileTypeError, "must be a signed integer or index scalar"),
     ("cols(8, 8, X[r :+ 8, :])", tilenb.TileTypeError, "must be a signed integer or index scalar"),
     ("rows(8, 8, u8(n))", tilenb.TileTypeError, "u8 is a storage type: convert it first"),
@@ -131,7 +132,7 @@ K = """kernel k(X: tensor<f32>[N, 8], Y: tensor<i32>[N, 8], n: i32) {
     ("rows(8)", tilenb.TileRuleError, "rows(R, C) or rows(R, C, start)"),
     ("cols(8, 8, r, r)", tilenb.TileRuleError, "cols(R, C) or cols(R, C, start)"),
     ("rows(4, 8)", tilenb.TileShapeError, None),
-], ids=["runtime_R", "dim_C", "zero", "per_thread_start", "float_start", "tile_start", "u8_start", "huge_R",
+], ids=["runtime_R", "dim_C", "zero", "per_thread_start", "per_warp_start", "float_start", "tile_start", "u8_start", "huge_R",
         "too_few", "too_many", "shape_mismatch"])
 def test_bad_index_tiles_are_refused_naming_the_argument(call, err, words):
     with pytest.raises(err) as e:

@@ -242,8 +242,9 @@ def _index_tile(ck, e: A.Call, args):
                     f"scalar, not {_type_str(start.type)}{hint}", sa.span)
         ck.require_arith(start.type.dtype, sa.span)
         if ck.uni(start) > ir.UNIFORM:
+            per = "a per-warp" if ck.uni(start) == ir.WARP else "a per-thread"
             ck.fail(TileRuleError, f"{f}()'s start must be the same in every thread of the CTA (a tile is the "
-                    f"CTA's); '{ck.text(sa)}' is a per-thread value", sa.span)
+                    f"CTA's); '{ck.text(sa)}' is {per} value", sa.span)
         start = ck.fit_const(start, "i32", sa.span) if isinstance(start, ir.Const) else \
             (start if start.type.dtype == "i32" else ir.Convert(ck.fin(start), ir.ScalarT("i32"), sa.span))
     else:
