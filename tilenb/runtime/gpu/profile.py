@@ -392,7 +392,22 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
     scalars = scalars or {}
     g = tuple(int(x) for x in tuple(grid) + (1,) * (3 - len(tuple(grid))))
     n = g[0] * g[1] * g[2]
-    idx = np.arange(n, dtype=np.int64)
+    total = 0
+    # CTAs a chunk at a time: a grid may hold up to 2**31 - 1 CTAs along x alone, and one array
+    # of every CTA's index would then take 16 GB
+    for first in range(0, n, _CTA_CHUNK):
+        count = _count_full_chunk(kir, g, dims, scalars, np.arange(first, min(n, first + _CTA_CHUNK), dtype=np.int64))
+        if count is None:
+            return None
+        total += count
+    return total
+
+
+_CTA_CHUNK = 1 << 20
+
+
+def _count_full_chunk(kir, g, dims, scalars, idx) -> Optional[int]:
+    """count_full_ctas over the CTAs of linear indices `idx` (x fastest) of the grid g."""
     ctx = {"block.x": idx % g[0], "block.y": (idx // g[0]) % g[1], "block.z": idx // (g[0] * g[1]),
            "grid.x": g[0], "grid.y": g[1], "grid.z": g[2]}
     from ... import ir
@@ -444,7 +459,7 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
             return int(dims[d])
         raise _Unknown
 
-    full = np.ones(n, dtype=bool)
+    full = np.ones(len(idx), dtype=bool)
 
     def slices_of(stmt):
         for e in ir.stmt_exprs(stmt):
@@ -474,6 +489,11 @@ def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str,
                 lets[id(stmt.sym)] = stmt.value
     except _Unknown:
         return None
+    finally:
+        # ev is a recursive closure (a reference cycle): drop the chunk's arrays now rather
+        # than at the next garbage collection, or every chunk's would pile up
+        ctx.clear()
+        memo.clear()
     return int(np.count_nonzero(full))
 
 
