@@ -166,6 +166,17 @@ kernel k(Y: tensor<i32>[4, 4]) {
     assert peak < 80 * 2 ** 20, f"the launch allocated {peak / 2 ** 20:.0f} MB"
 
 
+@pytest.mark.parametrize("body,where", [
+    ("  var t: tile<f32>[rows, 4] = 0.0\n", "a tile's dimension"),
+    ("  var t = X[0 :+ cols, :]\n", "a slice's length"),
+])
+def test_a_built_in_name_as_an_extent_is_named_a_function_not_undefined(body, where):
+    with pytest.raises(tilenb.TileNameError) as e:
+        tilenb.compile("kernel k(X: tensor<f32>[N, 8]) {\n" + body + "}\n", backend="cpu")
+    assert "is a built-in function, not a constant" in e.value.message and where in e.value.message
+    assert "not defined" not in e.value.message and e.value.line == 2
+
+
 def test_rows_and_cols_are_reserved_names():
     with pytest.raises(tilenb.TileError) as e:
         tilenb.compile("kernel k(X: tensor<f32>[N]) {\n  let rows = 3\n}\n", backend="cpu")

@@ -52,6 +52,9 @@ class ExpressionRules:
                 b = env.lookup(d.id)
                 if isinstance(b, _Poison):
                     raise _Abort()
+                if b is None and d.id in BUILTINS:
+                    self.fail(TileNameError, f"'{d.id}' is a built-in function, not a constant; {what} must be a "
+                              f"literal or an @autotune name", d.span)
                 if b is None:
                     self.fail(TileNameError, f"'{d.id}' is not defined; {what} must be a literal or an @autotune name", d.span)
                 if isinstance(b, ir.Sym) and b.kind == "dim":
