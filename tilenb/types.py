@@ -73,6 +73,10 @@ ELEMENT_DTYPES = tuple(n for n in DTYPES if n not in ("index", "bool"))
 # Types that name a conversion call, `f32(x)`.
 CONVERSIONS = ELEMENT_DTYPES
 
+# The longest extent a tile (or slice) dimension may have: every shape the checker accepts,
+# declared, sliced or built by rows()/cols(), is held to it.
+MAX_EXTENT = 2 ** 31
+
 
 def dtype(name: str) -> DType:
     return DTYPES[name]

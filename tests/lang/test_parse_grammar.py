@@ -162,6 +162,9 @@ def test_keywords_are_reserved(word):
     ("kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n", 1, 29, "'{' is never closed; add '}'"),
     ("kernel k(X: tensor<f32>[N] {\n}", 1, 9, "'(' is not closed: a '{' comes first"),
     ("kernel k(X: tensor<f32>[N]) {\n  X[0] = (1.0 + 2.0\n}", 2, 10, "'(' is not closed: a '}' comes first, at line 3, column 1"),
+    # a keyword argument in a closed call is named as such, not as an unclosed '('
+    ("kernel k(X: tensor<i32>[4, 4]) {\n  X[0 :+ 4, :] = rows(4, 4, s = 2)\n}", 2, 31, "'=' inside a call: calls take their arguments by position"),
+    ("kernel k(X: tensor<f32>[N]) {\n  let a = (b = 2)\n}", 2, 11, "'(' is not closed before the error at line 2, column 14"),
     ("kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0)\n}", 2, 13, "')' does not match the '{' at line 1, column 29"),
     ("kernel k(X: tensor<f32>[N]) {\n  X[0] = 1.0\n}\n}", 4, 1, "'}' closes nothing"),
     ("kernel k(X: tensor<f32>[N]) {\n  if 1 < 2 < 3 { }\n}", 2, 12, "comparisons do not chain"),

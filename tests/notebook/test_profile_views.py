@@ -318,6 +318,71 @@ def test_measure_shows_the_prediction_and_why_on_cpu(capsys):
                            "CPU backend") and "Traceback" not in out
 
 
+@pytest.mark.parametrize("what,call,words", [
+    ("full_ctas_negative", dict(full_ctas=-3), "full_ctas is -3; it must lie from 0"),
+    ("full_ctas_past_the_grid", dict(full_ctas=11), "full_ctas is 11; it must lie from 0 to the launch's 10 CTAs"),
+    ("full_ctas_text", dict(full_ctas="x"), "full_ctas (how many CTAs lie wholly inside the tensors) must be an int"),
+    ("full_ctas_bool", dict(full_ctas=True), "must be an int, not bool"),
+    ("unknown_view", dict(show=("nope",)), "unknown view 'nope' in show"),
+])
+def test_measure_refuses_bad_options_naming_them(what, call, words, capsys):
+    """A count of full CTAs outside 0..CTAs printed a predicted range whose low end exceeded its
+    high end (-360..360, 12000..360) and a string one an internal ValueError; an unknown view
+    was ignored on the CPU (and failed only after the ncu run on a GPU)."""
+    pytest.importorskip("IPython")
+    from tilenb.notebook import measure
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    X = np.ones((300, 64), np.float32)
+    with pytest.raises(tilenb.TileError) as e:
+        measure(m.scale_rows, 10, X, X[:, :1].copy(), np.zeros_like(X), **call)
+    assert words in e.value.message
+    assert "predicted" not in capsys.readouterr().out
+
+
+def test_measure_refuses_what_is_not_a_kernel():
+    pytest.importorskip("IPython")
+    from tilenb.notebook import measure
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    X = np.ones((40, 64), np.float32)
+    for thing, name in ((m, "Module"), (print, "builtin_function_or_method")):
+        with pytest.raises(tilenb.LaunchError) as e:
+            measure(thing, 2, X, X[:, :1].copy(), np.zeros_like(X))
+        assert "measure() takes a kernel" in e.value.message and name in e.value.message
+
+
+def test_tileprofile_reports_a_failing_part_of_the_launch_as_that_part(capsys):
+    """The launch's Python parts fail as themselves (an undefined name, 1/0), without the magic's
+    frames, and `*args` / `**options` spread as in a launch (they raised SyntaxError and
+    TypeError from inside the magic)."""
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from tilenb.notebook.magic import CellError
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "tilenb")
+    m = tilenb.compile(T.SOURCE, backend="cpu")
+    X = np.ones((40, 64), np.float32)
+    ip.user_ns.update(k=m.scale_rows, X=X, S=np.ones((40, 1), np.float32), Y=np.zeros_like(X),
+                      xs=[X, np.ones((40, 1), np.float32), np.zeros_like(X)], opts={"full_ctas": 1})
+    try:
+        for line, words in (("k[2](X, Z, Y)", "evaluating 'Z' raised NameError"),
+                            ("k[1 // 0](X, S, Y)", "evaluating '1 // 0' raised ZeroDivisionError"),
+                            ("k[2](*X.shape)", None), ("k[2](X, S, Y, **xs)", "must be a dict of names"),
+                            ("k[2](*3)", "*3 is not iterable")):
+            with pytest.raises(tilenb.TileError) as e:
+                ip.run_line_magic("tileprofile", line)
+            if words is None:
+                assert isinstance(e.value, tilenb.LaunchError)      # spread: 2 arguments of 3
+            else:
+                assert isinstance(e.value, CellError) and words in str(e.value) and line in str(e.value)
+        capsys.readouterr()
+        assert ip.run_line_magic("tileprofile", "k[2](*xs, **opts)") is None
+        out = capsys.readouterr().out
+        assert "2 CTAs, 1 of them full" in out and out.strip().splitlines()[-1].startswith("measured: nothing here.")
+    finally:
+        for name in ("k", "X", "S", "Y", "xs", "opts"):
+            ip.user_ns.pop(name, None)
+
+
 def test_measure_shows_the_profile_beside_the_prediction(monkeypatch, capsys):
     pytest.importorskip("IPython")
     from tilenb.notebook import measure

@@ -124,19 +124,57 @@ K = """kernel k(X: tensor<f32>[N, 8], Y: tensor<i32>[N, 8], n: i32) {
     ("cols(8, N)", tilenb.TileShapeError, "the column count C must be a constant"),
     ("rows(8, 0)", tilenb.TileShapeError, "at least 1"),
     ("rows(8, 8, ctx.thread)", tilenb.TileRuleError, "per-thread value"),
-    ("rows(8, 8, 1.5)", tilenb.TileTypeError, "must be an integer scalar"),
-    ("cols(8, 8, X[r :+ 8, :])", tilenb.TileTypeError, "must be an integer scalar"),
+    ("rows(8, 8, ctx.warp)", tilenb.TileRuleError, "'ctx.warp' is a per-warp value"),
+    ("rows(8, 8, 1.5)", tilenb.TileTypeError, "must be a signed integer or index scalar"),
+    ("cols(8, 8, X[r :+ 8, :])", tilenb.TileTypeError, "must be a signed integer or index scalar"),
+    ("rows(8, 8, u8(n))", tilenb.TileTypeError, "u8 is a storage type: convert it first"),
+    ("cols(3000000000, 8)", tilenb.TileShapeError, "must be at most 2147483648"),
     ("rows(8)", tilenb.TileRuleError, "rows(R, C) or rows(R, C, start)"),
     ("cols(8, 8, r, r)", tilenb.TileRuleError, "cols(R, C) or cols(R, C, start)"),
     ("rows(4, 8)", tilenb.TileShapeError, None),
-], ids=["runtime_R", "dim_C", "zero", "per_thread_start", "float_start", "tile_start", "too_few", "too_many",
-        "shape_mismatch"])
+], ids=["runtime_R", "dim_C", "zero", "per_thread_start", "per_warp_start", "float_start", "tile_start", "u8_start", "huge_R",
+        "too_few", "too_many", "shape_mismatch"])
 def test_bad_index_tiles_are_refused_naming_the_argument(call, err, words):
     with pytest.raises(err) as e:
         tilenb.compile(K % call, backend="cpu")
     if words is not None:
         assert words in e.value.message
     assert e.value.line == 3
+
+
+def test_an_index_tile_takes_no_memory_on_the_cpu_executor():
+    """An index tile read elementwise holds no bytes (spec section 10), so the reference executor
+    must not build all R x C elements of it: rowsum(rows(4, 2**23)) reads 32 M indices, which as
+    an i32 array would be 128 MB (and each CTA of a batch its own copy)."""
+    import tracemalloc
+
+    text = """
+@launch(128)
+kernel k(Y: tensor<i32>[4, 4]) {
+  Y[0 :+ 4, 0 :+ 1] = rowsum(rows(4, 8388608, 3))
+}
+"""
+    mod = tilenb.compile(text, backend="cpu")
+    y = np.zeros((4, 4), np.int32)
+    tracemalloc.start()
+    try:
+        mod.k[1](y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(y[:, 0], (3 + np.arange(4)) * 8388608)
+    assert peak < 80 * 2 ** 20, f"the launch allocated {peak / 2 ** 20:.0f} MB"
+
+
+@pytest.mark.parametrize("body,where", [
+    ("  var t: tile<f32>[rows, 4] = 0.0\n", "a tile's dimension"),
+    ("  var t = X[0 :+ cols, :]\n", "a slice's length"),
+])
+def test_a_built_in_name_as_an_extent_is_named_a_function_not_undefined(body, where):
+    with pytest.raises(tilenb.TileNameError) as e:
+        tilenb.compile("kernel k(X: tensor<f32>[N, 8]) {\n" + body + "}\n", backend="cpu")
+    assert "is a built-in function, not a constant" in e.value.message and where in e.value.message
+    assert "not defined" not in e.value.message and e.value.line == 2
 
 
 def test_rows_and_cols_are_reserved_names():

@@ -332,3 +332,33 @@ kernel rows_loop(X: tensor<f32>[M, 64], Y: tensor<f32>[M, 64]) {
     k = tilenb.compile(loop, backend="cpu").rows_loop
     kir = k.ir()
     assert count_full_ctas(kir, (3, 1, 1), {"M": 90}) is None
+
+
+def test_full_ctas_of_a_large_grid_are_counted_a_chunk_at_a_time():
+    """count_full_ctas (and so measure() and the prediction of any launch) evaluates the slice
+    starts of every CTA; it built arrays of all of them at once, kept them alive through its
+    recursive evaluator, so 2**28 CTAs took 2.4 GB and a legal grid of 2**31 - 1 CTAs raised
+    numpy's MemoryError. Counted in chunks, a 2-D grid of 2**23 CTAs whose chunks split its y
+    rows gives the exact count in bounded memory."""
+    import tracemalloc
+
+    from tilenb.runtime.gpu.profile import count_full_ctas
+    src = '''
+@launch(128)
+kernel blocks(X: tensor<f32>[M, N], Y: tensor<f32>[M, N]) {
+  let r = ctx.block.y * 16
+  let c = ctx.block.x * 32
+  Y[r :+ 16, c :+ 32] = X[r :+ 16, c :+ 32]
+}'''
+    kir = tilenb.compile(src, backend="cpu").blocks.ir()
+    gx, gy = 3 * 2 ** 11 + 5, 2 ** 10 + 7           # 6,305,733 CTAs: several chunks, none aligned to rows
+    M_, N_ = 16 * 700 + 5, 32 * 5000 + 1
+    want = min(gy, M_ // 16) * min(gx, N_ // 32)      # the CTAs whose two windows lie inside
+    tracemalloc.start()
+    try:
+        got = count_full_ctas(kir, (gx, gy, 1), {"M": M_, "N": N_})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == want
+    assert peak < 150 * 2 ** 20, f"counting took {peak / 2 ** 20:.0f} MB"

@@ -484,9 +484,25 @@ def _bracket_problem(text: str, upto: int, token: str = "", line_offset: int = 0
         stack.pop()
     if stack and stack[-1][0] in "([":
         o, at = stack[-1]
+        called = at > 0 and (text[at - 1].isalnum() or text[at - 1] == "_")
+        if o == "(" and called and token == "=" and text.count("\n", at, upto) == 0 and _closes_on_line(text, upto):
+            # `f(a, s = 2)`: the bracket is closed; what is wrong is the keyword argument
+            return ("'=' inside a call: calls take their arguments by position (no keyword arguments), "
+                    "as in rows(16, 32, s); to compare, write '=='"), upto
         if text.count("\n", at, upto) > 0 or token in ("=", ";") or token.endswith("="):
             return f"'{o}' is not closed before the error at {where(upto)}; add '{_OPEN[o]}'", at
     return None
+
+
+def _closes_on_line(text: str, start: int) -> bool:
+    """Whether the '(' open at `start` (inside it) is closed before the end of its line."""
+    depth = 1
+    for c in text[start:text.find("\n", start) if "\n" in text[start:] else len(text)]:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth == 0:
+            return True
+    return False
 
 
 def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Program:

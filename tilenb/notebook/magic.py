@@ -366,13 +366,37 @@ class TileMagics:
         ns = self.shell.user_ns
 
         def value(n):
-            return eval(compile(ast.Expression(n), "<tileprofile>", "eval"), ns)   # noqa: S307
+            # the launch's parts are the user's Python: a failure among them (an undefined
+            # name, a bad *args) is reported as the part that failed, not as this magic's frames
+            try:
+                return eval(compile(ast.Expression(n), "<tileprofile>", "eval"), ns)   # noqa: S307
+            except Exception as e:  # noqa: BLE001
+                raise CellError(f"%tileprofile {text}: evaluating {ast.unparse(n)!r} raised "
+                                f"{type(e).__name__}: {e}") from None
         kernel = value(node.func.value)
         if not hasattr(kernel, "profile"):
             raise CellError(f"%tileprofile: {ast.unparse(node.func.value)} is not a tilenb kernel")
         grid = value(node.func.slice)
-        args = [value(a) for a in node.args]
-        tune = {k.arg: value(k.value) for k in node.keywords}
+        args = []
+        for a in node.args:                                  # *xs spreads, as in a launch
+            if isinstance(a, ast.Starred):
+                xs = value(a.value)
+                try:
+                    args.extend(xs)
+                except TypeError:
+                    raise CellError(f"%tileprofile {text}: *{ast.unparse(a.value)} is not iterable") from None
+            else:
+                args.append(value(a))
+        tune = {}
+        for k in node.keywords:                              # NAME=V, or **mapping
+            if k.arg is not None:
+                tune[k.arg] = value(k.value)
+                continue
+            kw = value(k.value)
+            if not (isinstance(kw, dict) and all(isinstance(n, str) for n in kw)):
+                raise CellError(f"%tileprofile {text}: **{ast.unparse(k.value)} must be a dict of names "
+                                f"(@autotune values, full_ctas, show)")
+            tune.update(kw)
         return measure(kernel, grid, *args, **tune)
 
     def track(self, view, kernel, handle) -> None:

@@ -21,8 +21,20 @@ def measure(kernel, grid, *args, full_ctas: Optional[int] = None,
     None. A bad launch raises the
     launch's LaunchError."""
     from IPython.display import display
-    from ..runtime.gpu.profile import ProfileUnavailable, predict_launch
-    from .build import make_views
+    from ..lang.diagnostics import LaunchError, TileError
+    from ..runtime.gpu.profile import ProfileUnavailable, check_full_ctas, predict_launch
+    from ..runtime.module import Kernel
+    from .build import VIEW_NAMES, make_views
+    # refuse what would only fail after seconds under ncu (or, on the CPU, be ignored)
+    if not isinstance(kernel, Kernel):
+        raise LaunchError(f"measure() takes a kernel of a compiled module (as in mod.name, or the name a "
+                          f"%%tilekernel cell defines), not {type(kernel).__name__}")
+    if full_ctas is not None:
+        check_full_ctas(full_ctas)
+    show = (show,) if isinstance(show, str) else tuple(show)
+    bad = [v for v in show if v not in VIEW_NAMES]
+    if bad:
+        raise TileError(f"measure(): unknown view {bad[0]!r} in show; choose from {', '.join(VIEW_NAMES)}")
     try:
         prof = kernel.profile(grid, *args, **tune)
     except ProfileUnavailable as e:
@@ -30,6 +42,6 @@ def measure(kernel, grid, *args, full_ctas: Optional[int] = None,
         print(f"measured: nothing here. {getattr(e, 'message', str(e))}")
         return None
     print(prof.text(prof.predicted if prof.predicted is not None else prof.analysis(kernel), full_ctas))
-    for w in make_views(kernel, tuple(show), profile=prof):
+    for w in make_views(kernel, show, profile=prof):
         display(w)
     return prof

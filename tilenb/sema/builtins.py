@@ -229,16 +229,22 @@ def _index_tile(ck, e: A.Call, args):
             ck.fail(TileTypeError, f"{f}(R, C, ...): the {what} must be an integer, not {ck.text(aa)}", aa.span)
         if a.value < 1:
             ck.fail(TileShapeError, f"{f}(R, C, ...): the {what} must be at least 1, not {a.value}", aa.span)
+        if a.value > T.MAX_EXTENT:
+            ck.fail(TileShapeError, f"{f}(R, C, ...): the {what} must be at most {T.MAX_EXTENT} (2**31), as any "
+                    f"tile dimension, not {a.value}", aa.span)
         shape.append(int(a.value))
     if len(args) == 3:
         start, sa = args[2], e.args[2]
         if not isinstance(start.type, ir.ScalarT) or not T.DTYPES[start.type.dtype].is_int:
-            ck.fail(TileTypeError, f"{f}()'s start (its third argument) must be an integer scalar, not "
-                    f"{_type_str(start.type)}", sa.span)
+            hint = (f" ({start.type.dtype} is a storage type: convert it first, as in i32(x))"
+                    if isinstance(start.type, ir.ScalarT) and T.DTYPES[start.type.dtype].kind == "uint" else "")
+            ck.fail(TileTypeError, f"{f}()'s start (its third argument) must be a signed integer or index "
+                    f"scalar, not {_type_str(start.type)}{hint}", sa.span)
         ck.require_arith(start.type.dtype, sa.span)
         if ck.uni(start) > ir.UNIFORM:
+            per = "a per-warp" if ck.uni(start) == ir.WARP else "a per-thread"
             ck.fail(TileRuleError, f"{f}()'s start must be the same in every thread of the CTA (a tile is the "
-                    f"CTA's); '{ck.text(sa)}' is a per-thread value", sa.span)
+                    f"CTA's); '{ck.text(sa)}' is {per} value", sa.span)
         start = ck.fit_const(start, "i32", sa.span) if isinstance(start, ir.Const) else \
             (start if start.type.dtype == "i32" else ir.Convert(ck.fin(start), ir.ScalarT("i32"), sa.span))
     else:

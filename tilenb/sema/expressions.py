@@ -52,6 +52,9 @@ class ExpressionRules:
                 b = env.lookup(d.id)
                 if isinstance(b, _Poison):
                     raise _Abort()
+                if b is None and d.id in BUILTINS:
+                    self.fail(TileNameError, f"'{d.id}' is a built-in function, not a constant; {what} must be a "
+                              f"literal or an @autotune name", d.span)
                 if b is None:
                     self.fail(TileNameError, f"'{d.id}' is not defined; {what} must be a literal or an @autotune name", d.span)
                 if isinstance(b, ir.Sym) and b.kind == "dim":
@@ -60,7 +63,7 @@ class ExpressionRules:
                     with self.at_call_site(b):
                         return self.const_extent(b.expr, b.env, what)
             self.fail(TileShapeError, f"{what} must be a constant: a literal or an @autotune name, not '{self.text(d)}'", d.span)
-        if not isinstance(v, int) or v <= 0 or v > 2 ** 31:
+        if not isinstance(v, int) or v <= 0 or v > T.MAX_EXTENT:
             self.fail(TileShapeError, f"{what} must be a positive integer, not {v}", d.span)
         return v
 

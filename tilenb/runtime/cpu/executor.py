@@ -702,8 +702,12 @@ class _Executor:
         start = np.asarray(tile_data(self.ev(e.args[0], act), 2)).astype(np.int64)
         idx = np.arange(R if e.fn == "rows" else Cc, dtype=np.int64)
         idx = idx.reshape((1, R, 1) if e.fn == "rows" else (1, 1, Cc))
-        out = np.broadcast_to(start + idx, (start.shape[0] if start.ndim else 1, R, Cc))
-        return TileVal(out.astype(np.int32), None)
+        start = start.reshape((-1, 1, 1)) if start.ndim else start
+        # wrap to i32 on the one varying axis, then broadcast without copying: an index tile
+        # holds no bytes (spec section 10), so neither does its value here (a read-only view;
+        # a var bound to it copies it, as it copies any expression)
+        line = (start + idx).astype(np.int32)
+        return TileVal(np.broadcast_to(line, (line.shape[0], R, Cc)), None)
 
     def _convert(self, e, act):
         x = self.ev(e.x, act)

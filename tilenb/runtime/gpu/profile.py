@@ -356,6 +356,21 @@ class Profile:
 
 
 # ---- what the analysis predicts for one launch (no GPU needed) -----------------------------
+def check_full_ctas(full_ctas, ctas: Optional[int] = None) -> int:
+    """`full_ctas` as given by a user (`measure`, `Profile.text`/`compare`): an int (numpy
+    integers count, a bool or float does not) from 0 to the launch's `ctas` CTAs (unchecked
+    where `ctas` is None). Anything else raises LaunchError naming `full_ctas`: a count outside
+    that range would print a predicted range whose low end exceeds its high end."""
+    from ...lang.diagnostics import LaunchError
+    if isinstance(full_ctas, (bool, np.bool_)) or not isinstance(full_ctas, (int, np.integer)):
+        raise LaunchError(f"full_ctas (how many CTAs lie wholly inside the tensors) must be an int, not "
+                          f"{type(full_ctas).__name__} {full_ctas!r}")
+    if full_ctas < 0 or (ctas is not None and full_ctas > ctas):
+        raise LaunchError(f"full_ctas is {int(full_ctas)}; it must lie from 0 to the launch's "
+                          f"{ctas if ctas is not None else 'number of'} CTAs")
+    return int(full_ctas)
+
+
 def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=(),
                     elements: Optional[Dict[int, object]] = None, starts=None) -> List[dict]:
     """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan, shared
@@ -373,7 +388,7 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     (`CopyPlan.sectors_by_start`) per CTA, over the full CTAs and over all, instead of its worst
     case times the CTAs. The one home of the prediction `Profile.compare` and
     `LaunchPrediction` show."""
-    full = ctas if full_ctas is None else int(full_ctas)
+    full = ctas if full_ctas is None else check_full_ctas(full_ctas, ctas)
     elements = elements or {}
     at_start = {(int(line), name): counts for line, name, counts in (starts or ())}
 
@@ -415,8 +430,19 @@ class _Unknown(Exception):
 
 
 def count_full_ctas(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None) -> Optional[int]:
-    got = _slice_starts(kir, grid, dims, scalars)
-    return None if got is None else int(np.count_nonzero(got[0]))
+    """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
+    wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
+    `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
+    edge). Each slice start is evaluated per CTA from constants, dims, scalar parameters,
+    `ctx.block.*` / `ctx.grid.*` and the `let`s before it (+, -, *, /, %, min, max), a chunk of
+    CTAs at a time (bounded memory at any legal grid). None when that is not possible: a tensor
+    slice under a loop or a branch, or a start that depends on anything else (a thread, a var)."""
+    total = 0
+    for chunk in _chunks(kir, grid, dims, scalars):
+        if chunk is None:
+            return None
+        total += int(np.count_nonzero(chunk[0]))
+    return total
 
 
 def start_bytes(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
@@ -426,40 +452,50 @@ def start_bytes(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, obj
     starts that many bytes into a sector, among the full CTAs (`count_full_ctas`) and among all;
     None where the starts cannot be evaluated (as count_full_ctas). The copy plans' figure at
     each byte is `CopyPlan.sectors_by_start`."""
-    got = _slice_starts(kir, grid, dims, scalars)
-    if got is None:
-        return None
-    full, starts = got
     seen: Dict[Tuple[int, str], int] = {}
-    for line, name, _, _ in starts:
-        seen[(line, name)] = seen.get((line, name), 0) + 1
-    out = []
-    for line, name, off, eb in starts:
-        if seen[(line, name)] != 1:
-            continue
-        res = (np.broadcast_to(np.asarray(off, dtype=np.int64), full.shape) * eb) % 32
-        counts = {}
-        for r in np.unique(res):
-            at = res == r
-            counts[int(r)] = (int(np.count_nonzero(at & full)), int(np.count_nonzero(at)))
-        out.append((int(line), name, counts))
-    return out
+    counts: Dict[Tuple[int, str], Dict[int, list]] = {}
+    for chunk in _chunks(kir, grid, dims, scalars):
+        if chunk is None:
+            return None
+        full, starts = chunk
+        if not seen:
+            for line, name, _, _ in starts:
+                seen[(line, name)] = seen.get((line, name), 0) + 1
+        for line, name, off, eb in starts:
+            if seen[(line, name)] != 1:
+                continue
+            res = (np.broadcast_to(np.asarray(off, dtype=np.int64), full.shape) * eb) % 32
+            c = counts.setdefault((int(line), name), {})
+            for r in np.unique(res):
+                at = res == r
+                n = c.setdefault(int(r), [0, 0])
+                n[0] += int(np.count_nonzero(at & full))
+                n[1] += int(np.count_nonzero(at))
+    return [(line, name, {r: tuple(n) for r, n in sorted(c.items())}) for (line, name), c in counts.items()]
 
 
-def _slice_starts(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
-    """(full: bool per CTA, [(line, tensor, element offset of the slice's first element per CTA,
-    element bytes)]) for the launch, or None (see count_full_ctas)."""
-    """How many CTAs of `grid` (x, y, z) have every tensor slice the kernel's statements take
-    wholly inside its tensor, with the launch's runtime extents `dims` and scalar arguments
-    `scalars`: the CTAs the copy plans' figures describe exactly (the others are masked at an
-    edge). Each slice start is evaluated per CTA from constants, dims, scalar parameters,
-    `ctx.block.*` / `ctx.grid.*` and the `let`s before it (+, -, *, /, %, min, max). None when
-    that is not possible: a tensor slice under a loop or a branch, or a start that depends on
-    anything else (a thread, a var)."""
+_CTA_CHUNK = 1 << 20
+
+
+def _chunks(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, object]] = None):
+    """Per chunk of at most _CTA_CHUNK CTAs of `grid` (x, y, z; linear index, x fastest), what
+    _slice_starts_chunk finds there: (full: bool per CTA, [(line, tensor, element offset of the
+    slice's first element per CTA, element bytes)]), or one None where the starts cannot be
+    evaluated (see count_full_ctas). CTAs go a chunk at a time: a grid may hold up to 2**31 - 1
+    CTAs along x alone, and one array of every CTA's index would then take 16 GB."""
     scalars = scalars or {}
     g = tuple(int(x) for x in tuple(grid) + (1,) * (3 - len(tuple(grid))))
     n = g[0] * g[1] * g[2]
-    idx = np.arange(n, dtype=np.int64)
+    for first in range(0, n, _CTA_CHUNK):
+        got = _slice_starts_chunk(kir, g, dims, scalars, np.arange(first, min(n, first + _CTA_CHUNK), dtype=np.int64))
+        yield got
+        if got is None:
+            return
+
+
+def _slice_starts_chunk(kir, g, dims, scalars, idx):
+    """(full, starts) of the CTAs of linear indices `idx` (x fastest) of the grid g, or None
+    (see _chunks)."""
     ctx = {"block.x": idx % g[0], "block.y": (idx // g[0]) % g[1], "block.z": idx // (g[0] * g[1]),
            "grid.x": g[0], "grid.y": g[1], "grid.z": g[2]}
     from ... import ir
@@ -511,7 +547,7 @@ def _slice_starts(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, o
             return int(dims[d])
         raise _Unknown
 
-    full = np.ones(n, dtype=bool)
+    full = np.ones(len(idx), dtype=bool)
     starts = []
 
     def slices_of(stmt):
@@ -547,6 +583,11 @@ def _slice_starts(kir, grid, dims: Dict[str, int], scalars: Optional[Dict[str, o
                 lets[id(stmt.sym)] = stmt.value
     except _Unknown:
         return None
+    finally:
+        # ev is a recursive closure (a reference cycle): drop the chunk's arrays now rather
+        # than at the next garbage collection, or every chunk's would pile up
+        ctx.clear()
+        memo.clear()
     return full, starts
 
 
@@ -569,7 +610,7 @@ class LaunchPrediction:
 
     def text(self) -> str:
         full = "" if self.full_ctas is None or self.full_ctas == self.ctas else f", {self.full_ctas} of them full"
-        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTAs{full}; "
+        out = [f"predicted for {self.kernel} (grid {self.grid}, {self.ctas} CTA{'' if self.ctas == 1 else 's'}{full}; "
                f"{', '.join(f'{k} = {v}' for k, v in self.dims.items()) or 'no runtime dims'}):",
                "  line | metric | predicted for the launch (per CTA)"]
         for r in self.rows:
@@ -680,7 +721,7 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
     if metric == "global sectors" and meas < lo:
         worst = [p for p in r["plans"] if p.sectors > p.ideal_sectors]
         if worst:
-            full = ctas if full_ctas is None else int(full_ctas)
+            full = ctas if full_ctas is None else check_full_ctas(full_ctas, ctas)
             per = sum(int(p.ideal_sectors) for p in r["plans"])
             if per * full <= meas <= per * ctas:
                 starts = sorted({int(p.worst_start_byte) for p in worst})
@@ -694,7 +735,7 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
     if metric != "shared wavefronts":
         return "", False
     loads, stores = _shared_split(analysis, r)
-    full = ctas if full_ctas is None else int(full_ctas)
+    full = ctas if full_ctas is None else check_full_ctas(full_ctas, ctas)
     if loads and f.ld_wavefronts == 0 and meas < lo:
         fw = _forwarded_reads(analysis, line)
         if fw:
