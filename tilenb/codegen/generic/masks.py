@@ -100,7 +100,7 @@ def split(g, s, value, emit: Callable[[], None]):
     t, f = _cases(g, m.cond, shape)
     guards = [c for x in m.guards for c in _guard(g, x, shape)]
     mode = g.new("mask")
-    g.emit(f"// line {m.line + g.line_offset}: the where's condition over this [{shape[0]}, {shape[1]}] tile, "
+    g.emit(f"// the where at line {m.line + g.line_offset}: its condition over this [{shape[0]}, {shape[1]}] tile, "
            "decided at its corners (analysis.masks): all true, all false, or per element")
     head = f"({' && '.join(guards)}) ? " if guards else ""
     g.emit(f"const int {mode} = {head}(({t}) ? {ALL_TRUE} : ({f}) ? {ALL_FALSE} : {MIXED})"
