@@ -90,3 +90,14 @@ def test_one_where_a_statement_the_first_in_pre_order():
     ms = masks_of("where(cols(16, 32, c) <= rows(16, 32, r), where(cols(16, 32, c) < a, x, 1.0), 0.0)")
     assert len(ms) == 1
     assert ms[0].where.args[0].op == "<="
+
+
+def test_the_loop_entry_says_its_mask_is_decided_per_tile():
+    k = tilenb.compile(SK.ATTENTION_CAUSAL, backend="cpu").attention_causal_bf16
+    for arch in (None, "sm_90"):
+        a = k.analysis(arch=arch, BR=64, BC=64, D=64, NT=128)
+        (lp,) = a.loops
+        assert a.masks[0].describe() in lp.why and "[64, 64] tile from its corners" in lp.why
+        assert a.lowering.by_loop and list(a.lowering.by_loop.values()) == [lp]
+    plain = tilenb.compile(SK.ATTENTION, backend="cpu").attention_bf16.analysis(arch="sm_90")
+    assert plain.masks == () and all("corners" not in lp.why for lp in plain.loops)

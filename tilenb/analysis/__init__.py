@@ -51,7 +51,7 @@ generator does not need them), with the same result.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Mapping, Optional, Tuple
 
 from .. import ir
@@ -62,7 +62,7 @@ from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .dot_reads import DotRead, dot_reads
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
-from .masks import CornerMask, corner_masks
+from .masks import CornerMask, corner_masks, enclosing_loops
 from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key
 from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, statement_plans
 from .uniformity import Uniformity, uniformity
@@ -314,11 +314,29 @@ def _for_target(kir: ir.KernelIR, base: _Base, target) -> Analysis:
     if facts is None:
         facts = base.shared["facts"] = facts_of(kir, base.lt, base.barriers)
     low = lower(facts, target)
+    _note_masks(kir, low, base.masks)
     m = build_smem_map(kir, base.lt, low, facts)
     budget = DYNAMIC_BUDGET if kir.dynshared or m.dynamic else STATIC_BUDGET
     return Analysis(kir.name, kir.threads, m.footprint, budget, base.tiles, _ruler(base.lt, m), base.barriers,
                     base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared,
                     base.uniformity, dot_reads(kir, low), base.masks)
+
+
+def _note_masks(kir: ir.KernelIR, low: KernelLowering, masks):
+    """Each loop's entry (`low.loops`, `low.by_loop`) also says which of its statements' wheres are
+    decided per tile at their corners (`masks.CornerMask.describe`), so the views that list the
+    loops show it."""
+    if not masks:
+        return
+    notes = enclosing_loops(kir, masks)
+    by_old = {}
+    for lid, lp in list(low.by_loop.items()):
+        ms = notes.get(lid)
+        if ms:
+            new = replace(lp, why=lp.why + "".join(f"; {mk.describe()}" for mk in ms))
+            low.by_loop[lid] = new
+            by_old[id(lp)] = new
+    low.loops = tuple(by_old.get(id(lp), lp) for lp in low.loops)
 
 
 def _ruler(lt: Lifetimes, m: SmemMap) -> Tuple[RulerLine, ...]:

@@ -247,3 +247,21 @@ def corner_masks(kir: ir.KernelIR, uni) -> Tuple[CornerMask, ...]:
 def by_statement(masks) -> Dict[int, CornerMask]:
     """id(statement) -> its CornerMask."""
     return {id(m.stmt): m for m in masks}
+
+
+def enclosing_loops(kir: ir.KernelIR, masks) -> Dict[int, Tuple[CornerMask, ...]]:
+    """id(For / While) -> the masks of the statements directly in its body (nested ifs included,
+    nested loops not): what a loop's entry in `Analysis.loops` says besides its lowering."""
+    want = by_statement(masks)
+    out: Dict[int, list] = {}
+
+    def walk(body, loop):
+        for s in body:
+            m = want.get(id(s))
+            if m is not None and loop is not None:
+                out.setdefault(id(loop), []).append(m)
+            for b in ir.child_blocks(s):
+                walk(b, s if isinstance(s, (ir.For, ir.While)) else loop)
+    walk(kir.body, None)
+    return {k: tuple(v) for k, v in out.items()}
+
