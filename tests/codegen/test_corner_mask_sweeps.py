@@ -223,3 +223,16 @@ def test_on_the_gpu_every_block_form_matches_the_cpu_executor(variant):
     want = SK.ref_attention(args[0], args[1], args[2], args[4], causal=True)
     assert_close(cupy.asnumpy(dev[3]), want, "every key block on the GPU, against numpy", rtol=3e-2, atol=3e-2)
     assert math.isfinite(float(np.abs(cupy.asnumpy(dev[3]).astype(np.float32)).max()))
+
+
+def test_the_wgmma_accumulator_store_obeys_the_record_too():
+    """The GEMM epilogue's store through shared memory (sm90.gemm.staged_store) and the mma.sync
+    store: the triangle mask of test_causal_attention.TRI_GEMM splits on both (emulated there)."""
+    from test_causal_attention import TRI_GEMM
+    k = tilenb.compile(TRI_GEMM, backend="cpu").tri_gemm
+    for arch, lowering in (("sm_90", "wgmma TMA pipeline"), (None, "mma.sync")):
+        assert [lp.lowering for lp in k.analysis(arch=arch).loops] == [lowering]
+        src = k.cuda_source(arch=arch)
+        assert src.count("decided at its corners") == 1
+        line = next(n for n, x in enumerate(TRI_GEMM.split("\n"), 1) if "where(" in x)
+        assert k.analysis(arch=arch).masks[0].line == line

@@ -118,12 +118,22 @@ def split(g, s, value, emit: Callable[[], None]):
         picks.pop(id(m.where), None)
         g.ind -= 1
         for k, v in saved.items():
-            setattr(g, k, _copy(v))
+            _restore(g, k, v)
     g.emit("}")
 
 
 def _copy(v):
     return type(v)(v) if isinstance(v, (dict, set)) else v
+
+
+def _restore(g, name, saved):
+    """Put cache `name` of g back to `saved`, in place (other modules may hold the same object)."""
+    cur = getattr(g, name)
+    if isinstance(cur, (dict, set)) and type(cur) is type(saved):
+        cur.clear()
+        cur.update(saved)
+    else:
+        setattr(g, name, _copy(saved))
 
 
 def _walk(e):

@@ -174,8 +174,10 @@ def mma_frag_stmt(g, s, tv, r: Route):
         x = value.a if value.b is d0 else value.b
         g.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then mma.sync accumulates onto {tv.cname}")
         if not (isinstance(x, ir.Ref) and x.sym is tv.sym):
-            added += _hoist_reductions(g, x, lay)
-            _sweep_into(g, s, tv, lay, x, None, domain)
+            def sweep_rest():
+                added.extend(_hoist_reductions(g, x, lay))
+                _sweep_into(g, s, tv, lay, x, None, domain)
+            masks.split(g, s, x, sweep_rest)   # a where of the rest, decided per tile: one sweep per case
         accumulate.mma_accumulate(g, d0, tv.cname, lay)
         frag, skip_sweep = [], True
     elif direct and value is d0:
