@@ -29,7 +29,7 @@ from tilenb.examples import suite_kernels as SK
 
 from support import cuda_emulator as EMU  # noqa: E402
 from support.cuda_emulator import needs_gxx  # noqa: E402
-from test_causal_attention import BF16, MMA_ONLY, STREAMED, inputs, run_cpu  # noqa: E402
+from test_causal_attention import MMA_ONLY, STREAMED, grid, inputs, run_cpu  # noqa: E402
 from test_gemm_sm90_edges import assert_close, build_sm90, run_sm90  # noqa: E402
 
 needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="needs NVRTC")
@@ -167,7 +167,7 @@ def test_emulated_mma_sync_every_block_matches_the_cpu_executor(shape):
     args = inputs(H, n, nk, 64, seed=n)
     k = tilenb.compile(EVERY_BLOCK, backend="cpu").attention_causal_bf16
     cpu = run_cpu(k, args, STREAMED)
-    EMU.run(generate(k.ir(**STREAMED), EVERY_BLOCK), args, {"H": H, "N": n, "Nk": nk, "D": 64}, (-(-n // 64), H))
+    EMU.run(generate(k.ir(**STREAMED), EVERY_BLOCK), args, {"H": H, "N": n, "Nk": nk, "D": 64}, grid(n, H, STREAMED))
     assert_close(args[3], cpu[3].astype(np.float64), f"mma.sync, every key block, at {shape}", rtol=2e-2, atol=2e-2)
 
 
@@ -181,7 +181,7 @@ def test_emulated_wgmma_every_block_matches_the_cpu_executor(shape, variant, tmp
     cpu = run_cpu(k, args, variant)
     assert [lp.lowering for lp in k.analysis(arch="sm_90", **variant).loops] == ["streamed attention on wgmma"]
     ks = generate(k.ir(**variant), EVERY_BLOCK, 0, arch="sm_90")
-    exe = build_sm90(ks, args, {"H": H, "N": n, "Nk": nk, "D": variant["D"]}, (-(-n // variant["BR"]), H), tmp_path)
+    exe = build_sm90(ks, args, {"H": H, "N": n, "Nk": nk, "D": variant["D"]}, grid(n, H, variant), tmp_path)
     for tma in (1, 0):
         got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         run_sm90(exe, got, tmp_path, tma, 0)
