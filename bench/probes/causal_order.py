@@ -41,8 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the s
 
 from tilenb.examples import suite_kernels as SK  # noqa: E402
 
-SUITE_ORDER = [("@grid(H, cdiv(N, BR))", None), ("let h = ctx.block.x", None),
-               ("let row = (ctx.grid.y - 1 - ctx.block.y) * BR", None)]
+SUITE_ORDER = ("@grid(H, cdiv(N, BR))", "let h = ctx.block.x", "let row = (ctx.grid.y - 1 - ctx.block.y) * BR")
 ORDERS = {
     "suite": {},
     "per_head": {"@grid(H, cdiv(N, BR))": "@grid(cdiv(N, BR), H)", "let h = ctx.block.x": "let h = ctx.block.y",
@@ -57,7 +56,7 @@ def kernel_text(order: str, D: int, tiles) -> str:
     """The suite's causal kernel in CTA order `order`, its @autotune line set to head dim D and
     the (BR, BC, NT) of `tiles` (one module a tile shape: BR, BC and NT each a one-value list)."""
     text = SK.ATTENTION_CAUSAL
-    for old, _ in SUITE_ORDER:
+    for old in SUITE_ORDER:
         assert text.count(old) == 1, f"the suite's causal kernel has no '{old}'"
     for old, new in ORDERS[order].items():
         text = text.replace(old, new)

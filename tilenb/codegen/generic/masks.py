@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Tuple
 
+from ... import ir
 from ...analysis.masks import I32_MAX, I32_MIN, Affine, Compare, CornerMask, Logic
 from . import exprs
 
@@ -93,7 +94,7 @@ def split(g, s, value, emit: Callable[[], None]):
     """Write `emit()` (the sweep of statement s over `value`) once, or, when the analysis decided
     a where of it per tile, three times under the one test (module doc)."""
     m: CornerMask = getattr(g, "masks", {}).get(id(s))
-    if m is None or not any(x is m.where for x in _walk(value)):
+    if m is None or not any(x is m.where for x in ir.walk_expr(value)):
         emit()
         return
     shape = m.shape
@@ -134,8 +135,3 @@ def _restore(g, name, saved):
         cur.update(saved)
     else:
         setattr(g, name, _copy(saved))
-
-
-def _walk(e):
-    from ... import ir  # noqa: PLC0415
-    return ir.walk_expr(e)
