@@ -5,8 +5,8 @@ for compute-sanitizer (memcheck, racecheck, synccheck: scripts/gpu_checks.sh cau
     compute-sanitizer --tool racecheck --error-exitcode 9 python scripts/causal_checks.py
 
 The cases: tilenb/examples/suite_kernels.py ATTENTION_CAUSAL on the streamed-attention (TMA +
-wgmma) loop at two tile shapes and on mma.sync (16 rows a warp), and its f32 form on the generic
-path, each with more queries than keys and the reverse (lengths that are not tile multiples).
+wgmma) loop at two tile shapes and on mma.sync (16 rows a warp), the same over every key block
+(no block skipped: the mask's all-false branch runs too), and its f32 form on the generic path, each with more queries than keys and the reverse (lengths that are not tile multiples).
 Prints one line a case with the largest difference from the CPU executor's result; exits 1
 when a case differs by more than the bf16 / f32 tolerance, or a case's lowering is not the one
 named.
@@ -27,12 +27,21 @@ from tilenb.examples import suite_kernels as SK  # noqa: E402
 F32 = SK.ATTENTION_CAUSAL.replace("bf16", "f32").replace(
     "@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])",
     "@autotune(BR in [16], BC in [16], D in [32], NT in [128])")
+# the loop over every key block, none skipped: the blocks wholly above the diagonal run, and their
+# masks are decided all false at the tile's corners (tilenb/analysis/masks.py), so every branch of
+# the split sweep runs (all true below the diagonal, per element across it, all false above)
+EVERY_BLOCK = SK.ATTENTION_CAUSAL.replace("range(0, min(Nk, row + BR), BC)", "range(0, Nk, BC)")
+assert EVERY_BLOCK != SK.ATTENTION_CAUSAL, "the suite kernel's loop bound changed: update EVERY_BLOCK"
 CASES = [  # (what, text, kernel, variant, lowering on sm_90, dtype, tolerance)
     ("wgmma 64x64 d64", SK.ATTENTION_CAUSAL, "attention_causal_bf16", dict(BR=64, BC=64, D=64, NT=128),
      "streamed attention on wgmma", "bf16", 2e-2),
     ("wgmma 128x64 d128", SK.ATTENTION_CAUSAL, "attention_causal_bf16", dict(BR=128, BC=64, D=128, NT=256),
      "streamed attention on wgmma", "bf16", 2e-2),
     ("mma.sync 64x64 d64", SK.ATTENTION_CAUSAL, "attention_causal_bf16", dict(BR=64, BC=64, D=64, NT=256),
+     "mma.sync", "bf16", 2e-2),
+    ("wgmma 64x64 d64, every key block", EVERY_BLOCK, "attention_causal_bf16", dict(BR=64, BC=64, D=64, NT=128),
+     "streamed attention on wgmma", "bf16", 2e-2),
+    ("mma.sync 64x64 d64, every key block", EVERY_BLOCK, "attention_causal_bf16", dict(BR=64, BC=64, D=64, NT=256),
      "mma.sync", "bf16", 2e-2),
     ("generic f32 16x16 d32", F32, "attention_causal_f32", dict(BR=16, BC=16, D=32, NT=128), "generic", "f32", 1e-4),
 ]

@@ -19,12 +19,15 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
                   position: what the code generator implements
     a.uniformity  which control and scalars differ between threads (`uniformity.Uniformity`, the
                   checker's record; the barrier placement and the code generator read it here)
+    a.masks       the wheres whose condition is decided once per tile at its corners (all true,
+                  all false or per element: `masks.CornerMask`), whose sweeps the generator splits
     a.to_json()   all of it as one JSON-ready dict, compact enough to embed in a notebook
 
 The pipeline, one stage per module:
     lifetimes.tile_lifetimes     live ranges, registers vs shared, byte offsets
     ownership.statement_plans    per statement: iteration space, vector width, accesses by thread
     uniformity.uniformity        the checker's record of which control and scalars differ between threads
+    masks.corner_masks           wheres over affine index tiles (rows/cols), decided per tile at its corners
     global_memory.global_cells   tensor accesses as cells the barrier walk compares across statements and turns
     barriers.place_barriers      hazards between threads (shared and global memory) -> the fewest barriers, with reasons
     lowering.lower               per target: GEMM / streamed / mma.sync loops, tensor-core register
@@ -48,7 +51,7 @@ generator does not need them), with the same result.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Dict, Mapping, Optional, Tuple
 
 from .. import ir
@@ -59,6 +62,7 @@ from .copies import CopyPlan, LayoutFix, WarpFigures, copy_plans
 from .dot_reads import DotRead, dot_reads
 from .layout import Layout, Swizzle, SwizzledLayout, row_major
 from .lifetimes import Lifetimes, TileLife, gemm_accumulators, tile_lifetimes
+from .masks import CornerMask, corner_masks, enclosing_loops
 from .lowering import Facts, KernelLowering, LoopLowering, lower, target_key
 from .ownership import DEFAULT_EXTENT, Access, StatementPlan, narrow_within, statement_plans
 from .uniformity import Uniformity, uniformity
@@ -132,6 +136,7 @@ class Analysis:
     _shared: dict = field(default_factory=dict, repr=False, compare=False)   # the target-free part's lazy results
     uniformity: Optional[Uniformity] = None   # the checker's uniformity record (analysis.uniformity)
     dot_reads: Tuple[DotRead, ...] = ()       # tensor slices dots read inline, and how (analysis.dot_reads)
+    masks: Tuple[CornerMask, ...] = ()        # wheres decided per tile at their corners (analysis.masks)
 
     @property
     def copies(self) -> Tuple[CopyPlan, ...]:
@@ -203,7 +208,7 @@ class Analysis:
     def to_json(self) -> dict:
         """A JSON-ready dict: {"kernel", "threads", "footprint", "budget", "target", "tiles",
         "ruler", "regions", "smem", "loops", "barriers", "copies", "shared_traffic", "traffic",
-        "dot_reads"}, copies as runs [thread, row,
+        "dot_reads", "masks"}, copies as runs [thread, row,
         col, length] (not per element); ruler entries of regions other than tiles carry their
         "kind"; "smem" holds the map's "array_bytes" and "dynamic"."""
         def ruler_entry(x):
@@ -231,6 +236,7 @@ class Analysis:
             "copies": [c.to_json() for c in self.copies],
             "shared_traffic": [t.to_json() for t in self.shared_traffic],
             "dot_reads": [d.to_json() for d in self.dot_reads],
+            "masks": [mk.to_json() for mk in self.masks],
             "traffic": self.traffic(),
         }
 
@@ -278,6 +284,7 @@ class _Base:
     tiles: Tuple[TileInfo, ...]
     shared: dict
     uniformity: Uniformity
+    masks: Tuple[CornerMask, ...] = ()
 
 
 def _analyze_base(kir: ir.KernelIR, ext: Dict[str, int]) -> _Base:
@@ -289,7 +296,8 @@ def _analyze_base(kir: ir.KernelIR, ext: Dict[str, int]) -> _Base:
     # copy plans (global <-> shared moves) are computed when first asked for: Analysis.copies
     tiles = tuple(TileInfo(t.name, t.dtype, tuple(t.shape), t.bytes, t.offset, t.space, t.first_line,
                            t.last_line, t.start, t.end) for t in lt.tiles)
-    return _Base(lt, tuple(plans), tuple(barriers), tuple(notes), tuple(sorted(ext.items())), tiles, {}, uni)
+    masks = corner_masks(kir, uni)                             # wheres decided per tile at its corners
+    return _Base(lt, tuple(plans), tuple(barriers), tuple(notes), tuple(sorted(ext.items())), tiles, {}, uni, masks)
 
 
 def facts_of(kir: ir.KernelIR, lt: Lifetimes, barriers) -> Facts:
@@ -306,11 +314,29 @@ def _for_target(kir: ir.KernelIR, base: _Base, target) -> Analysis:
     if facts is None:
         facts = base.shared["facts"] = facts_of(kir, base.lt, base.barriers)
     low = lower(facts, target)
+    _note_masks(kir, low, base.masks)
     m = build_smem_map(kir, base.lt, low, facts)
     budget = DYNAMIC_BUDGET if kir.dynshared or m.dynamic else STATIC_BUDGET
     return Analysis(kir.name, kir.threads, m.footprint, budget, base.tiles, _ruler(base.lt, m), base.barriers,
                     base.plans, base.lt, base.extents, base.notes, target, m, low.loops, low, base.shared,
-                    base.uniformity, dot_reads(kir, low))
+                    base.uniformity, dot_reads(kir, low), base.masks)
+
+
+def _note_masks(kir: ir.KernelIR, low: KernelLowering, masks):
+    """Each loop's entry (`low.loops`, `low.by_loop`) also says which of its statements' wheres are
+    decided per tile at their corners (`masks.CornerMask.describe`), so the views that list the
+    loops show it."""
+    if not masks:
+        return
+    notes = enclosing_loops(kir, masks)
+    by_old = {}
+    for lid, lp in list(low.by_loop.items()):
+        ms = notes.get(lid)
+        if ms:
+            new = replace(lp, why=lp.why + "".join(f"; {mk.describe()}" for mk in ms))
+            low.by_loop[lid] = new
+            by_old[id(lp)] = new
+    low.loops = tuple(by_old.get(id(lp), lp) for lp in low.loops)
 
 
 def _ruler(lt: Lifetimes, m: SmemMap) -> Tuple[RulerLine, ...]:

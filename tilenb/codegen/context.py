@@ -50,6 +50,8 @@ class Gen(Emitter):
         self.fast_div: Dict[int, object] = {}
         self.skeys: Dict[int, tuple] = {}
         self.regions: Dict[int, Region] = {}   # id(expr) -> its region within one statement
+        self.masks: Dict[int, object] = {}     # id(statement) -> analysis.masks.CornerMask (set by paths.choose)
+        self.where_pick: Dict[int, int] = {}   # id(where) -> 1 / 2 in a branch of generic.masks.split
         self.guards: List[str] = []            # flags that turn per-thread statements into no-ops
         self.loop_ctx: List[dict] = []
         self.ret_flag = False

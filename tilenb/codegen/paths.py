@@ -26,6 +26,7 @@ from .. import ir
 from ..analysis import analyze
 from ..analysis.copies import tile_swizzles
 from ..analysis.lowering import CHUNKS, KernelLowering
+from ..analysis.masks import by_statement
 from ..analysis.mma_tiles import shape2
 from . import cache_hints
 from .mma import statements as mma
@@ -48,6 +49,7 @@ def choose(g) -> Paths:
     a = analyze(g.kir, arch=g.target)
     g.low, g.smem = a.lowering, a.smem      # the analysis' lowering and shared-memory map for this target
     g.paths = Paths(g.low)
+    g.masks = by_statement(a.masks)         # wheres decided per tile at their corners (analysis.masks)
     g.gemm = gemm.prepare(g)                # GEMM loops on TMA + wgmma (sm_90)
     g.hints = cache_hints.plan(g.kir)       # L2 evict_first for the last touch of re-read data
     g.swz = _swizzles(g)

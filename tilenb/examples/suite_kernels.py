@@ -542,16 +542,16 @@ kernel attention_tc_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V:
 # every key, the first one block), so the grid hands out the last query blocks first and the
 # short ones fill the tail. Otherwise the kernel above, line for line.
 ATTENTION_CAUSAL = """
-// Causal flash-attention forward: O = softmax(mask(Q K^T * scale)) V per head, query i seeing the
-// keys j <= i (top-left aligned, as torch's is_causal); masked scores are -1e30 (exp2 gives 0).
+// Causal flash-attention forward, O = softmax(mask(Q K^T * scale)) V per head: query i sees keys j <= i (top left,
+// as torch's is_causal; masked scores -1e30). Heads along x, query blocks along y from the last: the heaviest start first.
 @autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
 @launch(NT)
 @dynshared
-@grid(cdiv(N, BR), H)
+@grid(H, cdiv(N, BR))
 kernel attention_causal_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: tensor<bf16>[H, Nk, D],
                              O: tensor<bf16>[H, N, D], scale: f32) {
-  let h = ctx.block.y
-  let row = (ctx.grid.x - 1 - ctx.block.x) * BR      // the last queries (the most keys) first
+  let h = ctx.block.x
+  let row = (ctx.grid.y - 1 - ctx.block.y) * BR      // the last queries (the most keys) first
   let qs = scale * 1.4426950408889634
   var q = Q[h, row :+ BR, :]
   var acc: tile<f32>[BR, D] = 0.0

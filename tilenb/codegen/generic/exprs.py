@@ -285,9 +285,14 @@ def binary(g, e: ir.Binary, at):
 
 
 def math(g, e: ir.Math, at):
-    args = [ev(g, x, child_at(g, e, x, at)) for x in e.args]
     dt = e.type.dtype
     fn = e.fn
+    if fn == "where":
+        pick = g.where_pick.get(id(e))
+        if pick:   # the analysis decided its condition for the whole tile (generic.masks): one value, no select
+            x = e.args[1] if pick == 1 else e.args[2]
+            return C.convert(ev(g, x, child_at(g, e, x, at)), x.type.dtype, dt)
+    args = [ev(g, x, child_at(g, e, x, at)) for x in e.args]
     if fn == "where":
         c = args[0]
         return f"({c} ? {C.convert(args[1], e.args[1].type.dtype, dt)} : {C.convert(args[2], e.args[2].type.dtype, dt)})"

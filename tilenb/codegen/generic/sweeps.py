@@ -22,7 +22,7 @@ from ..mma import fragments as frags
 from ..sm90 import accumulators as wgacc
 from ..values import At, ChunkLayout, Region, TileVar
 
-from . import exprs, reductions, vectors
+from . import exprs, masks, reductions, vectors
 
 
 # which layout a tile statement iterates over
@@ -86,13 +86,18 @@ def run_sweep(g, s, domain, lay, V, value, write, mask: Optional[Region], two_ph
         g.emit("__syncthreads();  // codegen-internal: this statement follows a register layout, not the partition "
                   "the barrier analysis assumes for its shared-memory operands")
     sp = vectors.stmt_plan(g, s)
-    if sp is not None and sp.vector_path and vt is not None and lay is None and not two_phase:
-        # the analysis moves this statement with vector accesses (`ownership`, with_vectors)
-        exprs.prepare_regions(g, value)
-        pre = getattr(g, "prefetched", None)
-        vectors.vector_sweep(g, domain, V, value, vt, pre[1] if pre is not None and pre[0] == id(s) else None)
-    else:
-        _run_sweep(g, s, domain, lay, V, value, write, mask, two_phase)
+
+    def emit():
+        if sp is not None and sp.vector_path and vt is not None and lay is None and not two_phase:
+            # the analysis moves this statement with vector accesses (`ownership`, with_vectors)
+            exprs.prepare_regions(g, value)
+            pre = getattr(g, "prefetched", None)
+            vectors.vector_sweep(g, domain, V, value, vt, pre[1] if pre is not None and pre[0] == id(s) else None)
+        else:
+            _run_sweep(g, s, domain, lay, V, value, write, mask, two_phase)
+    if id(s) in g.masks:
+        exprs.prepare_regions(g, value)   # the operands' regions, named once before the branches
+    masks.split(g, s, value, emit)        # a where the analysis decides per tile: one sweep per case
     if fence:
         g.emit("__syncthreads();  // codegen-internal: (the same, after the statement)")
 

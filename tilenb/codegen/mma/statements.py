@@ -19,7 +19,7 @@ from ...analysis.mma_tiles import MmaLayout, RowLayout, grid_layout, packed, reg
 
 from .. import ctypes_ as C
 from ..emitter import is_int, swz_c
-from ..generic import exprs, vectors
+from ..generic import exprs, masks, vectors
 from ..sm90 import streamed
 from ..values import At
 
@@ -174,8 +174,10 @@ def mma_frag_stmt(g, s, tv, r: Route):
         x = value.a if value.b is d0 else value.b
         g.emit(f"// {tv.sym.name} = (the rest) + dot: the rest first, then mma.sync accumulates onto {tv.cname}")
         if not (isinstance(x, ir.Ref) and x.sym is tv.sym):
-            added += _hoist_reductions(g, x, lay)
-            _sweep_into(g, s, tv, lay, x, None, domain)
+            def sweep_rest():
+                added.extend(_hoist_reductions(g, x, lay))
+                _sweep_into(g, s, tv, lay, x, None, domain)
+            masks.split(g, s, x, sweep_rest)   # a where of the rest, decided per tile: one sweep per case
         accumulate.mma_accumulate(g, d0, tv.cname, lay)
         frag, skip_sweep = [], True
     elif direct and value is d0:
@@ -196,13 +198,15 @@ def mma_frag_stmt(g, s, tv, r: Route):
         g.lay_pre[id(d)] = (arr, lay)
         added.append(id(d))
     if not skip_sweep:
-        added += _hoist_reductions(g, value, lay)
-        if loc is not None:
-            _sweep_window(g, s, loc, lay, value, mask, domain)
-        elif tv.space == "registers":
-            _sweep_into(g, s, tv, lay, value, None, domain)
-        else:
-            _sweep_shared(g, s, tv, lay, value, domain)
+        def sweep():
+            added.extend(_hoist_reductions(g, value, lay))
+            if loc is not None:
+                _sweep_window(g, s, loc, lay, value, mask, domain)
+            elif tv.space == "registers":
+                _sweep_into(g, s, tv, lay, value, None, domain)
+            else:
+                _sweep_shared(g, s, tv, lay, value, domain)
+        masks.split(g, s, value, sweep)     # a where the analysis decides per tile: one sweep per case
     if loc is None and tv is not None:
         n = tv.cname
         g.emit(f"{n}_r0 = {vr[0]}; {n}_r1 = {vr[1]}; {n}_c0 = {vr[2]}; {n}_c1 = {vr[3]};")

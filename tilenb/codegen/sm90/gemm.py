@@ -57,7 +57,7 @@ from ... import ir
 from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
 
 from .. import ctypes_ as C
-from ..generic import exprs, reductions, sweeps
+from ..generic import exprs, masks, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
 # (tilenb/analysis/lowering.py); this module writes the code for what it decided.
@@ -497,7 +497,8 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         v = exprs.elem_value(g, value, at, (M, N))
         g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
 
-    sweeps.sweep(g, (M, N), lay, 1, put, mask=mask)
+    # a where the analysis decides per tile (analysis.masks): one sweep per case
+    masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=mask))
     g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
     mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
     k, r, c = g.new("k"), g.new("r"), g.new("c")
