@@ -173,9 +173,12 @@ def test_emulated_attention_matches_the_cpu_executor(variant, tmp_path):
                          ids=lambda v: "-".join(f"{a}{b}" for a, b in v.items()))
 def test_emulated_attention_with_let_views_matches_the_cpu_executor(variant, tmp_path):
     """`let k = K[h, kt :+ BC, :]` read only by a dot: the dot stages the view (double-buffered
-    cp.async) and the let copies nothing."""
-    src = _mod(SK.ATTENTION_TC).attention_tc_bf16.cuda_source(**variant)
-    assert "which stage it themselves" in src and "double-buffered staging scratch" in src
+    cp.async) and the let copies nothing (the view has no tile)."""
+    kern = _mod(SK.ATTENTION_TC).attention_tc_bf16
+    src = kern.cuda_source(**variant)
+    assert "stages K[...] itself" in src and "stages V[...] itself" in src and "double-buffered staging scratch" in src
+    assert "staged in shared memory: a dot reads this view" not in src
+    assert not {"k", "v"} & {t.name for t in kern.analysis(**variant).lifetimes.tiles}
     rng = np.random.default_rng(7)
     H, N, Nk, D = 2, 77, 200, variant["D"]
     args = _attention_args(rng, H, N, Nk, D)

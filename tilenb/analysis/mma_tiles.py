@@ -191,6 +191,65 @@ def statement_parts(s):
     return None, False, None, None
 
 
+def dot_staged_views(kir: ir.KernelIR) -> Set[int]:
+    """id() of the `let` views of a tensor slice (`let k = K[h, kt :+ BC, :]`, not flat) that
+    are read only as an operand of tensor-core dots (`mma_dot`) in tile statements, with a window
+    whose subscripts read nothing that can change (`_fixed_window`): each such
+    dot stages the slice itself, on every target (padded cp.async scratch on mma.sync, the TMA
+    ring on a streamed sm_90 loop, the GEMM pipeline's stages), exactly as it stages the slice
+    written in the dot. Such a view is the slice written inline in every way that counts: it gets
+    no tile of its own (`lifetimes`), hence no copy, no shared bytes and no barrier; the lowering
+    stages it where each dot is (`lowering._Lower._view_slice`). Any other read (elementwise, a
+    reduction, a dot on CUDA cores, a view of it, a write through it) keeps the spec's staging
+    rule: the view is copied into a tile of its own that its readers share. Computed once per
+    KernelIR object (its `tilenb.caches.per_kernel` dict)."""
+    memo = per_kernel(kir)
+    hit = memo.get("dot_staged_views")
+    if hit is None:
+        hit = memo["dot_staged_views"] = frozenset(_dot_staged_views(kir))
+    return set(hit)
+
+
+def _fixed_window(sl: ir.Slice) -> bool:
+    """Whether the subscripts of `sl` have the same value wherever its names are in scope: they
+    read only dims, scalar parameters, `let` scalars, loop variables, the CTA's coordinates and
+    constants (no `var`, no element of a tile or tensor, whose contents can change)."""
+    for sub in sl.subs:
+        for e in ((sub.index,) if isinstance(sub, ir.SubIndex) else (sub.start,)):
+            for x in ir.walk_expr(e):
+                if isinstance(x, (ir.Slice, ir.Element)):
+                    return False
+                if isinstance(x, ir.Ref) and x.sym.kind not in ("dim", "scalar_param", "let", "loop"):
+                    return False
+    return True
+
+
+def _dot_staged_views(kir: ir.KernelIR) -> Set[int]:
+    cand = {id(s.sym) for s in ir.walk_stmts(kir.body)
+            if isinstance(s, ir.Let) and s.sym.kind == "view" and isinstance(s.value, ir.Slice)
+            and s.value.base.kind == "tensor" and not s.value.flat and isinstance(s.sym.type, ir.TileT)
+            and _fixed_window(s.value)}
+    if not cand:
+        return set()
+    refs: Dict[int, int] = {}        # every expression node that names the view
+    as_operand: Dict[int, int] = {}  # those that are an operand of a tensor-core dot of a tile statement
+    for s in ir.walk_stmts(kir.body):
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                sym = ir.named_sym(x)
+                if sym is not None and id(sym) in cand:
+                    refs[id(sym)] = refs.get(id(sym), 0) + 1
+        _, _, _, value = statement_parts(s)
+        if value is None or not isinstance(value.type, ir.TileT):
+            continue
+        for x in ir.walk_expr(value):
+            if mma_dot(x):
+                for o in (x.a, x.b):
+                    if isinstance(o, ir.Ref) and id(o.sym) in cand:
+                        as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
+    return {k for k, n in refs.items() if as_operand.get(k) == n}
+
+
 class _Scan:
     """One pass over the kernel: which candidate tiles each statement touches and how."""
 

@@ -41,7 +41,6 @@ def mma_prepare(g):
     g.dot_scratch: Dict[int, Tuple[str, int]] = {}
     g.stages: Dict[int, Stage] = low.stages
     g.mma_pipes: Dict[int, LoopPipe] = low.pipes
-    g.streamed_views = low.streamed_views   # id(view Sym) whose dots stage it: its `let` copies nothing
     g.mma_live_loops: Dict[int, dict] = {}
     g.mma_early_done: set = set()        # streamed loops whose ring mma_ring_early set up
     g.W = g.T // 32
