@@ -942,6 +942,29 @@ class _Lower:
             low.by_loop[id(s)] = out[-1]
         return tuple(out)
 
+    def _tiles_not_slices(self, s, dots, low: KernelLowering) -> Optional[str]:
+        """Why a loop of tensor-core dots on the mma row layout streams nothing on sm_90 when no
+        earlier rule said: its dots' B operands are shared tiles (a `var k = K[...]` copy, say),
+        and only tensor slices stream. None when that is not the reason."""
+        if any(loop is s for (_, _, loop, _) in low.stage_dots.values()):
+            return None
+        names = []
+        for d in dots:
+            lay = self._frag_layout(d)
+            if not (isinstance(d.b, ir.Ref) and isinstance(lay, MmaLayout) and lay.rows_mode):
+                continue
+            place = self.f.tiles.get(id(d.b.sym))
+            if place is not None and place.space == "shared" and d.b.sym.name not in names:
+                names.append(d.b.sym.name)
+        return _tile_operand_note(names) if names else None
+
+    def _frag_layout(self, d: ir.Dot):
+        """The fragment layout the statement holding dot `d` is swept in (its route's), or None."""
+        for r in self.routes.values():
+            if any(d is x for x in r.frag):
+                return r.lay
+        return None
+
     def _describe(self, s, low: KernelLowering) -> Tuple[str, str]:
         target = str(self.target)
         if id(s) in low.gemm:
@@ -968,6 +991,8 @@ class _Lower:
                 n = len(piped.stages)
                 why += f"; {n} tensor slice{'s' * (n > 1)} double-buffered by cp.async across its turns"
             note = low.why_not.get(id(s))
+            if not note and self.target.hopper:
+                note = self._tiles_not_slices(s, own, low)
             if note:
                 why += f" (not on wgmma: {note})" if self.target.hopper else f" ({note})"
             return "mma.sync", why
@@ -975,6 +1000,12 @@ class _Lower:
         if nested:
             return "generic", "its own statements on the generic path (the loops inside it are described on their own)"
         return "generic", "no tensor-core dot: its statements follow the partition"
+
+
+def _tile_operand_note(names) -> str:
+    return (f"its dots read tile{'s' * (len(names) > 1)} {', '.join(names)}, not tensor slices: only a slice a dot "
+            f"reads (written in the dot, or named by a `let` view that only tensor-core dots read) streams by TMA; "
+            f"a `var` copies the slice into a tile of its own")
 
 
 def _own_stmts(body):
