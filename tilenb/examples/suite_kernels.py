@@ -340,8 +340,10 @@ kernel attention_bf16(Q: tensor<bf16>[H, N, D], K: tensor<bf16>[H, Nk, D], V: te
 # by `let` views, the scores a `var` whose whole value is a dot, and the rescale and the
 # accumulation of P V as two statements (`acc = acc * rescale` then `acc += dot(p, v)`). The math
 # (base 2) and the @autotune space are the kernel's above, so the benchmark compares the two
-# written forms of one computation: the analysis recognises both as the same streamed loop
-# (tilenb/analysis/lowering.py), and the generated CUDA is the same up to names.
+# written forms of one computation: the analysis takes a view only tensor-core dots read as the
+# slice written in the dot, and `acc = acc * rescale` then `acc += dot(p, v)` as one statement
+# (tilenb/analysis/mma_tiles.py, lowering.py), so where the loop streams on wgmma (sm_90) the
+# generated CUDA is the same up to names (tests/codegen/test_attention_forms.py).
 ATTENTION_TC = """
 @autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])
 @launch(NT)
