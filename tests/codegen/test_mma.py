@@ -118,7 +118,10 @@ def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout
 def test_big_variants_keep_tiles_in_shared_memory_and_still_use_tensor_cores():
     k = _mod(SK.ATTENTION).attention_bf16
     an = k.analysis(BR=128, BC=64, D=128, NT=128)          # [128, 128] f32 per 4 warps: over the register budget
-    assert an.tile("acc").space == "shared"
+    # of the row layout: the row tiles stay in shared memory; acc, the accumulator of a GEMM loop
+    # (`acc = acc * rescale + dot(p, V)`, spec section 12), is in registers on the 2-D warp grid
+    assert [an.tile(n).space for n in ("s", "p", "m", "l")] == ["shared"] * 4
+    assert an.tile("acc").space == "registers"
     body = k.cuda_source(BR=128, BC=64, D=128, NT=128).split("#endif  // TILENB_PRELUDE")[1]
     assert "tnb_mma_bf16(" in body and re.search(r"float dot\d+ = ", body) is None
     an = k.analysis(BR=128, BC=64, D=64, NT=128)           # q is given up first: read by ldmatrix each turn

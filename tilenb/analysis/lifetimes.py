@@ -81,9 +81,28 @@ def cluster_slot_bytes(kir: ir.KernelIR) -> int:
     return sum(n for _, _, n in cluster_slots(kir))
 
 
+def accumulated_dot(s) -> Optional[ir.Dot]:
+    """The dot a statement accumulates onto its target tile: `acc += dot(a, b)`, or
+    `acc = x + dot(a, b)` (either order; x reads no dot, the dot does not read acc: the same
+    accumulation after `acc = x`, as flash attention's `acc = acc * rescale + dot(p, v)`). None
+    for anything else."""
+    if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref)):
+        return None
+    v, acc = s.value, s.target.sym
+    if s.op == "+" and isinstance(v, ir.Dot):
+        return v
+    if s.op is None and isinstance(v, ir.Binary) and v.op == "+":
+        for d, x in ((v.b, v.a), (v.a, v.b)):
+            if (isinstance(d, ir.Dot) and not any(isinstance(y, ir.Dot) for y in ir.walk_expr(x))
+                    and not any(isinstance(y, ir.Ref) and y.sym is acc for y in ir.walk_expr(d))):
+                return d
+    return None
+
+
 def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
-    """Tiles accumulated as `acc += dot(a, b)` (or dot_t) with f16/bf16 operands in a plain
-    (not unrolled) for loop: the GEMM loops, whose accumulators live in registers.
+    """Tiles accumulated as `acc += dot(a, b)` (or dot_t; or `acc = x + dot(a, b)`:
+    `accumulated_dot`) with f16/bf16 operands in a plain (not unrolled) for loop: the GEMM
+    loops, whose accumulators live in registers.
 
     A candidate stays in shared memory when some other use needs elements other threads hold:
     read by a reduction, a dot (as an operand), a transpose or a per-thread element access,
@@ -103,8 +122,8 @@ def _gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For) and s.unroll == 1:
             for t in s.body:
-                if (isinstance(t, ir.Assign) and t.op == "+" and isinstance(t.target, ir.Ref)
-                        and isinstance(t.value, ir.Dot) and t.value.a.type.dtype in ("f16", "bf16")
+                d = accumulated_dot(t)
+                if (d is not None and d.a.type.dtype in ("f16", "bf16")
                         and t.target.sym not in out and t.target.sym.kind == "var"):
                     out.append(t.target.sym)
     return [a for a in out if _register_compatible(kir, a)]

@@ -50,7 +50,7 @@ from ..switches import SWITCHES
 from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
-from .lifetimes import gemm_accumulators
+from .lifetimes import accumulated_dot, gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
@@ -236,7 +236,8 @@ class Route:
     other tensor-core dots, computed into shared scratch tiles first. `error`: why the generator
     cannot write the statement (it raises that), or None. `folded`: the statement is written by
     the next one, whose `value` includes it (`_Lower.fold_pairs`): the generator writes nothing
-    for it."""
+    for it; `folds`: on that next statement, the folded one (its shared-memory reads are this
+    statement's too)."""
     lay: object
     frag: List[ir.Dot]
     scratch: List[ir.Dot]
@@ -244,6 +245,7 @@ class Route:
     value: object
     error: Optional[str] = None
     folded: bool = False
+    folds: Optional[object] = None
 
 
 @dataclass
@@ -277,9 +279,10 @@ def tile_statement(s) -> bool:
 
 
 def mma_ok(s: ir.Assign) -> bool:
-    """`acc += dot(a, b)` with f16/bf16 operands of mma.sync shapes into an f32 tile."""
-    d = s.value
-    if s.op != "+" or not isinstance(d, ir.Dot):
+    """`acc += dot(a, b)` (or `acc = x + dot(a, b)`: `lifetimes.accumulated_dot`) with f16/bf16
+    operands of mma.sync shapes into an f32 tile."""
+    d = accumulated_dot(s)
+    if d is None:
         return False
     if d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
         return False
@@ -511,6 +514,7 @@ class _Lower:
         if r is None:
             r = self.routes[id(s)] = self._route(s)
             r.folded = id(s) in self.folded
+            r.folds = self.fused[id(s)][1] if id(s) in self.fused else None
         return r
 
     def fold_pairs(self) -> Tuple[Set[int], Dict[int, ir.Expr]]:
@@ -520,12 +524,12 @@ class _Lower:
         written as `t = x + dot(a, b)`, the form that computes the dot inside a larger
         expression (flash attention's `acc = acc * rescale` then `acc += dot(p, v)`): the values
         are the same (x, then the dot added onto it, in f32, with the same valid region), and so
-        is the code. Taken when x is the tile's shape, reads no dot and nothing but register tiles,
-        scalars and constants; the dot does not read t; and no barrier stands between the two.
-        Returns (id of each first statement, id(second statement) -> the value it is written
-        with)."""
+        is the code. Taken when x is the tile's shape and reads no dot and nothing but tiles (not
+        through a view), scalars and constants; the dot does not read t; and no barrier stands between the two.
+        Returns (id of each first statement, id(second statement) -> (the value it is written
+        with, the first statement))."""
         folded: Set[int] = set()
-        fused: Dict[int, ir.Expr] = {}
+        fused: Dict[int, Tuple[ir.Expr, ir.Stmt]] = {}
         if not self.layouts:
             return folded, fused
         bars = self.f.barriers
@@ -536,14 +540,12 @@ class _Lower:
             before = [b for b in bars.get(pos.get(id(s2)), ()) if b.where != "after"]
             return not after and not before
 
-        def in_regs(e) -> bool:
+        def tiles_only(e) -> bool:
             for x in ir.walk_expr(e):
                 if isinstance(x, (ir.Slice, ir.Element, ir.Dot)):
                     return False
-                if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
-                    t = self.f.tiles.get(id(x.sym))
-                    if t is None or t.space != "registers":
-                        return False
+                if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT) and id(x.sym) not in self.f.tiles:
+                    return False       # a view
             return True
 
         def the_dot(s2, sym):
@@ -568,7 +570,7 @@ class _Lower:
                 x = compound_value(s1.op, s1.target, s1.value)
                 d = the_dot(s2, sym)
                 if (d is None or not isinstance(x.type, ir.TileT) or tuple(x.type.shape) != tuple(sym.type.shape)
-                        or x.type.dtype != sym.type.dtype or not in_regs(x)
+                        or x.type.dtype != sym.type.dtype or not tiles_only(x)
                         or any(isinstance(y, ir.Ref) and y.sym is sym for y in ir.walk_expr(d))
                         or not between_free(s1, s2) or self.f.within(s1) or self.f.within(s2)):
                     continue
@@ -576,7 +578,7 @@ class _Lower:
                 v = s2.value if s2.op is None else whole
                 parts = (x, d) if (v.b is d) else (d, x)
                 folded.add(id(s1))
-                fused[id(s2)] = ir.Binary("+", parts[0], parts[1], whole.type, s2.value.span)
+                fused[id(s2)] = (ir.Binary("+", parts[0], parts[1], whole.type, s2.value.span), s1)
             for s in body:
                 for b in ir.child_blocks(s):
                     visit(list(b))
@@ -588,7 +590,7 @@ class _Lower:
         if isinstance(s, ir.Assign) and s.op is not None:
             value = compound_value(s.op, s.target, s.value)
         if id(s) in self.fused:
-            value = self.fused[id(s)]
+            value = self.fused[id(s)][0]
         none = Route(None, [], [], domain, value)
         if target is None or value is None or not isinstance(value.type, (ir.TileT, ir.ScalarT)):
             return none

@@ -142,7 +142,8 @@ def mma_frag_stmt(g, s, tv, r: Route):
             g.fail("a store into a window of a register tile", s)
     elif isinstance(s, ir.Assign):
         tv = g.tile_of(s.target.sym)
-    fence = id(s) in g.plan.shared_partition
+    # a statement that includes a folded one (lowering.fold_pairs) reads that one's operands too
+    fence = any(id(x) in g.plan.shared_partition for x in (s, r.folds) if x is not None)
     if fence:
         g.emit(f"__syncthreads();  // codegen-internal: this statement sweeps {frags.FRAG_NOTE}, not the partition "
                   "the barrier analysis assumes for its shared-memory operands")
