@@ -142,12 +142,56 @@ def test_a_var_copy_of_the_slices_keeps_mma_sync_and_the_view_says_why():
     assert "not on wgmma: its dots read tiles k, v, not tensor slices" in lp.why and "`let` view" in lp.why
 
 
+def test_the_thread_map_lists_the_same_dot_reads_for_both_forms():
+    """The views' K and V are read by the dots themselves, as the slices written in the dots are:
+    by TMA into the ring on sm_90, by cp.async staging elsewhere; no copy statement of their own."""
+    tune = dict(BR=128, BC=64, D=128, NT=256)
+    for arch, how in (("sm_90", "wgmma"), (None, "mma.sync")):
+        got = [[(r.tensor, r.operand, r.shape, r.how) for r in k.analysis(arch=arch, **tune).dot_reads] for k in _kernels()]
+        assert got[0] == got[1] == [("K", "b", (64, 128), how), ("V", "b", (64, 128), how)], arch
+        assert not [c for c in _kernels()[1].analysis(arch=arch, **tune).copies if c.tensor in ("K", "V")]
+
+
 def test_views_read_only_by_tensor_core_dots_have_no_tile():
     _, statements = _kernels()
     for arch in ("sm_90", None):
         an = statements.analysis(arch=arch, BR=128, BC=64, D=128, NT=256)
         assert not {"k", "v"} & {t.name for t in an.lifetimes.tiles}
         assert not an.barriers      # no copy into a tile, so nothing to wait for
+
+
+GEMM = """
+@launch(128)
+@grid(cdiv(M, 64))
+kernel kloop(A: tensor<f16>[M, K], B: tensor<f16>[N, K], Y: tensor<f16>[M, N]) {
+  var acc: tile<f32>[64, 32] = 0.0
+  for k0 in range(0, K, 32) {
+    acc += dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32])
+  }
+  Y[ctx.block.x * 64 :+ 64, 0 :+ 32] = acc
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["acc = acc + dot_t", "acc = dot_t + acc", "let views"])
+def test_a_gemm_loop_is_one_program_in_every_form(form):
+    """`acc = acc + dot(...)` is the GEMM loop `acc += dot(...)` (spec section 12), on the wgmma
+    TMA pipeline on sm_90 and mma.sync elsewhere, with the same CUDA; so are its slices named by
+    `let` views."""
+    text = {"acc = acc + dot_t": GEMM.replace("acc += dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32])",
+                                              "acc = acc + dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32])"),
+            "acc = dot_t + acc": GEMM.replace("acc += dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32])",
+                                              "acc = dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32]) + acc"),
+            "let views": GEMM.replace("    acc += dot_t(A[ctx.block.x * 64 :+ 64, k0 :+ 32], B[0 :+ 32, k0 :+ 32])",
+                                      "    let a = A[ctx.block.x * 64 :+ 64, k0 :+ 32]\n    let b = B[0 :+ 32, k0 :+ 32]\n"
+                                      "    acc += dot_t(a, b)")}[form]
+    assert text != GEMM
+    want, got = tilenb.compile(GEMM).kloop, tilenb.compile(text).kloop
+    for arch, lowering in (("sm_90", "wgmma TMA pipeline"), (None, "mma.sync")):
+        assert [lp.lowering for lp in got.analysis(arch=arch).loops] == [lowering]
+        # (`dot + acc` intersects the valid regions in the other order: the same path, other text)
+        if form != "acc = dot_t + acc":
+            assert same_up_to_names(got.cuda_source(arch=arch)) == same_up_to_names(want.cuda_source(arch=arch)), arch
 
 
 # ---- what they compute ------------------------------------------------------------------------------------

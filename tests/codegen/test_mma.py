@@ -48,8 +48,9 @@ kernel dot_exprs(A: tensor<bf16>[M, 32], B: tensor<bf16>[32, 48], C: tensor<f32>
 """
 
 KLOOP = """
-// A K loop written as an expression (not +=): acc stays in registers on the mma row layout, both
-// operands are tensor slices staged by cp.async (double-buffered across turns); K, a row length,
+// A K loop written as an expression (not +=), the same GEMM loop as `acc += dot_t(...)`: acc in
+// registers on the warp grid, both operands tensor slices staged by cp.async (double-buffered
+// across turns; on sm_90 the wgmma TMA pipeline); K, a row length,
 // is no multiple of the step (the last step is masked) nor of 8 (rows not 16-byte aligned).
 @launch(128)
 @grid(cdiv(M, 64))

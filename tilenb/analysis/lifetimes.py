@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 from .. import ir
 from ..caches import per_kernel
 from ..types import DTYPES
-from .mma_tiles import dot_staged_views, mma_register_tiles
+from .mma_tiles import accumulated_dot, dot_staged_views, mma_register_tiles
 
 ALIGN = 16          # bytes: the widest vector access (16-byte loads and stores)
 EXACT_BUDGET = 200_000   # offsets tried by the exact packer before it gives up
@@ -79,24 +79,6 @@ def cluster_slots(kir: ir.KernelIR) -> List[Tuple[ir.ClusterReduce, int, int]]:
 
 def cluster_slot_bytes(kir: ir.KernelIR) -> int:
     return sum(n for _, _, n in cluster_slots(kir))
-
-
-def accumulated_dot(s) -> Optional[ir.Dot]:
-    """The dot a statement accumulates onto its target tile: `acc += dot(a, b)`, or
-    `acc = x + dot(a, b)` (either order; x reads no dot, the dot does not read acc: the same
-    accumulation after `acc = x`, as flash attention's `acc = acc * rescale + dot(p, v)`). None
-    for anything else."""
-    if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref)):
-        return None
-    v, acc = s.value, s.target.sym
-    if s.op == "+" and isinstance(v, ir.Dot):
-        return v
-    if s.op is None and isinstance(v, ir.Binary) and v.op == "+":
-        for d, x in ((v.b, v.a), (v.a, v.b)):
-            if (isinstance(d, ir.Dot) and not any(isinstance(y, ir.Dot) for y in ir.walk_expr(x))
-                    and not any(isinstance(y, ir.Ref) and y.sym is acc for y in ir.walk_expr(d))):
-                return d
-    return None
 
 
 def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:

@@ -19,8 +19,11 @@ The decisions, in the order they depend on each other:
    is on the partition's chunks (`CHUNKS`: the generator chooses their vector width).
 4. Routes (`route`): how every tile statement meets the tensor cores: swept over fragments, with
    its dots at its own coordinates computed into them; its other dots into shared f32 scratch.
-5. Staging (`_Lower.allocate`): the tensor slices tensor-core dots read, copied into padded shared
-   scratch tiles: double-buffered by cp.async across the turns of a loop whose turns all run,
+   `t = x` followed at once by `t += dot(a, b)` is routed as the one statement `t = x + dot(a, b)`
+   (`fold_pairs`: the first is `Route.folded`), so that both written forms are one program.
+5. Staging (`_Lower.allocate`): the tensor slices tensor-core dots read (written in the dot, or
+   a `let` view only such dots read: `mma_tiles.dot_staged_views`, `KernelLowering.inline_views`),
+   copied into padded shared scratch tiles: double-buffered by cp.async across the turns of a loop whose turns all run,
    else where the dot needs them; after the tiles, 128-byte aligned.
 6. Streamed loops (`_Lower.stream`): on "sm_90", a loop whose dots' staged slices are all B
    operands of dots on the mma row layout, with uniform coordinates and wgmma shapes, streams
@@ -50,13 +53,13 @@ from ..switches import SWITCHES
 from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
-from .lifetimes import accumulated_dot, gemm_accumulators
+from .lifetimes import gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
-from .mma_tiles import (MmaLayout, RowLayout, dot_staged_views, grid_layout, identity_dots, mma_dot,
-                        mma_register_tiles, rows_layout, shape2, statement_parts)
+from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
+                        mma_dot, mma_register_tiles, plain_accumulation, rows_layout, shape2, statement_parts)
 
 # ---- the target --------------------------------------------------------------------------------
 def target_key(arch) -> Target:
@@ -279,7 +282,7 @@ def tile_statement(s) -> bool:
 
 
 def mma_ok(s: ir.Assign) -> bool:
-    """`acc += dot(a, b)` (or `acc = x + dot(a, b)`: `lifetimes.accumulated_dot`) with f16/bf16
+    """`acc += dot(a, b)` (or `acc = x + dot(a, b)`: `mma_tiles.accumulated_dot`) with f16/bf16
     operands of mma.sync shapes into an f32 tile."""
     d = accumulated_dot(s)
     if d is None:
@@ -548,15 +551,9 @@ class _Lower:
                     return False       # a view
             return True
 
-        def the_dot(s2, sym):
-            v = s2.value
-            if s2.op == "+" and mma_dot(v):
-                return v
-            if s2.op is None and isinstance(v, ir.Binary) and v.op == "+":
-                for mine, other in ((v.a, v.b), (v.b, v.a)):
-                    if isinstance(mine, ir.Ref) and mine.sym is sym and mma_dot(other):
-                        return other
-            return None
+        def the_dot(s2):
+            d = plain_accumulation(s2)
+            return d if mma_dot(d) else None
 
         def visit(body):
             for s1, s2 in zip(body, body[1:]):
@@ -568,7 +565,7 @@ class _Lower:
                 if not isinstance(self.reg_layout(sym), MmaLayout):
                     continue
                 x = compound_value(s1.op, s1.target, s1.value)
-                d = the_dot(s2, sym)
+                d = the_dot(s2)
                 if (d is None or not isinstance(x.type, ir.TileT) or tuple(x.type.shape) != tuple(sym.type.shape)
                         or x.type.dtype != sym.type.dtype or not tiles_only(x)
                         or any(isinstance(y, ir.Ref) and y.sym is sym for y in ir.walk_expr(d))

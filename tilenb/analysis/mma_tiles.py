@@ -26,6 +26,11 @@ linked through such statements that involves a tensor-core dot; groups that only
 accumulators (`acc += dot`, kept in registers anyway, on a 2-D warp grid) are left out, and
 groups are kept within REGISTER_BUDGET 32-bit registers per thread (a tile read only as a dot's
 first operand is given up first: it stays in shared memory).
+
+Two target-free rules about how tensor-core work is written live here too, so that every stage
+reads one answer: `accumulated_dot` / `plain_accumulation` (which statements accumulate a dot
+onto their target: `acc += dot`, `acc = x + dot`) and `dot_staged_views` (the `let` views that
+are their slice written in the dot: no tile of their own).
 """
 from __future__ import annotations
 
@@ -189,6 +194,34 @@ def statement_parts(s):
         if isinstance(t, ir.Slice):
             return t.base, True, shape2(t.type.shape), s.value
     return None, False, None, None
+
+
+def accumulated_dot(s) -> Optional[ir.Dot]:
+    """The dot a statement accumulates onto its target tile: `acc += dot(a, b)`, or
+    `acc = x + dot(a, b)` (either order; x reads no dot, the dot does not read acc: the same
+    accumulation after `acc = x`, as flash attention's `acc = acc * rescale + dot(p, v)`). None
+    for anything else."""
+    if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref)):
+        return None
+    v, acc = s.value, s.target.sym
+    if s.op == "+" and isinstance(v, ir.Dot):
+        return v
+    if s.op is None and isinstance(v, ir.Binary) and v.op == "+":
+        for d, x in ((v.b, v.a), (v.a, v.b)):
+            if (isinstance(d, ir.Dot) and not any(isinstance(y, ir.Dot) for y in ir.walk_expr(x))
+                    and not any(isinstance(y, ir.Ref) and y.sym is acc for y in ir.walk_expr(d))):
+                return d
+    return None
+
+
+def plain_accumulation(s) -> Optional[ir.Dot]:
+    """The dot of `acc += dot(a, b)`, `acc = acc + dot(a, b)` or `acc = dot(a, b) + acc`: one
+    accumulation with nothing else, as a GEMM loop's body holds (`gemm_loops.match_loop`)."""
+    d = accumulated_dot(s)
+    if d is None or s.op == "+":
+        return d
+    other = s.value.a if s.value.b is d else s.value.b
+    return d if isinstance(other, ir.Ref) and other.sym is s.target.sym else None
 
 
 def dot_staged_views(kir: ir.KernelIR) -> Set[int]:
@@ -487,13 +520,13 @@ def _mma_register_tiles(kir: ir.KernelIR, gemm_accs: Optional[List[ir.Sym]]) -> 
 
 
 def _plain_gemm_loop_acc(s: ir.For) -> Optional[ir.Sym]:
-    """The accumulator of a loop whose body is only tile copies / views and one `acc += dot`."""
+    """The accumulator of a loop whose body is only tile copies / views and one `acc += dot`
+    (`plain_accumulation`)."""
     acc = None
     for t in s.body:
         if isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.sym.type, ir.TileT) and isinstance(t.value, ir.Slice):
             continue
-        if (acc is None and isinstance(t, ir.Assign) and t.op == "+" and isinstance(t.target, ir.Ref)
-                and isinstance(t.value, ir.Dot)):
+        if acc is None and plain_accumulation(t) is not None:
             acc = t.target.sym
             continue
         return None
