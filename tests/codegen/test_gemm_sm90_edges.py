@@ -766,8 +766,9 @@ def _variant(why, T="bf16", OT="f32", NT=128, TK=32, HEAD="for", STMT=None, TAIL
     return Case(text, lowered, why, dict(M=70, N=60, K=72), (1,), lambda x: _loop_ref(x, TK), **kw)
 
 
-CASES["plain_assign_not_plus_eq"] = _variant("acc = acc + dot(..): not the += form (left to mma.sync)",
-                                             STMT="acc = acc + dot(A[0 :+ 64, kt :+ 32], B[kt :+ 32, 0 :+ 64])")
+CASES["plain_assign_not_plus_eq"] = _variant("acc = acc + dot(..): the GEMM loop of the += form (spec 12)",
+                                             STMT="acc = acc + dot(A[0 :+ 64, kt :+ 32], B[kt :+ 32, 0 :+ 64])",
+                                             lowered=True)
 CASES["unrolled"] = _variant("for<unroll 2>: never a GEMM loop (spec 9)", HEAD="for<unroll 2>")
 CASES["f32_operands"] = _variant("f32 operands: wgmma here takes f16/bf16 only", T="f32", TK=16)
 CASES["i8_operands"] = _variant("i8 operands accumulate in i32", T="i8", OT="i32",

@@ -48,8 +48,9 @@ kernel dot_exprs(A: tensor<bf16>[M, 32], B: tensor<bf16>[32, 48], C: tensor<f32>
 """
 
 KLOOP = """
-// A K loop written as an expression (not +=): acc stays in registers on the mma row layout, both
-// operands are tensor slices staged by cp.async (double-buffered across turns); K, a row length,
+// A K loop written as an expression (not +=), the same GEMM loop as `acc += dot_t(...)`: acc in
+// registers on the warp grid, both operands tensor slices staged by cp.async (double-buffered
+// across turns; on sm_90 the wgmma TMA pipeline); K, a row length,
 // is no multiple of the step (the last step is masked) nor of 8 (rows not 16-byte aligned).
 @launch(128)
 @grid(cdiv(M, 64))
@@ -118,7 +119,10 @@ def test_attention_as_written_keeps_its_tiles_in_registers_on_the_mma_row_layout
 def test_big_variants_keep_tiles_in_shared_memory_and_still_use_tensor_cores():
     k = _mod(SK.ATTENTION).attention_bf16
     an = k.analysis(BR=128, BC=64, D=128, NT=128)          # [128, 128] f32 per 4 warps: over the register budget
-    assert an.tile("acc").space == "shared"
+    # of the row layout: the row tiles stay in shared memory; acc, the accumulator of a GEMM loop
+    # (`acc = acc * rescale + dot(p, V)`, spec section 12), is in registers on the 2-D warp grid
+    assert [an.tile(n).space for n in ("s", "p", "m", "l")] == ["shared"] * 4
+    assert an.tile("acc").space == "registers"
     body = k.cuda_source(BR=128, BC=64, D=128, NT=128).split("#endif  // TILENB_PRELUDE")[1]
     assert "tnb_mma_bf16(" in body and re.search(r"float dot\d+ = ", body) is None
     an = k.analysis(BR=128, BC=64, D=64, NT=128)           # q is given up first: read by ldmatrix each turn
@@ -173,9 +177,12 @@ def test_emulated_attention_matches_the_cpu_executor(variant, tmp_path):
                          ids=lambda v: "-".join(f"{a}{b}" for a, b in v.items()))
 def test_emulated_attention_with_let_views_matches_the_cpu_executor(variant, tmp_path):
     """`let k = K[h, kt :+ BC, :]` read only by a dot: the dot stages the view (double-buffered
-    cp.async) and the let copies nothing."""
-    src = _mod(SK.ATTENTION_TC).attention_tc_bf16.cuda_source(**variant)
-    assert "which stage it themselves" in src and "double-buffered staging scratch" in src
+    cp.async) and the let copies nothing (the view has no tile)."""
+    kern = _mod(SK.ATTENTION_TC).attention_tc_bf16
+    src = kern.cuda_source(**variant)
+    assert "stages K[...] itself" in src and "stages V[...] itself" in src and "double-buffered staging scratch" in src
+    assert "staged in shared memory: a dot reads this view" not in src
+    assert not {"k", "v"} & {t.name for t in kern.analysis(**variant).lifetimes.tiles}
     rng = np.random.default_rng(7)
     H, N, Nk, D = 2, 77, 200, variant["D"]
     args = _attention_args(rng, H, N, Nk, D)

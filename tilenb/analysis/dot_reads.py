@@ -3,11 +3,13 @@ no copy plan (`tilenb.analysis.copies` plans only partition accesses), and how t
 code reads them.
 
 Guarantees: `dot_reads(kir, low)` lists, in source order, one `DotRead` per operand of a dot that
-is a tensor slice written in the dot itself (operands that are tiles or staged `let` views are
-not listed: a view read by a dot has its own copy plan, "load K -> k"). `how` is decided here
+is a tensor slice written in the dot itself, or a `let` view only tensor-core dots read, which is
+that slice (`KernelLowering.inline_views`); operands that are tiles or other `let` views are not
+listed: a view staged into a tile of its own has its copy plan, "load K -> k". `how` is decided here
 from the path the dot takes, the one the CUDA generator follows:
-- "wgmma": the dot's loop is lowered as a wgmma TMA pipeline (`lowering.LOWERINGS`): thread 0
-  copies the slice by TMA into swizzled shared-memory stages that wgmma reads;
+- "wgmma": the dot's loop is lowered as a wgmma TMA pipeline (`lowering.LOWERINGS`), or the slice
+  is one a streamed loop's ring holds (`KernelLowering.by_op`): thread 0 copies it by TMA into
+  swizzled shared-memory stages that wgmma reads;
 - "mma.sync": a tensor-core dot (`mma_tiles.mma_dot`) elsewhere: the slice is staged into a
   padded shared scratch tile by 16-byte cp.async copies and read with ldmatrix into mma.sync
   fragments;
@@ -63,6 +65,8 @@ def dot_reads(kir: ir.KernelIR, low) -> Tuple[DotRead, ...]:
     the target's `lowering.KernelLowering` (its `by_loop` names each loop's lowering)."""
     out: List[DotRead] = []
     by_loop = getattr(low, "by_loop", {}) or {}
+    inline = getattr(low, "inline_views", {}) or {}
+    streamed = getattr(low, "by_op", {}) or {}      # operands a streamed loop's ring copies by TMA
     for s, loop in _walk(kir.body, None):
         for e in ir.stmt_exprs(s):
             for d in ir.walk_expr(e):
@@ -76,6 +80,9 @@ def dot_reads(kir: ir.KernelIR, low) -> Tuple[DotRead, ...]:
                 else:
                     how = "registers"
                 for name, op in (("a", d.a), ("b", d.b)):
-                    if isinstance(op, ir.Slice) and op.base.kind == "tensor":
-                        out.append(DotRead(d.span.line, op.base.name, name, tuple(op.type.shape), how, _TEXT[how]))
+                    # a view only tensor-core dots read is the slice written in the dot (no copy)
+                    sl = inline.get(id(op.sym)) if isinstance(op, ir.Ref) else op
+                    if isinstance(sl, ir.Slice) and sl.base.kind == "tensor":
+                        h = "wgmma" if id(op) in streamed else how
+                        out.append(DotRead(d.span.line, sl.base.name, name, tuple(op.type.shape), h, _TEXT[h]))
     return tuple(out)

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from .. import ir
 from ..switches import SWITCHES
 from ..target import Target
+from .mma_tiles import plain_accumulation
 
 RING_ALIGN = 1024            # bytes: a TMA ring's stages start on this boundary (the 128-byte swizzle repeats)
 GEMM_MAX_STAGES = 8
@@ -136,7 +137,8 @@ def _is_var(e, sym) -> bool:
 def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
     """The GemmLoop of `s`, or None when `s` is not of the GEMM-loop form (codegen/sm90/gemm.py's
     docstring): lets (or var tiles) copied from tensors, read by the dot alone, and one
-    `acc += dot(a, b)` (or dot_t) into an f32 rank-2 tile `acc_ok` accepts."""
+    `acc += dot(a, b)` (or dot_t; or `acc = acc + dot(a, b)`: `mma_tiles.plain_accumulation`)
+    into an f32 rank-2 tile `acc_ok` accepts."""
     if s.unroll > 1 or not isinstance(s.step, int) or s.step <= 0:
         return None
     lets: Dict[int, ir.Let] = {}
@@ -152,10 +154,8 @@ def match_loop(s: ir.For, acc_ok) -> Optional[GemmLoop]:
             assign = t
         else:
             return None
-    if assign is None or assign.op != "+" or not isinstance(assign.target, ir.Ref):
-        return None
-    d = assign.value
-    if not isinstance(d, ir.Dot):
+    d = plain_accumulation(assign) if assign is not None else None    # acc += dot, acc = acc + dot
+    if d is None:
         return None
     acc = assign.target.sym
     if not acc_ok(acc) or acc.type.dtype != "f32" or len(acc.type.shape) != 2:

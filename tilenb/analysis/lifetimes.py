@@ -1,7 +1,8 @@
 """Tile lifetimes and shared-memory offsets.
 
 Guarantees: every tile of a kernel variant (var and let tiles, and `let` views that a `dot`
-reads, which are staged in shared memory) gets a live range in statement positions (the
+reads, which are staged in shared memory, except those only tensor-core dots read: each such dot
+stages the slice itself, as it does one written inline, `mma_tiles.dot_staged_views`) gets a live range in statement positions (the
 pre-order index of the IR statement, `Lifetimes.positions`): from its declaration to its last
 use, widened to cover the whole of every loop it is used in but not declared in (a later turn of
 the loop reads it again); a use in a `while` condition counts as a use inside that loop. Tiles in
@@ -21,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 from .. import ir
 from ..caches import per_kernel
 from ..types import DTYPES
-from .mma_tiles import mma_register_tiles
+from .mma_tiles import accumulated_dot, dot_staged_views, mma_register_tiles
 
 ALIGN = 16          # bytes: the widest vector access (16-byte loads and stores)
 EXACT_BUDGET = 200_000   # offsets tried by the exact packer before it gives up
@@ -81,8 +82,9 @@ def cluster_slot_bytes(kir: ir.KernelIR) -> int:
 
 
 def gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
-    """Tiles accumulated as `acc += dot(a, b)` (or dot_t) with f16/bf16 operands in a plain
-    (not unrolled) for loop: the GEMM loops, whose accumulators live in registers.
+    """Tiles accumulated as `acc += dot(a, b)` (or dot_t; or `acc = x + dot(a, b)`:
+    `accumulated_dot`) with f16/bf16 operands in a plain (not unrolled) for loop: the GEMM
+    loops, whose accumulators live in registers.
 
     A candidate stays in shared memory when some other use needs elements other threads hold:
     read by a reduction, a dot (as an operand), a transpose or a per-thread element access,
@@ -102,8 +104,8 @@ def _gemm_accumulators(kir: ir.KernelIR) -> List[ir.Sym]:
     for s in ir.walk_stmts(kir.body):
         if isinstance(s, ir.For) and s.unroll == 1:
             for t in s.body:
-                if (isinstance(t, ir.Assign) and t.op == "+" and isinstance(t.target, ir.Ref)
-                        and isinstance(t.value, ir.Dot) and t.value.a.type.dtype in ("f16", "bf16")
+                d = accumulated_dot(t)
+                if (d is not None and d.a.type.dtype in ("f16", "bf16")
                         and t.target.sym not in out and t.target.sym.kind == "var"):
                     out.append(t.target.sym)
     return [a for a in out if _register_compatible(kir, a)]
@@ -221,9 +223,11 @@ def _tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
                 visit(s.orelse, enclosing)
     visit(kir.body, [])
 
-    # which let views are staged (read by a dot) and what each view aliases
+    # which let views are staged (read by a dot) and what each view aliases; a view read only by
+    # tensor-core dots is staged by each dot, as the slice written inline is (`dot_staged_views`)
     views: Dict[int, ir.Sym] = {}
     staged: set = set()
+    by_dots = dot_staged_views(kir)
     for _, s in positions:
         if isinstance(s, ir.Let) and s.sym.kind == "view":
             base = s.value.base if isinstance(s.value, ir.Slice) else s.value.sym
@@ -233,7 +237,8 @@ def _tile_lifetimes(kir: ir.KernelIR) -> Lifetimes:
             for x in ir.walk_expr(e):
                 if isinstance(x, ir.Dot):
                     for opnd in (x.a, x.b):
-                        if isinstance(opnd, ir.Ref) and opnd.sym.kind == "view" and id(opnd.sym) not in views:
+                        if (isinstance(opnd, ir.Ref) and opnd.sym.kind == "view" and id(opnd.sym) not in views
+                                and id(opnd.sym) not in by_dots):
                             staged.add(id(opnd.sym))
 
     decl: Dict[int, Tuple[int, ir.Stmt]] = {}

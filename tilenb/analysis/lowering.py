@@ -19,8 +19,11 @@ The decisions, in the order they depend on each other:
    is on the partition's chunks (`CHUNKS`: the generator chooses their vector width).
 4. Routes (`route`): how every tile statement meets the tensor cores: swept over fragments, with
    its dots at its own coordinates computed into them; its other dots into shared f32 scratch.
-5. Staging (`_Lower.allocate`): the tensor slices tensor-core dots read, copied into padded shared
-   scratch tiles: double-buffered by cp.async across the turns of a loop whose turns all run,
+   `t = x` followed at once by `t += dot(a, b)` is routed as the one statement `t = x + dot(a, b)`
+   (`fold_pairs`: the first is `Route.folded`), so that both written forms are one program.
+5. Staging (`_Lower.allocate`): the tensor slices tensor-core dots read (written in the dot, or
+   a `let` view only such dots read: `mma_tiles.dot_staged_views`, `KernelLowering.inline_views`),
+   copied into padded shared scratch tiles: double-buffered by cp.async across the turns of a loop whose turns all run,
    else where the dot needs them; after the tiles, 128-byte aligned.
 6. Streamed loops (`_Lower.stream`): on "sm_90", a loop whose dots' staged slices are all B
    operands of dots on the mma row layout, with uniform coordinates and wgmma shapes, streams
@@ -55,8 +58,8 @@ from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, 
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
-from .mma_tiles import (MmaLayout, RowLayout, grid_layout, identity_dots, mma_dot, mma_register_tiles,
-                        rows_layout, shape2, statement_parts)
+from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
+                        mma_dot, mma_register_tiles, plain_accumulation, rows_layout, shape2, statement_parts)
 
 # ---- the target --------------------------------------------------------------------------------
 def target_key(arch) -> Target:
@@ -234,13 +237,18 @@ class Route:
     """How a tile statement meets the tensor cores: `lay` the fragment layout it is swept in (None:
     the generic path), `frag` the dots at its own coordinates computed into fragments, `scratch` the
     other tensor-core dots, computed into shared scratch tiles first. `error`: why the generator
-    cannot write the statement (it raises that), or None."""
+    cannot write the statement (it raises that), or None. `folded`: the statement is written by
+    the next one, whose `value` includes it (`_Lower.fold_pairs`): the generator writes nothing
+    for it; `folds`: on that next statement, the folded one (its shared-memory reads are this
+    statement's too)."""
     lay: object
     frag: List[ir.Dot]
     scratch: List[ir.Dot]
     domain: Tuple[int, int]
     value: object
     error: Optional[str] = None
+    folded: bool = False
+    folds: Optional[object] = None
 
 
 @dataclass
@@ -274,9 +282,10 @@ def tile_statement(s) -> bool:
 
 
 def mma_ok(s: ir.Assign) -> bool:
-    """`acc += dot(a, b)` with f16/bf16 operands of mma.sync shapes into an f32 tile."""
-    d = s.value
-    if s.op != "+" or not isinstance(d, ir.Dot):
+    """`acc += dot(a, b)` (or `acc = x + dot(a, b)`: `mma_tiles.accumulated_dot`) with f16/bf16
+    operands of mma.sync shapes into an f32 tile."""
+    d = accumulated_dot(s)
+    if d is None:
         return False
     if d.a.type.dtype not in ("f16", "bf16") or d.b.type.dtype != d.a.type.dtype:
         return False
@@ -306,7 +315,7 @@ class KernelLowering:
     routes: id(tile Stmt) -> Route; stages: id(dot operand) -> Stage; scratch_local: id(dot) ->
     offset of its f32 scratch tile after the double buffers; pipes: id(For) -> its double-buffered
     (or ring) operands; rings: id(For) -> Ring of the streamed loops, by_op: id(operand) -> (Ring,
-    RingOp); streamed_views: id(view Sym) the dots stage (the let copies nothing); scratch_base,
+    RingOp); scratch_base,
     pipe_bytes, scratch_bytes: the scratch from its base (double buffers first, then the largest
     statement's local scratch, then the rings); smem_end: bytes of `tnb_smem` before the cluster
     slots (tiles, scratch, rings, GEMM rings)."""
@@ -320,7 +329,6 @@ class KernelLowering:
     stages: Dict[int, Stage]
     scratch_local: Dict[int, int]
     stage_dots: Dict[int, tuple]
-    streamed_views: Set[int]
     pipes: Dict[int, LoopPipe]
     pipe_bytes: int
     scratch_base: int
@@ -334,6 +342,10 @@ class KernelLowering:
     # id(tile Assign) -> the proven alignment of its 16-byte row moves into a tensor (`tc_moves.Move`):
     # the stores a GEMM loop's accumulator may leave by in 16-byte rows (codegen/sm90/gemm.staged_store)
     moves: Dict[int, Move] = field(default_factory=dict)
+    # id(view Sym) -> the tensor slice of a `let` view only tensor-core dots read
+    # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
+    # that slice written in the dot (the two forms are one program to every path)
+    inline_views: Dict[int, ir.Slice] = field(default_factory=dict)
 
     def lowering_of(self, loop) -> str:
         """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
@@ -504,12 +516,78 @@ class _Lower:
         r = self.routes.get(id(s))
         if r is None:
             r = self.routes[id(s)] = self._route(s)
+            r.folded = id(s) in self.folded
+            r.folds = self.fused[id(s)][1] if id(s) in self.fused else None
         return r
+
+    def fold_pairs(self) -> Tuple[Set[int], Dict[int, ir.Expr]]:
+        """Accumulations written as two statements that are one to the generator: `t = x` (or
+        `t op= y`, x its value) followed at once, in the same block, by `t += dot(a, b)` (or
+        `t = t + dot(a, b)`, `t = dot(a, b) + t`), t a register tile on a tensor-core layout, is
+        written as `t = x + dot(a, b)`, the form that computes the dot inside a larger
+        expression (flash attention's `acc = acc * rescale` then `acc += dot(p, v)`): the values
+        are the same (x, then the dot added onto it, in f32, with the same valid region), and so
+        is the code. Taken when x is the tile's shape and reads no dot and nothing but tiles (not
+        through a view), scalars and constants; the dot does not read t; and no barrier stands between the two.
+        Returns (id of each first statement, id(second statement) -> (the value it is written
+        with, the first statement))."""
+        folded: Set[int] = set()
+        fused: Dict[int, Tuple[ir.Expr, ir.Stmt]] = {}
+        if not self.layouts:
+            return folded, fused
+        bars = self.f.barriers
+        pos = self.f.positions
+
+        def between_free(s1, s2) -> bool:
+            after = [b for b in bars.get(pos.get(id(s1)), ()) if b.where != "before"]
+            before = [b for b in bars.get(pos.get(id(s2)), ()) if b.where != "after"]
+            return not after and not before
+
+        def tiles_only(e) -> bool:
+            for x in ir.walk_expr(e):
+                if isinstance(x, (ir.Slice, ir.Element, ir.Dot)):
+                    return False
+                if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT) and id(x.sym) not in self.f.tiles:
+                    return False       # a view
+            return True
+
+        def the_dot(s2):
+            d = plain_accumulation(s2)
+            return d if mma_dot(d) else None
+
+        def visit(body):
+            for s1, s2 in zip(body, body[1:]):
+                if not (isinstance(s1, ir.Assign) and isinstance(s2, ir.Assign) and id(s1) not in folded
+                        and isinstance(s1.target, ir.Ref) and isinstance(s2.target, ir.Ref)
+                        and s1.target.sym is s2.target.sym and isinstance(s1.target.type, ir.TileT)):
+                    continue
+                sym = s1.target.sym
+                if not isinstance(self.reg_layout(sym), MmaLayout):
+                    continue
+                x = compound_value(s1.op, s1.target, s1.value)
+                d = the_dot(s2)
+                if (d is None or not isinstance(x.type, ir.TileT) or tuple(x.type.shape) != tuple(sym.type.shape)
+                        or x.type.dtype != sym.type.dtype or not tiles_only(x)
+                        or any(isinstance(y, ir.Ref) and y.sym is sym for y in ir.walk_expr(d))
+                        or not between_free(s1, s2) or self.f.within(s1) or self.f.within(s2)):
+                    continue
+                whole = compound_value(s2.op, s2.target, s2.value)
+                v = s2.value if s2.op is None else whole
+                parts = (x, d) if (v.b is d) else (d, x)
+                folded.add(id(s1))
+                fused[id(s2)] = (ir.Binary("+", parts[0], parts[1], whole.type, s2.value.span), s1)
+            for s in body:
+                for b in ir.child_blocks(s):
+                    visit(list(b))
+        visit(list(self.kir.body))
+        return folded, fused
 
     def _route(self, s) -> Route:
         target, window, domain, value = statement_parts(s)
         if isinstance(s, ir.Assign) and s.op is not None:
             value = compound_value(s.op, s.target, s.value)
+        if id(s) in self.fused:
+            value = self.fused[id(s)][0]
         none = Route(None, [], [], domain, value)
         if target is None or value is None or not isinstance(value.type, (ir.TileT, ir.ScalarT)):
             return none
@@ -546,7 +624,6 @@ class _Lower:
     # ---- 5. staging
     def allocate(self, pipelined: bool, rings=None):
         self.scratch_local = {}
-        self.streamed_views = set()   # id(view Sym) whose dots stage it: its `let` copies nothing
         self.stage_dots = {}          # id(staged operand) -> (dot, statement layout, loop, its tensor slice)
         pipe_bytes = 0
         local_max = 0
@@ -595,38 +672,23 @@ class _Lower:
         return self._div
 
     def _view_slice(self, op) -> Optional[ir.Slice]:
-        """The tensor slice behind a dot operand that is a `let` view of a tensor the lifetimes did
-        not stage in shared memory (`let k = K[h, kt :+ BC, :]; dot_t(q, k)`): staged like a slice
-        written in the dot. None for anything else."""
+        """The tensor slice behind a dot operand that is a `let` view of a tensor with no tile of
+        its own (`let k = K[h, kt :+ BC, :]; dot_t(q, k)`, read only by tensor-core dots:
+        `mma_tiles.dot_staged_views`): staged like the slice written in the dot, so that the two
+        forms are one to every later decision. None for anything else (a staged view's dots read
+        its tile)."""
         if not (isinstance(op, ir.Ref) and op.sym.kind == "view"):
             return None
         if not hasattr(self, "_view_lets"):
             self._view_lets = {id(t.sym): t for t in ir.walk_stmts(self.kir.body)
                                if isinstance(t, ir.Let) and t.sym.kind == "view"}
-            # views read only as tensor-core dot operands: the dots stage them, no copy of their own
-            refs: Dict[int, int] = {}
-            as_operand: Dict[int, int] = {}
-            for t in ir.walk_stmts(self.kir.body):
-                for e in ir.stmt_exprs(t):
-                    for x in ir.walk_expr(e):
-                        if isinstance(x, ir.Ref) and id(x.sym) in self._view_lets:
-                            refs[id(x.sym)] = refs.get(id(x.sym), 0) + 1
-                        if mma_dot(x):
-                            for o in (x.a, x.b):
-                                if isinstance(o, ir.Ref) and id(o.sym) in self._view_lets:
-                                    as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
-            self._dot_only_views = {k for k, n in refs.items() if as_operand.get(k) == n}
         let = self._view_lets.get(id(op.sym))
         v = let.value if let is not None else None
         if not (isinstance(v, ir.Slice) and v.base.kind == "tensor" and not v.flat):
             return None
-        v = copy.copy(v)              # one object per operand: the generator caches regions by object
-        place = self.f.tiles.get(id(op.sym))
-        if place is not None and place.space == "shared":
-            if id(op.sym) not in self._dot_only_views:
-                return None
-            self.streamed_views.add(id(op.sym))
-        return v
+        if id(op.sym) in self.f.tiles:    # copied into a tile of its own by its let
+            return None
+        return copy.copy(v)           # one object per operand: the generator caches regions by object
 
     def _pipe_loop(self, s, op: ir.Slice) -> Optional[ir.For]:
         """The loop whose turns double-buffer the staging of `op` in statement `s`, or None."""
@@ -792,6 +854,7 @@ class _Lower:
         kir = self.kir
         gemm, tried, gemm_layouts, gemm_end = self.gemm_loops()
         self.layouts = self.register_layouts(gemm_layouts)
+        self.folded, self.fused = self.fold_pairs()
         self.routes: Dict[int, Route] = {}
         for s in ir.walk_stmts(kir.body):
             if tile_statement(s):
@@ -845,9 +908,11 @@ class _Lower:
         if gemm:
             end = max(end, gemm_end)
         low = KernelLowering(self.target, gemm, tried, gemm_layouts, gemm_end, self.layouts, self.routes,
-                             self.stages, self.scratch_local, self.stage_dots, self.streamed_views, self.pipes,
+                             self.stages, self.scratch_local, self.stage_dots, self.pipes,
                              self.pipe_bytes, self.scratch_base, self.scratch_bytes, rings, by_op, end,
                              why_not=dict(self.why_not))
+        low.inline_views = {id(t.sym): t.value for t in ir.walk_stmts(kir.body)
+                            if isinstance(t, ir.Let) and id(t.sym) in dot_staged_views(kir)}
         low.loops = self.loop_summary(low)
         if gemm:
             low.moves = self.store_moves()
@@ -876,6 +941,29 @@ class _Lower:
             low.by_loop[id(s)] = out[-1]
         return tuple(out)
 
+    def _tiles_not_slices(self, s, dots, low: KernelLowering) -> Optional[str]:
+        """Why a loop of tensor-core dots on the mma row layout streams nothing on sm_90 when no
+        earlier rule said: its dots' B operands are shared tiles (a `var k = K[...]` copy, say),
+        and only tensor slices stream. None when that is not the reason."""
+        if any(loop is s for (_, _, loop, _) in low.stage_dots.values()):
+            return None
+        names = []
+        for d in dots:
+            lay = self._frag_layout(d)
+            if not (isinstance(d.b, ir.Ref) and isinstance(lay, MmaLayout) and lay.rows_mode):
+                continue
+            place = self.f.tiles.get(id(d.b.sym))
+            if place is not None and place.space == "shared" and d.b.sym.name not in names:
+                names.append(d.b.sym.name)
+        return _tile_operand_note(names) if names else None
+
+    def _frag_layout(self, d: ir.Dot):
+        """The fragment layout the statement holding dot `d` is swept in (its route's), or None."""
+        for r in self.routes.values():
+            if any(d is x for x in r.frag):
+                return r.lay
+        return None
+
     def _describe(self, s, low: KernelLowering) -> Tuple[str, str]:
         target = str(self.target)
         if id(s) in low.gemm:
@@ -902,6 +990,8 @@ class _Lower:
                 n = len(piped.stages)
                 why += f"; {n} tensor slice{'s' * (n > 1)} double-buffered by cp.async across its turns"
             note = low.why_not.get(id(s))
+            if not note and self.target.hopper:
+                note = self._tiles_not_slices(s, own, low)
             if note:
                 why += f" (not on wgmma: {note})" if self.target.hopper else f" ({note})"
             return "mma.sync", why
@@ -909,6 +999,12 @@ class _Lower:
         if nested:
             return "generic", "its own statements on the generic path (the loops inside it are described on their own)"
         return "generic", "no tensor-core dot: its statements follow the partition"
+
+
+def _tile_operand_note(names) -> str:
+    return (f"its dots read tile{'s' * (len(names) > 1)} {', '.join(names)}, not tensor slices: only a slice a dot "
+            f"reads (written in the dot, or named by a `let` view that only tensor-core dots read) streams by TMA; "
+            f"a `var` copies the slice into a tile of its own")
 
 
 def _own_stmts(body):

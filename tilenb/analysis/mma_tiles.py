@@ -26,6 +26,11 @@ linked through such statements that involves a tensor-core dot; groups that only
 accumulators (`acc += dot`, kept in registers anyway, on a 2-D warp grid) are left out, and
 groups are kept within REGISTER_BUDGET 32-bit registers per thread (a tile read only as a dot's
 first operand is given up first: it stays in shared memory).
+
+Two target-free rules about how tensor-core work is written live here too, so that every stage
+reads one answer: `accumulated_dot` / `plain_accumulation` (which statements accumulate a dot
+onto their target: `acc += dot`, `acc = x + dot`) and `dot_staged_views` (the `let` views that
+are their slice written in the dot: no tile of their own).
 """
 from __future__ import annotations
 
@@ -189,6 +194,93 @@ def statement_parts(s):
         if isinstance(t, ir.Slice):
             return t.base, True, shape2(t.type.shape), s.value
     return None, False, None, None
+
+
+def accumulated_dot(s) -> Optional[ir.Dot]:
+    """The dot a statement accumulates onto its target tile: `acc += dot(a, b)`, or
+    `acc = x + dot(a, b)` (either order; x reads no dot, the dot does not read acc: the same
+    accumulation after `acc = x`, as flash attention's `acc = acc * rescale + dot(p, v)`). None
+    for anything else."""
+    if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.Ref)):
+        return None
+    v, acc = s.value, s.target.sym
+    if s.op == "+" and isinstance(v, ir.Dot):
+        return v
+    if s.op is None and isinstance(v, ir.Binary) and v.op == "+":
+        for d, x in ((v.b, v.a), (v.a, v.b)):
+            if (isinstance(d, ir.Dot) and not any(isinstance(y, ir.Dot) for y in ir.walk_expr(x))
+                    and not any(isinstance(y, ir.Ref) and y.sym is acc for y in ir.walk_expr(d))):
+                return d
+    return None
+
+
+def plain_accumulation(s) -> Optional[ir.Dot]:
+    """The dot of `acc += dot(a, b)`, `acc = acc + dot(a, b)` or `acc = dot(a, b) + acc`: one
+    accumulation with nothing else, as a GEMM loop's body holds (`gemm_loops.match_loop`)."""
+    d = accumulated_dot(s)
+    if d is None or s.op == "+":
+        return d
+    other = s.value.a if s.value.b is d else s.value.b
+    return d if isinstance(other, ir.Ref) and other.sym is s.target.sym else None
+
+
+def dot_staged_views(kir: ir.KernelIR) -> Set[int]:
+    """id() of the `let` views of a tensor slice (`let k = K[h, kt :+ BC, :]`, not flat) that
+    are read only as an operand of tensor-core dots (`mma_dot`) in tile statements, with a window
+    whose subscripts read nothing that can change (`_fixed_window`): each such
+    dot stages the slice itself, on every target (padded cp.async scratch on mma.sync, the TMA
+    ring on a streamed sm_90 loop, the GEMM pipeline's stages), exactly as it stages the slice
+    written in the dot. Such a view is the slice written inline in every way that counts: it gets
+    no tile of its own (`lifetimes`), hence no copy, no shared bytes and no barrier; the lowering
+    stages it where each dot is (`lowering._Lower._view_slice`). Any other read (elementwise, a
+    reduction, a dot on CUDA cores, a view of it, a write through it) keeps the spec's staging
+    rule: the view is copied into a tile of its own that its readers share. Computed once per
+    KernelIR object (its `tilenb.caches.per_kernel` dict)."""
+    memo = per_kernel(kir)
+    hit = memo.get("dot_staged_views")
+    if hit is None:
+        hit = memo["dot_staged_views"] = frozenset(_dot_staged_views(kir))
+    return set(hit)
+
+
+def _fixed_window(sl: ir.Slice) -> bool:
+    """Whether the subscripts of `sl` have the same value wherever its names are in scope: they
+    read only dims, scalar parameters, `let` scalars, loop variables, the CTA's coordinates and
+    constants (no `var`, no element of a tile or tensor, whose contents can change)."""
+    for sub in sl.subs:
+        for e in ((sub.index,) if isinstance(sub, ir.SubIndex) else (sub.start,)):
+            for x in ir.walk_expr(e):
+                if isinstance(x, (ir.Slice, ir.Element)):
+                    return False
+                if isinstance(x, ir.Ref) and x.sym.kind not in ("dim", "scalar_param", "let", "loop"):
+                    return False
+    return True
+
+
+def _dot_staged_views(kir: ir.KernelIR) -> Set[int]:
+    cand = {id(s.sym) for s in ir.walk_stmts(kir.body)
+            if isinstance(s, ir.Let) and s.sym.kind == "view" and isinstance(s.value, ir.Slice)
+            and s.value.base.kind == "tensor" and not s.value.flat and isinstance(s.sym.type, ir.TileT)
+            and _fixed_window(s.value)}
+    if not cand:
+        return set()
+    refs: Dict[int, int] = {}        # every expression node that names the view
+    as_operand: Dict[int, int] = {}  # those that are an operand of a tensor-core dot of a tile statement
+    for s in ir.walk_stmts(kir.body):
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                sym = ir.named_sym(x)
+                if sym is not None and id(sym) in cand:
+                    refs[id(sym)] = refs.get(id(sym), 0) + 1
+        _, _, _, value = statement_parts(s)
+        if value is None or not isinstance(value.type, ir.TileT):
+            continue
+        for x in ir.walk_expr(value):
+            if mma_dot(x):
+                for o in (x.a, x.b):
+                    if isinstance(o, ir.Ref) and id(o.sym) in cand:
+                        as_operand[id(o.sym)] = as_operand.get(id(o.sym), 0) + 1
+    return {k for k, n in refs.items() if as_operand.get(k) == n}
 
 
 class _Scan:
@@ -428,13 +520,13 @@ def _mma_register_tiles(kir: ir.KernelIR, gemm_accs: Optional[List[ir.Sym]]) -> 
 
 
 def _plain_gemm_loop_acc(s: ir.For) -> Optional[ir.Sym]:
-    """The accumulator of a loop whose body is only tile copies / views and one `acc += dot`."""
+    """The accumulator of a loop whose body is only tile copies / views and one `acc += dot`
+    (`plain_accumulation`)."""
     acc = None
     for t in s.body:
         if isinstance(t, (ir.Let, ir.VarDecl)) and isinstance(t.sym.type, ir.TileT) and isinstance(t.value, ir.Slice):
             continue
-        if (acc is None and isinstance(t, ir.Assign) and t.op == "+" and isinstance(t.target, ir.Ref)
-                and isinstance(t.value, ir.Dot)):
+        if acc is None and plain_accumulation(t) is not None:
             acc = t.target.sym
             continue
         return None

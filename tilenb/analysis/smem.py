@@ -10,7 +10,7 @@ kernel declares, what holds it, when, and for which source lines.
 Regions (`Region.kind`), all in `tnb_smem` unless said:
     "tile"                a shared tile of the lifetime analysis (`lifetimes.tile_lifetimes`)
     "tile (unused)"       a tile's bytes that this lowering never touches (a GEMM loop's copies,
-                          which its TMA pipeline reads from the tensors; a let view its dots stage)
+                          which its TMA pipeline reads from the tensors)
     "mma scratch"         the f32 scratch tile of a tensor-core dot computed away from the
                           statement's own coordinates (`lowering.Route.scratch`)
     "staging"             a tensor slice a dot reads, copied into a padded tile where the dot is
@@ -150,8 +150,6 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         for v in ch.loop.views:
             unused[id(v)] = (f"the GEMM loop at line {ch.loop.loop.span.line} runs as a TMA + wgmma pipeline, which "
                              f"reads {ch.loop.a.tensor.name} and {ch.loop.b.tensor.name} straight into its ring")
-    for k in low.streamed_views:
-        unused.setdefault(k, "its dots stage the tensor slice themselves: the let copies nothing")
     for t in lt.tiles:
         if t.space != "shared":
             continue

@@ -40,9 +40,9 @@ class Gen(Emitter):
         self.paths = None                       # paths.Paths: set by paths.choose
         self.gemm = None                        # sm90.gemm.Lowering of this kernel, if any
         self.stream = None                      # sm90.streamed.Streaming of this kernel, if any
-        self.streamed_views: set = frozenset()  # id(view Sym) whose dots stage it (mma.statements)
         self.tiles: Dict[int, TileVar] = {}
         self.views: Dict[int, ViewInfo] = {}
+        self.inline_slices: Dict[int, tuple] = {}  # id(Ref of an inline view) -> (its slice, the Ref)
         self.pre: Dict[int, str] = {}          # id(expr) -> C variable holding its value (coop reduce)
         self.pre_bcast: set = set()            # ids in pre valid at a broadcast's coordinates too
         # id(Binary '/') -> the reciprocal of its divisor: a variable of this chunk, or, on fragments,

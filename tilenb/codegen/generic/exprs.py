@@ -14,6 +14,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import copy
 from typing import Optional
 
 from ... import ir
@@ -330,8 +331,30 @@ def math(g, e: ir.Math, at):
     return f"{name}{'f' if f32 else ''}({x})"
 
 
+def _inline_slice(g, ref: ir.Ref, sl: ir.Slice) -> ir.Slice:
+    """The slice a read `ref` of an inline view stands for: one object per read, as a slice
+    written in each dot is (regions are cached by object): the one its staging copies
+    (`lowering.Stage.src`), so that the copy and the dot share its region, as they do for a
+    slice written in the dot."""
+    st = g.low.stages.get(id(ref))
+    if st is not None and st.src is not None:
+        return st.src
+    hit = g.inline_slices.get(id(ref))
+    if hit is None:
+        hit = g.inline_slices[id(ref)] = (copy.copy(sl), ref)     # the Ref kept: its id stays its own
+    return hit[0]
+
+
 def loc_of(g, e) -> Optional[Loc]:
-    """The Loc a Slice / Ref-to-tile-or-view reads or writes (None for register tiles)."""
+    """The Loc a Slice / Ref-to-tile-or-view reads or writes (None for register tiles). A view
+    only tensor-core dots read (`KernelLowering.inline_views`) reads as its slice written here."""
+    if isinstance(e, ir.Ref) and e.sym.kind == "view":
+        inline = getattr(getattr(g, "low", None), "inline_views", {}).get(id(e.sym))
+        if inline is not None:
+            key = ("loc", id(e))
+            if key not in g.regions:
+                g.regions[key] = loc_of(g, _inline_slice(g, e, inline))
+            return g.regions[key]
     if isinstance(e, ir.Ref):
         sym, flat, subs = e.sym, False, None
     elif isinstance(e, ir.Slice):

@@ -122,6 +122,10 @@ def cta_stmt(g, s):
         g.emit("}")
         return
     if isinstance(s, ir.Assign):
+        r = g.low.routes.get(id(s))
+        if r is not None and r.folded:
+            g.emit("// written with the next statement, which accumulates a dot onto this value (lowering.fold_pairs)")
+            return
         g.emit("{")
         g.ind += 1
         t = s.target
@@ -157,6 +161,12 @@ def async_proxy_fence(g, s):
 
 
 def let_view(g, s: ir.Let):
+    if id(s.sym) in g.low.inline_views:
+        # no tile, no copy: each tensor-core dot that reads it stages the slice where it is, as if
+        # written there (`KernelLowering.inline_views`)
+        g.emit(f"// read only by tensor-core dots, each of which stages {s.value.base.name}[...] itself, as if "
+               f"written in the dot: no tile, no copy")
+        return
     v = s.value
     if isinstance(v, ir.Ref):
         base, flat, entries = exprs.resolve(g, v.sym, False)
@@ -187,9 +197,7 @@ def let_view(g, s: ir.Let):
         entries = apply_subs_named(g, entries, v.subs, s.sym)
         g.views[id(s.sym)] = ViewInfo(base, flat, entries, bounds)
     place = g.plan.tiles.get(id(s.sym))
-    if id(s.sym) in g.streamed_views:
-        g.emit("// read only by tensor-core dots, which stage it themselves (mma.py): no copy here")
-    elif place is not None and place.space == "shared":
+    if place is not None and place.space == "shared":
         # staged: a dot reads this view more than once, so it gets a shared-memory copy
         g.emit("// staged in shared memory: a dot reads this view")
         tv = declare_tile(g, s.sym)

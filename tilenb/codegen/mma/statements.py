@@ -41,7 +41,6 @@ def mma_prepare(g):
     g.dot_scratch: Dict[int, Tuple[str, int]] = {}
     g.stages: Dict[int, Stage] = low.stages
     g.mma_pipes: Dict[int, LoopPipe] = low.pipes
-    g.streamed_views = low.streamed_views   # id(view Sym) whose dots stage it: its `let` copies nothing
     g.mma_live_loops: Dict[int, dict] = {}
     g.mma_early_done: set = set()        # streamed loops whose ring mma_ring_early set up
     g.W = g.T // 32
@@ -143,7 +142,8 @@ def mma_frag_stmt(g, s, tv, r: Route):
             g.fail("a store into a window of a register tile", s)
     elif isinstance(s, ir.Assign):
         tv = g.tile_of(s.target.sym)
-    fence = id(s) in g.plan.shared_partition
+    # a statement that includes a folded one (lowering.fold_pairs) reads that one's operands too
+    fence = any(id(x) in g.plan.shared_partition for x in (s, r.folds) if x is not None)
     if fence:
         g.emit(f"__syncthreads();  // codegen-internal: this statement sweeps {frags.FRAG_NOTE}, not the partition "
                   "the barrier analysis assumes for its shared-memory operands")
