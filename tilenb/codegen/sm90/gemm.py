@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
-from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
+from ...analysis.lowering import GemmLoop, Operand, Shape, TileLoop, WgmmaLayout
 
 from .. import ctypes_ as C
 from ..generic import exprs, reductions, sweeps
@@ -152,7 +152,8 @@ def tensor_dims(g, sym: ir.Sym) -> List[str]:
     return [str(exprs.dim_c(g, d)) for d in sym.type.dims]
 
 
-def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str):
+def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str,
+                   carried: Optional[Dict[str, object]] = None):
     """Write the pipelined loop (see the module docstring) in place of `m.loop`.
 
     It reads better whole: it writes one C block (the descriptors, the TMA path's prologue,
@@ -233,21 +234,23 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
         g.emit("}")
         g.emit("tnb_wgmma_commit();")
 
-    def tma_issue(turn: str):
-        """Thread 0: expect the stage's bytes and start the copies of turn `turn`."""
+    def tma_issue(turn: str, local: Optional[str] = None, at=None):
+        """Thread 0: expect the stage's bytes and start the copies of turn `turn` (of the ring; the
+        loop's turn `local`, by default the same, of the tile at `at`: a row, b column, fixed indices)."""
+        a_r, b_c, a_fx, b_fx = at if at is not None else (a_row, b_n, a_fixed, b_fixed)
         st = g.new("st")
         g.emit(f"const unsigned {st} = (unsigned)({turn} % {S});")
-        g.emit(f"const int {st}k = (int)({lov} + ({turn}) * {TK});")
+        g.emit(f"const int {st}k = (int)({lov} + ({turn if local is None else local}) * {TK});")
         g.emit(f"tnb_mbar_expect_tx({bars} + 8 * {st}, {shp.a_bytes + shp.b_bytes});")
         dst = f"{ring} + {st} * {shp.stage_bytes}"
         bar = f"{bars} + 8 * {st}"
-        emit_tma(g, tmap_a, dst, f"{st}k", a_row, a_fixed, bar, k_inner=True)
+        emit_tma(g, tmap_a, dst, f"{st}k", a_r, a_fx, bar, k_inner=True)
         if b.k_inner:
-            emit_tma(g, tmap_b, f"{dst} + {a_pad}", f"{st}k", b_n, b_fixed, bar, k_inner=True)
+            emit_tma(g, tmap_b, f"{dst} + {a_pad}", f"{st}k", b_c, b_fx, bar, k_inner=True)
         else:
             for c in range(TN // shp.chunk_b):
                 emit_tma(g, tmap_b, f"{dst} + {a_pad} + {c * TK * swb}", f"{st}k",
-                         f"{b_n} + {c * shp.chunk_b}", b_fixed, bar, k_inner=False)
+                         f"{b_c} + {c * shp.chunk_b}", b_fx, bar, k_inner=False)
 
     # a box must start on a 16-byte boundary of the contiguous dim (H200: an illegal instruction
     # otherwise): K's start (then every turn, TK * 2 being 32, 64 or 128 bytes) and, for B as
@@ -257,43 +260,48 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     g.ind += 1
     g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
     g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
-    g.emit("if (tnb_tid == 0) {")
-    g.ind += 1
-    g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
-    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
-    g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
-    g.ind += 1
-    tma_issue("t")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
-    it = g.new("it")
-    g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
-    g.ind += 1
-    sv = g.new("s")
-    g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
-    g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
-    mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
-    g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
-    g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
-    g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
-    g.ind += 1
-    nxt = g.new("nx")
-    g.emit(f"const long long {nxt} = {it} + {S - 1};")
-    g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
-           f"  // every warp released it")
-    tma_issue(nxt)
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("tnb_wgmma_wait<0>();")
-    g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
+    if carried is not None:
+        carried_tma_path(g, shp, carried, nk, bars, ring, a_row, b_n, a_fixed, b_fixed, b.k_inner, mma_stage, tma_issue)
+    else:
+      g.emit("if (tnb_tid == 0) {")
+      g.ind += 1
+      g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
+      g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+      g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
+      g.ind += 1
+      tma_issue("t")
+      g.ind -= 1
+      g.emit("}")
+      g.ind -= 1
+      g.emit("}")
+      g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+      it = g.new("it")
+      g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
+      g.ind += 1
+      sv = g.new("s")
+      g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
+      g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
+      mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
+      g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
+      g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
+      g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
+      g.ind += 1
+      nxt = g.new("nx")
+      g.emit(f"const long long {nxt} = {it} + {S - 1};")
+      g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
+             f"  // every warp released it")
+      tma_issue(nxt)
+      g.ind -= 1
+      g.emit("}")
+      g.ind -= 1
+      g.emit("}")
+      g.emit("tnb_wgmma_wait<0>();")
+      g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
     g.ind -= 1
     g.emit("} else {")
     g.ind += 1
+    if carried is not None:
+        g.emit(f"{carried['pre']} = 0;  // nothing of the next tile is issued on this path")
     g.emit("// no tensor map for these tensors (e.g. a row stride not a multiple of 16 bytes): every thread")
     g.emit("// copies the stage with bounds checks into the same swizzled layout")
     it2 = g.new("it")
@@ -334,6 +342,89 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     g.emit("}")
     g.ind -= 1
     g.emit("}")
+
+
+
+def carried_tma_path(g, shp: Shape, c: Dict[str, object], nk: str, bars: str, ring: str, a_row: str, b_n: str,
+                     a_fixed: List[str], b_fixed: List[str], b_k_inner: bool, mma_stage, tma_issue):
+    """The TMA path of a GEMM loop whose ring runs on across a tile loop (`TileLoop`, names `c` from
+    `begin_tile_loop`): ring turn q + t for the loop's turn t (q: the turns of the earlier tiles),
+    so stage and phase go on from the last tile; the mbarriers are already set up. Thread 0 issues
+    the turns the last tile has not issued ahead (waiting for their stages to be released), and in
+    the last S - 1 turns of this tile the first S - 1 of the next one, when there is a next tile on
+    this path and this tile has at least S - 1 turns; after the drain every warp releases the last
+    stage."""
+    S = shp.stages
+    tl: TileLoop = c["tile_loop"]
+    q, pre = c["q"], c["pre"]
+    var, hi, step = c["var"], c["hi"], c["step"]
+    # the next tile's coordinates (its lets at the next turn of the tile loop), where there is one
+    has, pf = g.new("hasnx"), g.new("pf")
+    g.emit(f"const bool {has} = {var} + {step} < {hi};  // a next tile for this CTA")
+    na, nb = g.new("nar"), g.new("nbn")
+    g.emit(f"const long long {na} = {has} ? (long long)({exprs.scalar_as(g, tl.next_a_outer, 'index')}) : 0;  // its first row of a")
+    g.emit(f"const long long {nb} = {has} ? (long long)({exprs.scalar_as(g, tl.next_b_n, 'index')}) : 0;  // its first column of b")
+    nfa = [exprs.scalar_as(g, e, "index") for e in tl.next_a_fixed]
+    nfb = [exprs.scalar_as(g, e, "index") for e in tl.next_b_fixed]
+    nxa, nxb = [], []
+    for e in nfa + nfb:
+        x = g.new("nfx")
+        g.emit(f"const long long {x} = {has} ? (long long)({e}) : 0;")
+        (nxa if len(nxa) < len(nfa) else nxb).append(x)
+    cond = [has, f"{nk} >= {S - 1}"] + ([] if b_k_inner else [f"(({nb}) & 7) == 0"])
+    g.emit(f"const bool {pf} = {' && '.join(cond)};  // its first {S - 1} turns are issued in this tile's last ones")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    t = g.new("t")
+    g.emit(f"for (long long {t} = {pre}; {t} < {nk} && {t} < {S - 1}; ++{t}) {{")
+    g.ind += 1
+    gq = g.new("gq")
+    g.emit(f"const long long {gq} = {q} + {t};")
+    g.emit(f"if ({gq} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({gq} % {S})), (unsigned)((({gq} / {S}) + 1) & 1));"
+           f"  // every warp released it")
+    tma_issue(gq, t)
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    it = g.new("it")
+    g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
+    g.ind += 1
+    gi, sv = g.new("gi"), g.new("s")
+    g.emit(f"const long long {gi} = {q} + {it};  // the ring's turn")
+    g.emit(f"const unsigned {sv} = (unsigned)({gi} % {S});")
+    g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({gi} / {S}) & 1));  // stage {sv} has landed")
+    mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
+    g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
+    g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({gi} - 1) % {S})));")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    nxt, gn = g.new("nx"), g.new("gn")
+    g.emit(f"const long long {nxt} = {it} + {S - 1}, {gn} = {q} + {nxt};")
+    g.emit(f"if ({nxt} < {nk} || {pf}) {{")
+    g.ind += 1
+    g.emit(f"if ({gn} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({gn} % {S})), (unsigned)((({gn} / {S}) + 1) & 1));"
+           f"  // every warp released it")
+    g.emit(f"if ({nxt} < {nk}) {{")
+    g.ind += 1
+    tma_issue(gn, nxt)
+    g.ind -= 1
+    g.emit("} else {  // the next tile's turn nx - nk")
+    g.ind += 1
+    tma_issue(gn, f"({nxt} - {nk})", (na, nb, nxa, nxb))
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("tnb_wgmma_wait<0>();")
+    g.emit(f"if ({nk} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({q} + {nk} - 1) % {S})));"
+           "  // the last stage is free too")
+    g.emit(f"{q} += {nk};")
+    g.emit(f"{pre} = {pf} ? {S - 1} : 0;")
 
 
 def emit_tma(g, tmap: str, dst: str, k: str, other: str, fixed: List[str], bar: str, k_inner: bool):
@@ -401,6 +492,8 @@ class Lowered:
     tmap_a: str
     tmap_b: str
     fn: str
+    tile_loop: Optional[TileLoop] = None    # the ring carried across a tile loop's turns (the analysis')
+    carried: Optional[Dict[str, object]] = None   # its C names, set where the tile loop begins
 
 
 @dataclass
@@ -411,6 +504,8 @@ class Lowering:
     tmaps: List[TmaSpec]
     functions: Dict[str, str]          # device function name -> C++ text
     smem_end: int                      # bytes of shared memory the pipelines need, from 0
+    outer: Dict[int, Lowered] = None   # id(tile loop For) -> the GEMM loop whose ring it carries
+    stores: Dict[int, Lowered] = None  # id(store Assign) -> the GEMM loop whose tile loop it ends
 
 
 def prepare(g) -> Optional[Lowering]:
@@ -435,10 +530,12 @@ def prepare(g) -> Optional[Lowering]:
         name, text = wgmma_function(m.dtype, m.TN // shp.GN, 0 if m.b.k_inner else 1)
         fns[name] = text
         if id(m.loop) in low.gemm:
-            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name)
+            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name, ch.tile_loop)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
     tmaps = [t for t in tmaps if t.param in used]
-    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end)
+    outer = {id(lw.tile_loop.outer): lw for lw in loops.values() if lw.tile_loop is not None}
+    stores = {id(lw.tile_loop.store): lw for lw in loops.values() if lw.tile_loop is not None}
+    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end, outer, stores)
 
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
@@ -453,7 +550,36 @@ def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
 
 def emit(g, low: Lowering, s: ir.For):
     lw = low.loops[id(s)]
-    emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn)
+    emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn, lw.carried)
+
+
+def begin_tile_loop(g, s: ir.For, var: str, hi: str):
+    """Before the `for` of a tile loop whose GEMM loop carries its ring (`TileLoop`): the count of
+    ring turns over all tiles, the turns of the next tile already issued, and the ring's mbarriers,
+    set up once here. `var` and `hi` are the C names of the loop's variable and end."""
+    low = g.gemm
+    lw = low.outer.get(id(s)) if low is not None and low.outer else None
+    if lw is None:
+        return
+    shp, S = lw.shape, lw.shape.stages
+    q, pre, bars = g.new("rq"), g.new("rpre"), g.new("rbar")
+    g.emit(f"// the GEMM ring of line {lw.loop.loop.span.line} runs on across this loop's turns: mbarriers set up once, "
+           "its turns counted over all tiles, the next tile's first stages copied during this tile's store")
+    g.emit(f"long long {q} = 0;  // ring turns of the earlier tiles")
+    g.emit(f"long long {pre} = 0;  // turns of this tile already issued (during the last tile's store)")
+    g.emit(f"const unsigned {bars} = tnb_smem_u32((unsigned char*)(((unsigned long long)(tnb_smem + {lw.ring_off}) + 1023) "
+           f"& ~1023ull) + {S * shp.stage_bytes});  // full[s] at 8 s, empty[s] at 8 ({S} + s)")
+    g.emit("#ifdef TNB_SM90A")
+    g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {g.T // 32}); }}")
+    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+    g.emit("#endif")
+    lw.carried = {"q": q, "pre": pre, "bars": bars, "var": var, "hi": hi, "step": str(s.step), "tile_loop": lw.tile_loop}
 
 
 # ---- the store of a wgmma accumulator to a tensor ----------------------------------------------
@@ -479,24 +605,48 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     if isz not in (2, 4):
         return False
     pitch = lay.N * isz + 16                       # 16 bytes of padding: rows start in different banks
-    ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
-    room = ring.shape.stages * ring.shape.stage_bytes
-    if lay.M * pitch > room:
-        return False
     M, N = lay.M, lay.N
+    own = low.stores.get(id(s)) if low.stores else None
+    if own is not None and own.carried is None:
+        own = None       # (its tile loop was not written by for_stmt: the ring is the loop's own, free now)
+    if own is None:
+        carried = [lw for lw in low.loops.values() if lw.tile_loop is not None]
+        if carried:
+            return False     # a ring kept across a tile loop may have copies in flight: no staging in it
+        ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
+        room = ring.shape.stages * ring.shape.stage_bytes
+        if lay.M * pitch > room:
+            return False
     V = 16 // isz
     st = C.STORE_C[loc.dtype]
     buf = g.new("stg")
-    g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
-    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
-    g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+    if own is None:
+        R = M
+        g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
+        g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
+        g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+    else:
+        tl = own.tile_loop
+        R = tl.stage_rows
+        assert tl.pitch == pitch
+        g.emit(f"// the tile goes through shared memory of its own ({R} rows at a time; the next tile's copies are landing "
+               "in the GEMM ring) and leaves in 16-byte rows")
+        g.emit(f"unsigned char* const {buf} = tnb_smem + {tl.stage_off};")
     exprs.prepare_regions(g, value)
     vdt = value.type.dtype
+    rd = g.new("rd") if R < M else None
 
     def put(at):
         v = exprs.elem_value(g, value, at, (M, N))
-        g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
+        if rd is None:
+            g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
+        else:
+            g.emit(f"if ({at.i} >= {rd} && {at.i} < {rd} + {R}) "
+                   f"*({st}*)({buf} + ({at.i} - {rd}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
 
+    if rd is not None:
+        g.emit(f"for (int {rd} = 0; {rd} < {M}; {rd} += {R}) {{  // rows rd .. rd + {R} of the tile")
+        g.ind += 1
     sweeps.sweep(g, (M, N), lay, 1, put, mask=mask)
     g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
     mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
@@ -510,22 +660,32 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         idx00 = loc.index(0, 0)
         g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{idx00}]) % 16 == 0) && "
                f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
-    g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
-    g.ind += 1
-    g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
+    if rd is None:
+        g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
+        g.ind += 1
+        g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
+        sr = r
+    else:
+        sr = g.new("sr")      # the row in the staging
+        g.emit(f"for (int {k} = tnb_tid; {k} < {R * N // V}; {k} += {g.T}) {{")
+        g.ind += 1
+        g.emit(f"const int {sr} = {k} / {N // V}, {r} = {rd} + {sr}, {c} = ({k} % {N // V}) * {V};")
     g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
     g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
     g.ind += 1
-    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {r} * {pitch} + {c} * {isz});")
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {sr} * {pitch} + {c} * {isz});")
     g.ind -= 1
     g.emit("} else {")
     g.ind += 1
     e = g.new("e")
     g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
-           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {r} * {pitch} + {e} * {isz});")
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {sr} * {pitch} + {e} * {isz});")
     g.ind -= 1
     g.emit("}")
     g.ind -= 1
     g.emit("}")
     g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
+    if rd is not None:
+        g.ind -= 1
+        g.emit("}")
     return True
