@@ -343,7 +343,9 @@ def match_tile_loop(m: GemmLoop, outer: Optional[ir.For]) -> Optional[Tuple[ir.A
     """(the store, [next a row start, next b column start, next a fixed, next b fixed]) when the GEMM
     loop `m` sits in tile loop `outer` of the form `TileLoop` describes, else None: `outer` a plain
     `for` (step a constant, no unroll) whose body is scalar lets, `var acc = 0.0`, `m.loop`, and
-    `T[...] = acc`; the GEMM loop's range the same every turn (nothing of the body in it)."""
+    `T[...] = acc` of the tile's shape with T neither operand's tensor (the next tile's copies,
+    issued before the store, must not read what it writes); the GEMM loop's range the same every
+    turn (nothing of the body in it)."""
     if outer is None or outer.unroll > 1 or not isinstance(outer.step, int) or outer.step <= 0:
         return None
     body = list(outer.body)
@@ -368,6 +370,8 @@ def match_tile_loop(m: GemmLoop, outer: Optional[ir.For]) -> Optional[Tuple[ir.A
             and st.target.base.kind == "tensor" and isinstance(st.value, ir.Ref) and st.value.sym is m.acc
             and tuple(st.target.type.shape) == (m.TM, m.TN)):
         return None
+    if st.target.base is m.a.tensor or st.target.base is m.b.tensor:
+        return None      # the next tile may read what this one stores: its copies wait for the store
     inner = {id(outer.var)} | set(lets)
     if _uses(m.loop.lo, inner) or _uses(m.loop.hi, inner):
         return None
