@@ -135,17 +135,19 @@ def test_the_carried_ring_compiles_for_sm90a(dt, tn):
 
 
 @needs_gxx
-@pytest.mark.parametrize("P", [2, 9])
-def test_emulated_carried_ring_matches_the_cpu_executor(P, tmp_path):
-    """M = 150, N = 100: 3 x 2 tiles of 64 x 64, the last row and column of tiles short; K = 300:
-    10 turns of 32, the last short. P = 2: three tiles a CTA (the ring's 8 stages wrap across
-    tiles, the next tile's first 7 turns issued early); P = 9: three CTAs without a tile."""
+@pytest.mark.parametrize("P,K", [(2, 300), (9, 300), (2, 224), (4, 100)])
+def test_emulated_carried_ring_matches_the_cpu_executor(P, K, tmp_path):
+    """M = 150, N = 100: 3 x 2 tiles of 64 x 64, the last row and column of tiles short. K = 300:
+    10 turns of 32, the last short; K = 224: 7 turns, exactly the S - 1 issued ahead (the next
+    tile's copies start in the first turn); K = 100: 4 turns, too few to issue the next tile early
+    (the mbarriers still carried). P = 2: three tiles a CTA (the ring's 8 stages wrap across
+    tiles); P = 4: one or two tiles a CTA; P = 9: three CTAs without a tile."""
     mod = tilenb.compile(SMALL, backend="cpu")
     k = mod.pgemm
-    M, N, K = 150, 100, 300
+    M, N = 150, 100
     _, chs = _gemm_choices(k)
     assert chs[0].tile_loop is not None and chs[0].shape.stages == 8
-    a, b, c = _inputs(M, N, K, P)
+    a, b, c = _inputs(M, N, K, P + K)
     want = c.copy()
     k[(P,)](a, b, want, P)
     _check(want, a, b, 2e-3)

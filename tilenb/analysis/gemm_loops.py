@@ -5,8 +5,11 @@ and the views.
 Guarantees: `match_loop(s, acc_ok)` recognizes the spec's GEMM loop shape (a plain `for` whose body
 is two tensor copies and `acc += dot(a, b)`, `GemmLoop`) or returns None; `plan_shape` chooses its
 wgmma tile shape, ring of stages and warpgroup split for a target (`Shape`) or returns None when
-no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. All are pure
-functions of the IR and the target; none raises.
+no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout;
+`plan_tile_loop` recognizes a GEMM loop that is the one loop of a tile loop (`TileLoop`: the
+ring carried from tile to tile, the next tile's copy coordinates, the store's own staging) and
+re-plans its ring beside that staging, or returns None. All are pure functions of the IR and the
+target; none raises.
 """
 from __future__ import annotations
 

@@ -39,6 +39,13 @@ Guarantees:
   analysis except the loop's own copies, which this lowering does not use, at the offset the
   analysis' shared-memory map gives (`Analysis.smem`, kinds "ring stages" and "mbarriers"); the
   kernel's dynamic shared memory is that map's (`KernelSource.smem_bytes`).
+- A GEMM loop in a tile loop (`TileLoop`, the analysis' decision, `GemmChoice.tile_loop`) keeps
+  its ring across the tile loop's turns: `begin_tile_loop` sets the mbarriers up once before
+  the tile loop; the turn count `q` of the earlier tiles gives every copy its stage and phase;
+  thread 0 issues the next tile's first S - 1 copies during this tile's last S - 1 turns (only
+  when there is a next tile, this tile has at least S - 1 turns and the next one takes the TMA
+  path too), and every warp releases the last stage after the drain. The accumulator's store
+  then stages through shared memory of its own, never the ring, which has copies in flight.
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
@@ -263,40 +270,40 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     if carried is not None:
         carried_tma_path(g, shp, carried, nk, bars, ring, a_row, b_n, a_fixed, b_fixed, b.k_inner, mma_stage, tma_issue)
     else:
-      g.emit("if (tnb_tid == 0) {")
-      g.ind += 1
-      g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
-      g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
-      g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
-      g.ind += 1
-      tma_issue("t")
-      g.ind -= 1
-      g.emit("}")
-      g.ind -= 1
-      g.emit("}")
-      g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
-      it = g.new("it")
-      g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
-      g.ind += 1
-      sv = g.new("s")
-      g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
-      g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
-      mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
-      g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
-      g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
-      g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
-      g.ind += 1
-      nxt = g.new("nx")
-      g.emit(f"const long long {nxt} = {it} + {S - 1};")
-      g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
-             f"  // every warp released it")
-      tma_issue(nxt)
-      g.ind -= 1
-      g.emit("}")
-      g.ind -= 1
-      g.emit("}")
-      g.emit("tnb_wgmma_wait<0>();")
-      g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
+        g.emit("if (tnb_tid == 0) {")
+        g.ind += 1
+        g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
+        g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+        g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
+        g.ind += 1
+        tma_issue("t")
+        g.ind -= 1
+        g.emit("}")
+        g.ind -= 1
+        g.emit("}")
+        g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+        it = g.new("it")
+        g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
+        g.ind += 1
+        sv = g.new("s")
+        g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
+        g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
+        mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
+        g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
+        g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
+        g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
+        g.ind += 1
+        nxt = g.new("nx")
+        g.emit(f"const long long {nxt} = {it} + {S - 1};")
+        g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
+               f"  // every warp released it")
+        tma_issue(nxt)
+        g.ind -= 1
+        g.emit("}")
+        g.ind -= 1
+        g.emit("}")
+        g.emit("tnb_wgmma_wait<0>();")
+        g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
     g.ind -= 1
     g.emit("} else {")
     g.ind += 1
