@@ -321,7 +321,11 @@ class TileLoop:
     first S - 1 copies of the next tile (at the coordinates `next_*`, the tile's lets evaluated
     at the next turn of `outer`), so they land during the tile's epilogue. The store stages the
     accumulator `stage_rows` rows at a time in its own `stage_bytes` at `stage_off`, which no
-    stage of the ring overlaps (the copies in flight)."""
+    stage of the ring overlaps (the copies in flight). With `tma_store` (C a 2-D tensor of 2-byte
+    elements, TN a multiple of 64) the staged rows are laid out as the 128-byte swizzle of boxes of
+    64 columns (from the first 1024-byte boundary in the staging: its 16 bytes a row of padding
+    leave room for that) and leave by bulk tensor stores that thread 0 issues and waits for only
+    before the staging is written again."""
     outer: ir.For
     store: ir.Assign
     next_a_outer: ir.Expr
@@ -331,6 +335,7 @@ class TileLoop:
     stage_off: int
     stage_rows: int
     pitch: int
+    tma_store: bool = False
 
     @property
     def stage_bytes(self) -> int:
@@ -339,7 +344,8 @@ class TileLoop:
     def describe(self) -> str:
         return (f"the ring runs on across the turns of the loop at line {self.outer.span.line} (mbarriers set up "
                 f"once; the next tile's first stages are copied during this tile's store, which stages "
-                f"{self.stage_rows} rows at a time in {self.stage_bytes} bytes of its own)")
+                f"{self.stage_rows} rows at a time in {self.stage_bytes} bytes of its own"
+                + (", leaving by TMA bulk stores)" if self.tma_store else ")"))
 
 
 def match_tile_loop(m: GemmLoop, outer: Optional[ir.For]) -> Optional[Tuple[ir.Assign, list]]:
@@ -424,5 +430,7 @@ def plan_tile_loop(m: GemmLoop, outer: Optional[ir.For], threads: int, ring_base
     if best is None:
         return None
     rows, shp = best
-    tl = TileLoop(outer, st, nxt[0], nxt[1], nxt[2], nxt[3], off, rows, pitch)
+    tma_store = (isz == 2 and len(st.target.subs) == 2 and m.TN % 64 == 0 and rows <= 256
+                 and all(isinstance(x, ir.SubRange) for x in st.target.subs))
+    tl = TileLoop(outer, st, nxt[0], nxt[1], nxt[2], nxt[3], off, rows, pitch, tma_store)
     return tl, shp, off + rows * pitch

@@ -250,6 +250,7 @@ def for_stmt(g, s: ir.For, cta: bool):
             g.emit(f"if ({brk}) break;")
         g.ind -= 1
         g.emit("}")
+    gemm.end_tile_loop(g, s)                   # its last bulk stores have read their staging (sm90.gemm)
     g.ind -= 1
     g.emit("}")
 

@@ -64,6 +64,7 @@ from ... import ir
 from ...analysis.lowering import GemmLoop, Operand, Shape, TileLoop, WgmmaLayout
 
 from .. import ctypes_ as C
+from ..emitter import c_add
 from ..generic import exprs, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
@@ -127,6 +128,19 @@ __device__ __forceinline__ void tnb_wgmma_commit() { asm volatile("wgmma.commit_
 template <int N> __device__ __forceinline__ void tnb_wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 #endif
 """
+
+# bulk tensor stores from shared memory (emitted only for a kernel whose store takes them)
+TMA_STORE_FUNCTIONS = r"""#ifdef TNB_SM90A
+__device__ __forceinline__ void tnb_tma_store_2d(const tnb_tmap* map, unsigned src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+               :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+__device__ __forceinline__ void tnb_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void tnb_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+__device__ __forceinline__ void tnb_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+#endif
+"""
+
 
 def wgmma_function(kind: str, n: int, trans_b: int, a_in_registers: bool = False) -> Tuple[str, str]:
     """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32
@@ -352,6 +366,18 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
 
 
 
+def end_tile_loop(g, s: ir.For):
+    """After a tile loop whose store leaves by bulk tensor stores: thread 0 waits for the last of
+    them (the CTA's shared memory must outlive their reads, its writes be done by the kernel's end)."""
+    low = g.gemm
+    lw = low.outer.get(id(s)) if low is not None and low.outer else None
+    if lw is None or not lw.tmap_c:
+        return
+    g.emit("#ifdef TNB_SM90A")
+    g.emit(f"if ({lw.carried['out']}) tnb_bulk_wait0();  // the tiles' last bulk stores are done")
+    g.emit("#endif")
+
+
 def carried_tma_path(g, shp: Shape, c: Dict[str, object], nk: str, bars: str, ring: str, a_row: str, b_n: str,
                      a_fixed: List[str], b_fixed: List[str], b_k_inner: bool, mma_stage, tma_issue):
     """The TMA path of a GEMM loop whose ring runs on across a tile loop (`TileLoop`, names `c` from
@@ -500,6 +526,7 @@ class Lowered:
     tmap_b: str
     fn: str
     tile_loop: Optional[TileLoop] = None    # the ring carried across a tile loop's turns (the analysis')
+    tmap_c: Optional[str] = None            # the tensor map of its store's bulk copies (TileLoop.tma_store)
     carried: Optional[Dict[str, object]] = None   # its C names, set where the tile loop begins
 
 
@@ -536,9 +563,16 @@ def prepare(g) -> Optional[Lowering]:
             tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (shp.chunk_b, m.TK) + (1,) * nfb, shp.sw_b, tb))
         name, text = wgmma_function(m.dtype, m.TN // shp.GN, 0 if m.b.k_inner else 1)
         fns[name] = text
+        tc = None
+        tl = ch.tile_loop
+        if tl is not None and tl.tma_store and id(m.loop) in low.gemm:
+            tc = f"tnb_tm{k}c"
+            tmaps.append(TmaSpec(tl.store.target.base.name, tl.store.target.base.type.dtype, (64, tl.stage_rows), 128, tc))
+            fns["tnb_tma_store_2d"] = TMA_STORE_FUNCTIONS
         if id(m.loop) in low.gemm:
-            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name, ch.tile_loop)
+            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name, ch.tile_loop, tc)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
+    used |= {lw.tmap_c for lw in loops.values() if lw.tmap_c}
     tmaps = [t for t in tmaps if t.param in used]
     outer = {id(lw.tile_loop.outer): lw for lw in loops.values() if lw.tile_loop is not None}
     stores = {id(lw.tile_loop.store): lw for lw in loops.values() if lw.tile_loop is not None}
@@ -586,7 +620,11 @@ def begin_tile_loop(g, s: ir.For, var: str, hi: str):
     g.emit("}")
     g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
     g.emit("#endif")
-    lw.carried = {"q": q, "pre": pre, "bars": bars, "var": var, "hi": hi, "step": str(s.step), "tile_loop": lw.tile_loop}
+    out = None
+    if lw.tmap_c:
+        out = g.new("bout")
+        g.emit(f"bool {out} = false;  // thread 0: a bulk store of the staging may still read it")
+    lw.carried = {"out": out, "q": q, "pre": pre, "bars": bars, "var": var, "hi": hi, "step": str(s.step), "tile_loop": lw.tile_loop}
 
 
 # ---- the store of a wgmma accumulator to a tensor ----------------------------------------------
@@ -616,6 +654,9 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     own = low.stores.get(id(s)) if low.stores else None
     if own is not None and own.carried is None:
         own = None       # (its tile loop was not written by for_stmt: the ring is the loop's own, free now)
+    if (own is not None and own.tmap_c and loc.bounds is None and len(loc.entries) == 2
+            and all(e[0] == "rng" for e in loc.entries)):
+        return bulk_staged_store(g, s, loc, value, mask, lay, own, isz)
     if own is None:
         carried = [lw for lw in low.loops.values() if lw.tile_loop is not None]
         if carried:
@@ -695,4 +736,103 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     if rd is not None:
         g.ind -= 1
         g.emit("}")
+    return True
+
+
+def bulk_staged_store(g, s, loc, value, mask, lay, own: Lowered, isz: int) -> bool:
+    """`C[r :+ TM, c :+ TN] = acc` at the end of a tile loop whose ring runs on (`TileLoop` with
+    `tma_store`): `stage_rows` rows at a time, each thread writes its elements into the staging in
+    the 128-byte swizzle of [rows, 64] boxes; thread 0 then stores the boxes with bulk tensor
+    copies and goes on, waiting for them to have read the staging only before it is written
+    again (for the next tile's rows: to be done, so that a later turn's writes to C come after
+    them; and at the tile loop's end). A bulk store writes every element of its box inside C, so
+    it is taken only where the statement's valid region is all of the window inside C (the
+    accumulator valid there), with tensor maps (`tnb_tma`) and the window's first column on a
+    16-byte boundary; elsewhere the CTA stores the staged rows in 16-byte vectors, per element at
+    the edges."""
+    tl = own.tile_loop
+    M, N, R = lay.M, lay.N, tl.stage_rows
+    st = C.STORE_C[loc.dtype]
+    out = own.carried["out"]
+    row0, col0 = loc.entries[0][1], loc.entries[1][1]
+    buf = g.new("stg")
+    g.emit(f"// the tile goes through shared memory of its own ({R} rows at a time, in 128-byte swizzled boxes of 64 "
+           "columns; the next tile's copies are landing in the GEMM ring) and leaves by bulk tensor stores")
+    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {tl.stage_off}) + 1023) & ~1023ull);")
+    exprs.prepare_regions(g, value)
+    vdt = value.type.dtype
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    br = exprs.loc_bounds(g, loc, False)
+    use = g.new("bulk")
+    same = " && ".join(f"({x}) == ({y})" for x, y in zip((mr0, mr1, mc0, mc1), br))
+    g.emit(f"const bool {use} = tnb_tma && ((({col0}) & 7) == 0) && {same};  // bulk stores write the whole window inside C")
+    rd = g.new("rd")
+
+    def addr(row: str, col: str) -> str:
+        return f"{buf} + (({col}) / 64) * {R * 128} + ({row}) * 128 + (((({col}) % 64) * {isz}) ^ ((({row}) & 7) << 4))"
+
+    def put(at):
+        v = exprs.elem_value(g, value, at, (M, N))
+        g.emit(f"if ({at.i} >= {rd} && {at.i} < {rd} + {R}) "
+               f"*({st}*)({addr(f'{at.i} - {rd}', at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
+
+    g.emit(f"for (int {rd} = 0; {rd} < {M}; {rd} += {R}) {{  // rows rd .. rd + {R} of the tile")
+    g.ind += 1
+    g.emit("#ifdef TNB_SM90A")
+    g.emit(f"if (tnb_tid == 0 && {out}) {{ if ({rd} == 0) tnb_bulk_wait0(); else tnb_bulk_wait_read0(); }}"
+           "  // the last tile's bulk stores are done (its writes before this tile's), this one's have read the staging")
+    g.emit("#endif")
+    g.emit("__syncthreads();  // codegen-internal: the staging may be written")
+    sweeps.sweep(g, (M, N), lay, 1, put, mask=mask)
+    g.emit("#ifdef TNB_SM90A")
+    g.emit("tnb_fence_async_smem();  // this thread's staging writes are seen by the bulk copies")
+    g.emit("#endif")
+    g.emit("__syncthreads();  // codegen-internal: the staged rows are complete")
+    g.emit(f"if ({use}) {{")
+    g.ind += 1
+    g.emit("#ifdef TNB_SM90A")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    for ch in range(N // 64):
+        g.emit(f"tnb_tma_store_2d(&{own.tmap_c}, tnb_smem_u32({buf} + {ch * R * 128}), (int)({c_add(col0, ch * 64)}), "
+               f"(int)({row0} + {rd}));")
+    g.emit("tnb_bulk_commit();")
+    g.emit(f"{out} = true;")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("#endif")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    V = 16 // isz
+    k, r, c, sr = g.new("k"), g.new("r"), g.new("c"), g.new("sr")
+    move = g.low.moves.get(id(s))
+    al = g.new("al")
+    if move is not None and not move.checked:
+        al = None
+        g.emit(f"// every row starts 16-byte aligned ({move.describe()})")
+    else:
+        g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{loc.index(0, 0)}]) % 16 == 0) && "
+               f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
+    g.emit(f"for (int {k} = tnb_tid; {k} < {R * N // V}; {k} += {g.T}) {{")
+    g.ind += 1
+    g.emit(f"const int {sr} = {k} / {N // V}, {r} = {rd} + {sr}, {c} = ({k} % {N // V}) * {V};")
+    g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
+    g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
+    g.ind += 1
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({addr(sr, c)});")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    e = g.new("e")
+    g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({addr(sr, e)});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
     return True
