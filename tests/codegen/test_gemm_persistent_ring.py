@@ -50,6 +50,9 @@ kernel pgemm(A: tensor<f16>[M, K], B: tensor<f16>[K, N], C: tensor<f16>[M, N], P
 }
 """
 
+# C in f32: the carried ring, the store staged in padded rows and stored in 16-byte vectors (no bulk stores)
+SMALL_F32 = SMALL.replace("C: tensor<f16>[M, N]", "C: tensor<f32>[M, N]")
+
 # the same with a statement between the tiles' stores: not the tile-loop form
 OTHER = SMALL.replace("    C[pm * 64 :+ 64, pn * 64 :+ 64] = acc\n",
                       "    C[pm * 64 :+ 64, pn * 64 :+ 64] = acc\n    if K < 0 { break }\n")
@@ -84,7 +87,7 @@ def test_the_persistent_suite_gemm_carries_its_ring_and_the_grid_gemm_does_not()
     assert len(chs) == 1 and chs[0].tile_loop is not None
     tl, shp = chs[0].tile_loop, chs[0].shape
     # 128 x 256 f16: 64 rows of 528 bytes staged at a time keep the plain plan's 4 stages of 48 KB
-    assert (tl.stage_rows, tl.pitch, shp.stages) == (64, 528, 4)
+    assert (tl.stage_rows, tl.pitch, shp.stages, tl.tma_store) == (64, 528, 4, True)
     ag, gchs = _gemm_choices(kg, TM=128, TN=256, GM=8)
     assert gchs[0].tile_loop is None and gchs[0].shape.stages == shp.stages
     assert "runs on across the turns of the loop at line" in a.loops[1].why
@@ -95,8 +98,9 @@ def test_the_persistent_suite_gemm_carries_its_ring_and_the_grid_gemm_does_not()
     assert a.smem.array_bytes >= regs["mbarriers"].offset + regs["mbarriers"].bytes
     src = generate(kp.ir(TM=128, TN=256, GM=8), kp.module.checked.source.text, arch="sm_90").source
     assert "runs on across this loop's turns" in src and "the next tile's turn" in src
+    assert "tnb_tma_store_2d(&tnb_tm0c" in src
     gsrc = generate(kg.ir(TM=128, TN=256, GM=8), kg.module.checked.source.text, arch="sm_90").source
-    assert "runs on across" not in gsrc and "the GEMM ring, free now" in gsrc
+    assert "runs on across" not in gsrc and "the GEMM ring, free now" in gsrc and "tnb_tma_store_2d" not in gsrc
 
 
 # a tile loop whose turns read what the turn before stored (a chain of layers): not carried
@@ -135,19 +139,23 @@ def test_the_carried_ring_compiles_for_sm90a(dt, tn):
 
 
 @needs_gxx
-@pytest.mark.parametrize("P,K", [(2, 300), (9, 300), (2, 224), (4, 100)])
-def test_emulated_carried_ring_matches_the_cpu_executor(P, K, tmp_path):
+@pytest.mark.parametrize("P,K,out", [(2, 300, "f16"), (9, 300, "f16"), (2, 224, "f16"), (4, 100, "f16"),
+                                     (2, 300, "f32")])
+def test_emulated_carried_ring_matches_the_cpu_executor(P, K, out, tmp_path):
     """M = 150, N = 100: 3 x 2 tiles of 64 x 64, the last row and column of tiles short. K = 300:
     10 turns of 32, the last short; K = 224: 7 turns, exactly the S - 1 issued ahead (the next
     tile's copies start in the first turn); K = 100: 4 turns, too few to issue the next tile early
     (the mbarriers still carried). P = 2: three tiles a CTA (the ring's 8 stages wrap across
-    tiles); P = 4: one or two tiles a CTA; P = 9: three CTAs without a tile."""
-    mod = tilenb.compile(SMALL, backend="cpu")
+    tiles); P = 4: one or two tiles a CTA; P = 9: three CTAs without a tile. C in f16 leaves by
+    bulk tensor stores (tma=1) or 16-byte rows (tma=0); C in f32 in 16-byte rows of padded staging."""
+    mod = tilenb.compile(SMALL if out == "f16" else SMALL_F32, backend="cpu")
     k = mod.pgemm
     M, N = 150, 100
     _, chs = _gemm_choices(k)
     assert chs[0].tile_loop is not None and chs[0].shape.stages == 8
+    assert chs[0].tile_loop.tma_store == (out == "f16")
     a, b, c = _inputs(M, N, K, P + K)
+    c = c.astype(np.float16 if out == "f16" else np.float32)
     want = c.copy()
     k[(P,)](a, b, want, P)
     _check(want, a, b, 2e-3)
@@ -165,7 +173,10 @@ def test_emulated_carried_ring_matches_the_cpu_executor(P, K, tmp_path):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
-@pytest.mark.parametrize("M,N,K", [(1102, 300, 72), (1030, 1300, 520), (200, 520, 136)])
+# N = 300 and 1300: rows of C not a multiple of 16 bytes, so no tensor maps (the copy path); N = 1304
+# and 520: TMA copies and bulk stores, short last tiles in M and N, K not a multiple of TK; K = 136:
+# 3 turns, exactly the S - 1 issued ahead at 128 x 256; K = 520: 9 turns
+@pytest.mark.parametrize("M,N,K", [(1102, 300, 72), (1030, 1300, 520), (1030, 1304, 520), (200, 520, 136)])
 def test_on_the_gpu_the_carried_ring_matches_numpy(dt, M, N, K):
     import cupy as cp
     if cp.cuda.Device().compute_capability != "90":

@@ -757,7 +757,8 @@ def bulk_staged_store(g, s, loc, value, mask, lay, own: Lowered, isz: int) -> bo
     row0, col0 = loc.entries[0][1], loc.entries[1][1]
     buf = g.new("stg")
     g.emit(f"// the tile goes through shared memory of its own ({R} rows at a time, in 128-byte swizzled boxes of 64 "
-           "columns; the next tile's copies are landing in the GEMM ring) and leaves by bulk tensor stores")
+           "columns; the next tile's copies are landing in the GEMM ring) and leaves by bulk tensor stores "
+           "(elsewhere in 16-byte rows)")
     g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {tl.stage_off}) + 1023) & ~1023ull);")
     exprs.prepare_regions(g, value)
     vdt = value.type.dtype
