@@ -232,9 +232,13 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
             span = (loop_span(tl.outer),)
             regions.append(Region(f"GEMM store staging (line {tl.store.span.line})", "staging", tl.stage_off,
                                   tl.stage_bytes, (tl.store.span.line,), ((pos[id(tl.store)], pos[id(tl.store)]),),
-                                  what=f"{tl.stage_rows} rows of the accumulator at a time, {tl.pitch} bytes a row, on "
-                                       f"their way to {tl.store.target.base.name} in 16-byte rows (apart from the "
-                                       "ring: the next tile's copies land in it meanwhile)", key=id(tl.store)))
+                                  what=f"{tl.stage_rows} rows of the accumulator at a time on their way to "
+                                       f"{tl.store.target.base.name} " + (
+                                           "(128-byte swizzled boxes of 64 columns from the first 1024-byte boundary, "
+                                           "stored by TMA bulk copies" if tl.tma_store else
+                                           f"({tl.pitch} bytes a row, stored in 16-byte rows")
+                                       + "; apart from the ring: the next tile's copies land in it meanwhile)",
+                                  key=id(tl.store)))
         regions.append(Region(f"GEMM ring (loop line {line})", "ring stages", ch.ring_off, stages_bytes, (line,), span,
                               what=f"{shp.stages} stages of {shp.stage_bytes} bytes ({ch.loop.a.tensor.name} and "
                                    f"{ch.loop.b.tensor.name} tiles by TMA, swizzled for wgmma), from the first 1024-byte "

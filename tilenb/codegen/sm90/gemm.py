@@ -45,7 +45,9 @@ Guarantees:
   thread 0 issues the next tile's first S - 1 copies during this tile's last S - 1 turns (only
   when there is a next tile, this tile has at least S - 1 turns and the next one takes the TMA
   path too), and every warp releases the last stage after the drain. The accumulator's store
-  then stages through shared memory of its own, never the ring, which has copies in flight.
+  then stages through shared memory of its own, never the ring, which has copies in flight,
+  and (`TileLoop.tma_store`) leaves by bulk tensor stores thread 0 waits for only before the
+  staging is written again (`bulk_staged_store`).
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
