@@ -202,6 +202,16 @@ def main(argv=None):
     mods.update({(dt, tm, tn, "no epilogue"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, no_store=True),
                                                              backend="cuda")
                  for dt in dts for tm, tn in ntiles})
+    # which form each persistent module is (the analysis' decision, read back): the ring carried or its own
+    for (dt, tm, tn, kind), mod in mods.items():
+        if kind.startswith("persistent"):
+            k = getattr(mod, f"gemm_persistent_{dt}")
+            why = [lp.why for lp in k.analysis(arch="sm_90", TM=tm, TN=tn, GM=gms[0]).loops
+                   if lp.lowering == "wgmma TMA pipeline"]
+            carried = bool(why) and "runs on across the turns" in why[0]
+            assert carried == (kind == "persistent"), (kind, why)
+            if carried:
+                print(f"{dt} {tm}x{tn} persistent: {why[0].split('; ', 1)[1]}", flush=True)
     # compile every variant before CUDA starts in this process (the pool forks)
     for mod in mods.values():
         suite.precompile(mod, "sm_90", a.jobs)
