@@ -6,11 +6,7 @@ rows of tiles walked column by column) over a wider space than the suite's own: 
 128 x 128, 128 x 256 and 256 x 128 (NT 256, TK 64) and GM in 1, 4, 8, 16, 32, 64 (GM 1: row by
 row; GM of the tile rows or more: column by column, the order before the grouped one); and the
 persistent candidate (tilenb/examples/suite_kernels.py, GEMM_PERSISTENT: one CTA an SM, each
-taking the tiles of the same order in turn) at 128 x 256 and 128 x 128, whose GEMM ring runs on
-across its tiles (analysis/gemm_loops.TileLoop: mbarriers set up once, the next tile's first
-stages copied during this tile's store, the store staged apart from the ring), and at 128 x 256
-the same in the form before that (`--own-ring`: the ring set up and filled anew in each tile,
-the A/B of the change in one process). Against cuBLAS through
+taking the tiles of the same order in turn) at 128 x 256 and 128 x 128. Against cuBLAS through
 torch.matmul in the same process, on the GPU this runs on. As a diagnostic, the 128 x 256 kernels
 once more with C's store skipped at run time: how much of the time the epilogue (the staged
 store of the accumulator) takes, the most that overlapping it with the next tile could win; and
@@ -20,15 +16,8 @@ prologue and epilogue of each CTA's tile, the partial last wave).
 
     python bench/probes/gemm_order.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
                                       [--gm 1,4,8,16,32,64] [--tiles 128x128,128x256,256x128]
-                                      [--persistent 128x256,128x128] [--own-ring 128x256]
-                                      [--no-store 128x256] [--ksweep 1024,2048,4096,8192]
-                                      [--out DIR] [--jobs N]
-
-The new persistent form against cuBLAS (and the grid GEMM and the persistent form before it) at
-4096³ and 8192³, f16 and bf16, in under 3 minutes:
-
-    python bench/probes/gemm_order.py --tiles 128x256 --gm 4,8,16,32 --persistent 128x256 \
-        --own-ring 128x256 --no-store '' --ksweep 1024,2048,4096,8192
+                                      [--persistent 128x256,128x128] [--no-store 128x256]
+                                      [--ksweep 1024,2048,4096,8192] [--out DIR] [--jobs N]
 
 What it guarantees:
 - Every variant is compiled first (NVRTC in `--jobs` processes, into tilenb's disk cache), then
@@ -65,22 +54,12 @@ from tilenb.examples import suite_kernels as SK  # noqa: E402
 STORE = "  C[pm * TM :+ TM, pn * TN :+ TN] = acc\n"
 
 
-OWN_RING = "    let own_ring = 0      // (the probe: not the tile-loop form, so the ring is set up per tile)\n"
-
-
-def kernel_text(dt: str, tms, tns, gms, persistent: bool = False, no_store: bool = False,
-                own_ring: bool = False) -> str:
+def kernel_text(dt: str, tms, tns, gms, persistent: bool = False, no_store: bool = False) -> str:
     """The suite's GEMM (or its persistent candidate) for dtype `dt` with its @autotune line set
     to these values; with `no_store`, the store of C under a condition false at run time
     (K < 0), so the kernel's time is its GEMM loop's without the epilogue (a diagnostic: its
-    output is not checked). With `own_ring` (persistent only), a scalar let after the store, so
-    that the tile loop is no longer of the form whose GEMM ring runs on across tiles
-    (analysis/gemm_loops.TileLoop): the form before it, mbarriers set up and the ring filled anew
-    in each tile, the store staged in the ring."""
+    output is not checked)."""
     text = (SK.GEMM_PERSISTENT if persistent else SK.GEMM).replace("{T}", dt)
-    if own_ring:
-        assert persistent and text.count("  " + STORE) == 1
-        text = text.replace("  " + STORE, "  " + STORE + OWN_RING)
     if no_store:
         assert text.count(STORE) == 1, "the suite's GEMM stores C in one statement"
         text = text.replace(STORE, "  if K < 0 {\n  " + STORE + "  }\n")
@@ -119,7 +98,7 @@ def ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, sms):
     out = {}
     for dt, v in first_best.items():
         kind = "" if v["kind"] == "grouped" else v["kind"]
-        k = getattr(mods[(dt, v["TM"], v["TN"], kind)], f"gemm_persistent_{dt}" if kind.startswith("persistent") else f"gemm_{dt}")
+        k = getattr(mods[(dt, v["TM"], v["TN"], kind)], f"gemm_persistent_{dt}" if kind == "persistent" else f"gemm_{dt}")
         tune = {x: v[x] for x in ("TM", "TN", "TK", "GM", "NT")}
         times = {"tilenb": [], "cuBLAS": []}
         for K in ks:
@@ -128,7 +107,7 @@ def ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, sms):
             C = torch.empty(n, n, device="cuda", dtype=tdt[dt])
             ref = torch.empty(n, n, device="cuda", dtype=tdt[dt])
             args = [GpuArray(A), GpuArray(B), GpuArray(C)]
-            grid, call = ((sms,), args + [sms]) if kind.startswith("persistent") else (None, args)
+            grid, call = ((sms,), args + [sms]) if kind == "persistent" else (None, args)
             (k[grid] if grid else k)(*call, variant=tune)
             go = suite.prepared_launch(k, grid, call, tune)[0]
 
@@ -170,9 +149,6 @@ def main(argv=None):
     ap.add_argument("--tiles", default="128x128,128x256,256x128", help="TMxTN,...")
     ap.add_argument("--persistent", default="128x256,128x128",
                     help="tiles TMxTN,... of the persistent candidate (SK.GEMM_PERSISTENT, one CTA an SM); '' for none")
-    ap.add_argument("--own-ring", default="128x256",
-                    help="tiles TMxTN,... of the persistent candidate also timed in the form before the ring ran on "
-                         "across tiles (its mbarriers set up per tile); '' for none")
     ap.add_argument("--no-store", default="128x256",
                     help="tiles TMxTN,... also timed without their epilogue (C's store skipped at run time: "
                          "the epilogue's share of the time); '' for none")
@@ -195,23 +171,9 @@ def main(argv=None):
             for dt in dts for tm, tn in tiles}
     mods.update({(dt, tm, tn, "persistent"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, True), backend="cuda")
                  for dt in dts for tm, tn in ptiles})
-    otiles = [tuple(map(int, t.split("x"))) for t in a.own_ring.split(",") if t]
-    mods.update({(dt, tm, tn, "persistent own ring"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, True, own_ring=True),
-                                                                     backend="cuda")
-                 for dt in dts for tm, tn in otiles})
     mods.update({(dt, tm, tn, "no epilogue"): tilenb.compile(kernel_text(dt, [tm], [tn], gms, no_store=True),
                                                              backend="cuda")
                  for dt in dts for tm, tn in ntiles})
-    # which form each persistent module is (the analysis' decision, read back): the ring carried or its own
-    for (dt, tm, tn, kind), mod in mods.items():
-        if kind.startswith("persistent"):
-            k = getattr(mod, f"gemm_persistent_{dt}")
-            why = [lp.why for lp in k.analysis(arch="sm_90", TM=tm, TN=tn, GM=gms[0]).loops
-                   if lp.lowering == "wgmma TMA pipeline"]
-            carried = bool(why) and "runs on across the turns" in why[0]
-            assert carried == (kind == "persistent"), (kind, why)
-            if carried:
-                print(f"{dt} {tm}x{tn} persistent: {why[0].split('; ', 1)[1]}", flush=True)
     # compile every variant before CUDA starts in this process (the pool forks)
     for mod in mods.values():
         suite.precompile(mod, "sm_90", a.jobs)
@@ -247,7 +209,7 @@ def main(argv=None):
             for (mdt, tm, tn, kind), mod in mods.items():
                 if mdt != dt:
                     continue
-                pers = kind.startswith("persistent")
+                pers = kind == "persistent"
                 k = getattr(mod, f"gemm_persistent_{dt}" if pers else f"gemm_{dt}")
                 grid, call = ((sms,), args + [sms]) if pers else (None, args)
                 for gm in gms:

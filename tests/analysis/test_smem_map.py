@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 from tilenb.examples import suite_kernels  # noqa: E402
 
 TEST_FILES = ("test_gemm_sm90", "test_gemm_sm90_edges", "test_streamed_sm90", "test_streamed_sm90_edges",
-              "test_mma", "test_cluster", "test_gemm_persistent_ring")
+              "test_mma", "test_cluster")
 SUITE_WORDS = ("gemm", "attention", "cluster", "head")
 C_BYTES = {"unsigned char": 1, "bool": 1, "float": 4, "int": 4, "unsigned": 4, "double": 8, "long long": 8}
 DECL = re.compile(r"(extern\s+)?__shared__\s+(?:__align__\(\d+\)\s+)?([A-Za-z_][\w ]*?)\s+(\w+)\[(\d*)\];")

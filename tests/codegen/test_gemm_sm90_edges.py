@@ -1486,25 +1486,6 @@ inline void tnb_tma_2d(unsigned d, const tnb_tmap* m, int c0, int c1, unsigned b
 inline void tnb_tma_3d(unsigned d, const tnb_tmap* m, int c0, int c1, int c2, unsigned bar) { int c[] = {c0, c1, c2}; tnb_tma(d, m, c, 3, bar); }
 inline void tnb_tma_4d(unsigned d, const tnb_tmap* m, int c0, int c1, int c2, int c3, unsigned bar) { int c[] = {c0, c1, c2, c3}; tnb_tma(d, m, c, 4, bar); }
 inline void tnb_tma_5d(unsigned d, const tnb_tmap* m, int c0, int c1, int c2, int c3, int c4, unsigned bar) { int c[] = {c0, c1, c2, c3, c4}; tnb_tma(d, m, c, 5, bar); }
-// a bulk tensor store from shared memory: done at once (the emulation's stores are never late);
-// elements of the box outside the tensor are not written
-inline void tnb_tma_store_2d(const tnb_tmap* map, unsigned src, int c0, int c1) {
-  tnb_tmap m = *map;
-  if (m.rank != 2) tnb_die("TMA store: a copy of another rank than its map's", m.rank);
-  if (src % (m.swz == 128 ? 1024 : m.swz == 64 ? 512 : 256)) tnb_die("TMA store: source off its swizzle pattern", src);
-  if (m.box[0] * m.esz > m.swz) tnb_die("TMA store: box rows wider than the swizzle span", m.box[0]);
-  if ((long long)c0 * m.esz % 16) tnb_die("TMA store: a box not on a 16-byte boundary", c0);
-  for (long long idx = 0; idx < (long long)m.box[0] * m.box[1]; ++idx) {
-    long long g0 = c0 + idx % m.box[0], g1 = c1 + idx / m.box[0];
-    if (g0 < 0 || g0 >= m.dims[0] || g1 < 0 || g1 >= m.dims[1]) continue;
-    unsigned a = tnb_emu_swz(src + (unsigned)(idx * m.esz), m.swz);
-    if (a + m.esz > SMEM) tnb_die("TMA store: a read outside shared memory", a);
-    std::memcpy((unsigned char*)m.base + g0 * m.strides[0] + g1 * m.strides[1], g_smem + a, m.esz);
-  }
-}
-inline void tnb_bulk_commit() {}
-inline void tnb_bulk_wait_read0() {}
-inline void tnb_bulk_wait0() {}
 inline unsigned long long tnb_gdesc(unsigned addr, unsigned lbo, unsigned sbo, unsigned swz) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16)
        | ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((unsigned long long)swz << 62);

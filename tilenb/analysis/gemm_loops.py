@@ -5,15 +5,12 @@ and the views.
 Guarantees: `match_loop(s, acc_ok)` recognizes the spec's GEMM loop shape (a plain `for` whose body
 is two tensor copies and `acc += dot(a, b)`, `GemmLoop`) or returns None; `plan_shape` chooses its
 wgmma tile shape, ring of stages and warpgroup split for a target (`Shape`) or returns None when
-no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout;
-`plan_tile_loop` recognizes a GEMM loop that is the one loop of a tile loop (`TileLoop`: the
-ring carried from tile to tile, the next tile's copy coordinates, the store's own staging) and
-re-plans its ring beside that staging, or returns None. All are pure functions of the IR and the
-target; none raises.
+no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. All are pure
+functions of the IR and the target; none raises.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from .. import ir
@@ -284,153 +281,7 @@ class GemmChoice:
     shape: Shape
     ring_off: int
     index: int
-    tile_loop: Optional["TileLoop"] = None     # the ring carried across the turns of a tile loop
 
     @property
     def ring_end(self) -> int:
         return self.ring_off + self.shape.ring_bytes
-
-
-# ---- a GEMM loop inside a tile loop: the ring carried from tile to tile ---------------------------
-def _subst(e, env: Dict[int, ir.Expr]):
-    """`e` with every Ref to a symbol of `env` replaced by its expression (scalar expressions only)."""
-    if isinstance(e, ir.Ref):
-        return env.get(id(e.sym), e)
-    if isinstance(e, (ir.Const, ir.Ctx)):
-        return e
-    if isinstance(e, (ir.Unary, ir.Convert)):
-        return replace(e, x=_subst(e.x, env))
-    if isinstance(e, ir.Binary):
-        return replace(e, a=_subst(e.a, env), b=_subst(e.b, env))
-    if isinstance(e, ir.Math):
-        return replace(e, args=tuple(_subst(x, env) for x in e.args))
-    raise _NotScalar()
-
-
-class _NotScalar(Exception):
-    pass
-
-
-@dataclass
-class TileLoop:
-    """A GEMM loop on TMA + wgmma that is the one loop of a tile loop (`outer`, a plain `for`
-    whose body is scalar lets, the accumulator's `var acc = 0.0`, the GEMM loop and one store of
-    the accumulator into a tensor): the ring is carried from one turn of `outer` to the next.
-    Its mbarriers are initialised once, before `outer`; the stage and phase of a copy follow one
-    count of turns over all tiles; while the last S - 1 turns of a tile run, thread 0 issues the
-    first S - 1 copies of the next tile (at the coordinates `next_*`, the tile's lets evaluated
-    at the next turn of `outer`), so they land during the tile's epilogue. The store stages the
-    accumulator `stage_rows` rows at a time in its own `stage_bytes` at `stage_off`, which no
-    stage of the ring overlaps (the copies in flight). With `tma_store` (C a 2-D tensor of 2-byte
-    elements, TN a multiple of 64) the staged rows are laid out as the 128-byte swizzle of boxes of
-    64 columns (from the first 1024-byte boundary in the staging: its 16 bytes a row of padding
-    leave room for that) and leave by bulk tensor stores that thread 0 issues and waits for only
-    before the staging is written again."""
-    outer: ir.For
-    store: ir.Assign
-    next_a_outer: ir.Expr
-    next_b_n: ir.Expr
-    next_a_fixed: List[ir.Expr]
-    next_b_fixed: List[ir.Expr]
-    stage_off: int
-    stage_rows: int
-    pitch: int
-    tma_store: bool = False
-
-    @property
-    def stage_bytes(self) -> int:
-        return self.stage_rows * self.pitch
-
-    def describe(self) -> str:
-        return (f"the ring runs on across the turns of the loop at line {self.outer.span.line} (mbarriers set up "
-                f"once; the next tile's first stages are copied during this tile's store, which stages "
-                f"{self.stage_rows} rows at a time in {self.stage_bytes} bytes of its own"
-                + (", leaving by TMA bulk stores)" if self.tma_store else ")"))
-
-
-def match_tile_loop(m: GemmLoop, outer: Optional[ir.For]) -> Optional[Tuple[ir.Assign, list]]:
-    """(the store, [next a row start, next b column start, next a fixed, next b fixed]) when the GEMM
-    loop `m` sits in tile loop `outer` of the form `TileLoop` describes, else None: `outer` a plain
-    `for` (step a constant, no unroll) whose body is scalar lets, `var acc = 0.0`, `m.loop`, and
-    `T[...] = acc` of the tile's shape with T neither operand's tensor (the next tile's copies,
-    issued before the store, must not read what it writes); the GEMM loop's range the same every
-    turn (nothing of the body in it)."""
-    if outer is None or outer.unroll > 1 or not isinstance(outer.step, int) or outer.step <= 0:
-        return None
-    body = list(outer.body)
-    if m.loop not in body:
-        return None
-    at = next(i for i, t in enumerate(body) if t is m.loop)
-    before, after = body[:at], body[at + 1:]
-    lets = {}
-    zeroed = False
-    for t in before:
-        if isinstance(t, ir.Let) and isinstance(t.sym.type, ir.ScalarT) and t.sym.kind == "let":
-            lets[id(t.sym)] = t.value
-        elif (isinstance(t, ir.VarDecl) and t.sym is m.acc and isinstance(t.value, ir.Const)
-              and float(t.value.value) == 0.0):
-            zeroed = True
-        else:
-            return None
-    if not zeroed or len(after) != 1:
-        return None
-    st = after[0]
-    if not (isinstance(st, ir.Assign) and st.op is None and isinstance(st.target, ir.Slice)
-            and st.target.base.kind == "tensor" and isinstance(st.value, ir.Ref) and st.value.sym is m.acc
-            and tuple(st.target.type.shape) == (m.TM, m.TN)):
-        return None
-    if st.target.base is m.a.tensor or st.target.base is m.b.tensor:
-        return None      # the next tile may read what this one stores: its copies wait for the store
-    inner = {id(outer.var)} | set(lets)
-    if _uses(m.loop.lo, inner) or _uses(m.loop.hi, inner):
-        return None
-    # the lets at the next turn: outer.var -> outer.var + step, each let inlined in order
-    span = outer.span
-    env: Dict[int, ir.Expr] = {id(outer.var): ir.Binary("+", ir.Ref(outer.var, outer.var.type, span),
-                                                        ir.Const(outer.step, outer.var.type, span),
-                                                        outer.var.type, span)}
-    try:
-        for t in before:
-            if isinstance(t, ir.Let):
-                env[id(t.sym)] = _subst(t.value, env)
-        nstart = m.b.outer if m.b.k_inner else m.b.inner
-        nxt = [_subst(m.a.outer, env), _subst(nstart, env), [_subst(x, env) for x in m.a.fixed],
-               [_subst(x, env) for x in m.b.fixed]]
-    except _NotScalar:
-        return None
-    return st, nxt
-
-
-def plan_tile_loop(m: GemmLoop, outer: Optional[ir.For], threads: int, ring_base: int, target: Target,
-                   plain: Shape) -> Optional[Tuple[TileLoop, Shape, int]]:
-    """(the TileLoop, the ring's shape, the ring's offset) of a GEMM loop in a tile loop, or None
-    when it is not of that form or its ring and staging do not fit: the staging (rows of the
-    store's type, 16 bytes of padding) takes as many rows of the tile as leave the ring the stages
-    of `plain` (its shape alone), at least 64 (a warpgroup's rows) and a divisor of TM."""
-    got = match_tile_loop(m, outer)
-    if got is None:
-        return None
-    st, nxt = got
-    isz = {"f16": 2, "bf16": 2, "f32": 4}.get(st.target.base.type.dtype)
-    if isz is None:
-        return None
-    pitch = m.TN * isz + 16
-    off = -(-ring_base // 16) * 16
-    best = None
-    rows = m.TM
-    while rows >= 64 and m.TM % rows == 0:
-        shp = plan_shape(m, threads, off + rows * pitch, target)
-        if shp is not None:
-            if shp.stages >= plain.stages:
-                best = (rows, shp)
-                break
-            if best is None or shp.stages > best[1].stages:
-                best = (rows, shp)
-        rows //= 2
-    if best is None:
-        return None
-    rows, shp = best
-    tma_store = (isz == 2 and len(st.target.subs) == 2 and m.TN % 64 == 0 and rows <= 256
-                 and all(isinstance(x, ir.SubRange) for x in st.target.subs))
-    tl = TileLoop(outer, st, nxt[0], nxt[1], nxt[2], nxt[3], off, rows, pitch, tma_store)
-    return tl, shp, off + rows * pitch

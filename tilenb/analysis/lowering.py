@@ -54,9 +54,8 @@ from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
-from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop, TileLoop,  # noqa: F401
+from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
-                         plan_tile_loop,
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
@@ -434,11 +433,6 @@ class _Lower:
             if mine and (touched & regs) - mine:
                 for k in mine:
                     bad.setdefault(k, f"its accumulator meets another register tile at line {s.span.line}")
-        outer_of: Dict[int, ir.For] = {}       # id(statement) -> the For whose body holds it directly
-        for s in ir.walk_stmts(kir.body):
-            if isinstance(s, ir.For):
-                for t in s.body:
-                    outer_of[id(t)] = s
         taken: Dict[int, GemmChoice] = {}
         tried: List[GemmChoice] = []
         layouts: Dict[int, WgmmaLayout] = {}
@@ -465,18 +459,13 @@ class _Lower:
                                   f"threads a multiple of 128, two stages in shared memory)")
                 self.why_not[id(m.loop)] = bad[id(m.acc)]
                 continue
-            # the GEMM loop of a tile loop (a persistent CTA's turn over its tiles): the ring carried across tiles
-            carried = plan_tile_loop(m, outer_of.get(id(m.loop)), self.T, ring_off, self.target, shp)
-            tile_loop = None
-            if carried is not None:
-                tile_loop, shp, ring_off = carried
             lay = WgmmaLayout(m.TM, m.TN, self.T // 32, shp.GM, shp.GN)
             if layouts.get(id(m.acc), lay) != lay:
                 bad[id(m.acc)] = "its accumulator would need two wgmma layouts"
                 self.why_not[id(m.loop)] = bad[id(m.acc)]
                 continue
             layouts[id(m.acc)] = lay
-            ch = GemmChoice(m, shp, ring_off, len(taken), tile_loop)
+            ch = GemmChoice(m, shp, ring_off, len(taken))
             taken[id(m.loop)] = ch
             tried.append(ch)
         # an accumulator found unfit late takes every one of its loops back to mma.sync
@@ -984,8 +973,7 @@ class _Lower:
             return ("wgmma TMA pipeline",
                     f"{m.acc.name} += dot over {m.a.tensor.name} [{m.TM}, {m.TK}] and {m.b.tensor.name} {b} tiles: "
                     f"thread 0 copies them by TMA into {shp.stages} swizzled stages of {shp.stage_bytes} bytes, "
-                    f"wgmma m64n{m.TN // shp.GN}k16 by {self.T // 128} warpgroup(s) ({target})"
-                    + (f"; {ch.tile_loop.describe()}" if ch.tile_loop is not None else ""))
+                    f"wgmma m64n{m.TN // shp.GN}k16 by {self.T // 128} warpgroup(s) ({target})")
         if id(s) in low.rings:
             ring = low.rings[id(s)]
             names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)

@@ -224,26 +224,11 @@ def build(kir: ir.KernelIR, lt: Lifetimes, low: KernelLowering, facts) -> SmemMa
         shp, line = ch.shape, ch.loop.loop.span.line
         span = (loop_span(ch.loop.loop),)
         stages_bytes = 1024 + shp.stages * shp.stage_bytes
-        tl = ch.tile_loop
-        if tl is not None:
-            # the ring lives across the tile loop; the accumulator's store has staging of its own
-            span = (loop_span(tl.outer),)
-            regions.append(Region(f"GEMM store staging (line {tl.store.span.line})", "staging", tl.stage_off,
-                                  tl.stage_bytes, (tl.store.span.line,), ((pos[id(tl.store)], pos[id(tl.store)]),),
-                                  what=f"{tl.stage_rows} rows of the accumulator at a time on their way to "
-                                       f"{tl.store.target.base.name} " + (
-                                           "(128-byte swizzled boxes of 64 columns from the first 1024-byte boundary, "
-                                           "stored by TMA bulk copies" if tl.tma_store else
-                                           f"({tl.pitch} bytes a row, stored in 16-byte rows")
-                                       + "; apart from the ring: the next tile's copies land in it meanwhile)",
-                                  key=id(tl.store)))
         regions.append(Region(f"GEMM ring (loop line {line})", "ring stages", ch.ring_off, stages_bytes, (line,), span,
                               what=f"{shp.stages} stages of {shp.stage_bytes} bytes ({ch.loop.a.tensor.name} and "
                                    f"{ch.loop.b.tensor.name} tiles by TMA, swizzled for wgmma), from the first 1024-byte "
-                                   "boundary in these bytes; " + (
-                                       f"kept across the turns of the loop at line {tl.outer.span.line}" if tl is not None
-                                       else "after the loop a store of the accumulator may stage its rows here"),
-                              key=id(ch.loop.loop)))
+                                   "boundary in these bytes; after the loop a store of the accumulator may stage its "
+                                   "rows here", key=id(ch.loop.loop)))
         regions.append(Region(f"GEMM mbarriers (loop line {line})", "mbarriers", ch.ring_off + stages_bytes,
                               16 * shp.stages, (line,), span,
                               what=f"{2 * shp.stages} mbarrier words (full and empty per stage), right after the stages",

@@ -190,7 +190,6 @@ def for_stmt(g, s: ir.For, cta: bool):
     g.ind += 1
     hv = g.new("hi")
     g.emit(f"const long long {hv} = {hi};")
-    gemm.begin_tile_loop(g, s, v, hv)         # a tile loop whose GEMM loop keeps its ring running (sm90.gemm)
     if mode == "flag":
         brk, cnt = g.new("brk"), g.new("cnt")
         g.emit(f"bool {brk} = false;  // some threads may break alone: they run no-op turns")
@@ -250,7 +249,6 @@ def for_stmt(g, s: ir.For, cta: bool):
             g.emit(f"if ({brk}) break;")
         g.ind -= 1
         g.emit("}")
-    gemm.end_tile_loop(g, s)                   # its last bulk stores have read their staging (sm90.gemm)
     g.ind -= 1
     g.emit("}")
 

@@ -39,15 +39,6 @@ Guarantees:
   analysis except the loop's own copies, which this lowering does not use, at the offset the
   analysis' shared-memory map gives (`Analysis.smem`, kinds "ring stages" and "mbarriers"); the
   kernel's dynamic shared memory is that map's (`KernelSource.smem_bytes`).
-- A GEMM loop in a tile loop (`TileLoop`, the analysis' decision, `GemmChoice.tile_loop`) keeps
-  its ring across the tile loop's turns: `begin_tile_loop` sets the mbarriers up once before
-  the tile loop; the turn count `q` of the earlier tiles gives every copy its stage and phase;
-  thread 0 issues the next tile's first S - 1 copies during this tile's last S - 1 turns (only
-  when there is a next tile, this tile has at least S - 1 turns and the next one takes the TMA
-  path too), and every warp releases the last stage after the drain. The accumulator's store
-  then stages through shared memory of its own, never the ring, which has copies in flight,
-  and (`TileLoop.tma_store`) leaves by bulk tensor stores thread 0 waits for only before the
-  staging is written again (`bulk_staged_store`).
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
@@ -63,10 +54,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
-from ...analysis.lowering import GemmLoop, Operand, Shape, TileLoop, WgmmaLayout
+from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
 
 from .. import ctypes_ as C
-from ..emitter import c_add
 from ..generic import exprs, masks, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
@@ -131,19 +121,6 @@ template <int N> __device__ __forceinline__ void tnb_wgmma_wait() { asm volatile
 #endif
 """
 
-# bulk tensor stores from shared memory (emitted only for a kernel whose store takes them)
-TMA_STORE_FUNCTIONS = r"""#ifdef TNB_SM90A
-__device__ __forceinline__ void tnb_tma_store_2d(const tnb_tmap* map, unsigned src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-               :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
-}
-__device__ __forceinline__ void tnb_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void tnb_bulk_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void tnb_bulk_wait0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-#endif
-"""
-
-
 def wgmma_function(kind: str, n: int, trans_b: int, a_in_registers: bool = False) -> Tuple[str, str]:
     """(name, C++ text) of a device function issuing one wgmma m64n{n}k16 with f32
     accumulators d[0 .. n/2) and B from shared memory by descriptor; A from shared memory by
@@ -175,8 +152,7 @@ def tensor_dims(g, sym: ir.Sym) -> List[str]:
     return [str(exprs.dim_c(g, d)) for d in sym.type.dims]
 
 
-def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str,
-                   carried: Optional[Dict[str, object]] = None):
+def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_b: str, fn_name: str):
     """Write the pipelined loop (see the module docstring) in place of `m.loop`.
 
     It reads better whole: it writes one C block (the descriptors, the TMA path's prologue,
@@ -257,23 +233,21 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
         g.emit("}")
         g.emit("tnb_wgmma_commit();")
 
-    def tma_issue(turn: str, local: Optional[str] = None, at=None):
-        """Thread 0: expect the stage's bytes and start the copies of turn `turn` (of the ring; the
-        loop's turn `local`, by default the same, of the tile at `at`: a row, b column, fixed indices)."""
-        a_r, b_c, a_fx, b_fx = at if at is not None else (a_row, b_n, a_fixed, b_fixed)
+    def tma_issue(turn: str):
+        """Thread 0: expect the stage's bytes and start the copies of turn `turn`."""
         st = g.new("st")
         g.emit(f"const unsigned {st} = (unsigned)({turn} % {S});")
-        g.emit(f"const int {st}k = (int)({lov} + ({turn if local is None else local}) * {TK});")
+        g.emit(f"const int {st}k = (int)({lov} + ({turn}) * {TK});")
         g.emit(f"tnb_mbar_expect_tx({bars} + 8 * {st}, {shp.a_bytes + shp.b_bytes});")
         dst = f"{ring} + {st} * {shp.stage_bytes}"
         bar = f"{bars} + 8 * {st}"
-        emit_tma(g, tmap_a, dst, f"{st}k", a_r, a_fx, bar, k_inner=True)
+        emit_tma(g, tmap_a, dst, f"{st}k", a_row, a_fixed, bar, k_inner=True)
         if b.k_inner:
-            emit_tma(g, tmap_b, f"{dst} + {a_pad}", f"{st}k", b_c, b_fx, bar, k_inner=True)
+            emit_tma(g, tmap_b, f"{dst} + {a_pad}", f"{st}k", b_n, b_fixed, bar, k_inner=True)
         else:
             for c in range(TN // shp.chunk_b):
                 emit_tma(g, tmap_b, f"{dst} + {a_pad} + {c * TK * swb}", f"{st}k",
-                         f"{b_c} + {c * shp.chunk_b}", b_fx, bar, k_inner=False)
+                         f"{b_n} + {c * shp.chunk_b}", b_fixed, bar, k_inner=False)
 
     # a box must start on a 16-byte boundary of the contiguous dim (H200: an illegal instruction
     # otherwise): K's start (then every turn, TK * 2 being 32, 64 or 128 bytes) and, for B as
@@ -283,48 +257,43 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     g.ind += 1
     g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
     g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
-    if carried is not None:
-        carried_tma_path(g, shp, carried, nk, bars, ring, a_row, b_n, a_fixed, b_fixed, b.k_inner, mma_stage, tma_issue)
-    else:
-        g.emit("if (tnb_tid == 0) {")
-        g.ind += 1
-        g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
-        g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
-        g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
-        g.ind += 1
-        tma_issue("t")
-        g.ind -= 1
-        g.emit("}")
-        g.ind -= 1
-        g.emit("}")
-        g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
-        it = g.new("it")
-        g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
-        g.ind += 1
-        sv = g.new("s")
-        g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
-        g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
-        mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
-        g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
-        g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
-        g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
-        g.ind += 1
-        nxt = g.new("nx")
-        g.emit(f"const long long {nxt} = {it} + {S - 1};")
-        g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
-               f"  // every warp released it")
-        tma_issue(nxt)
-        g.ind -= 1
-        g.emit("}")
-        g.ind -= 1
-        g.emit("}")
-        g.emit("tnb_wgmma_wait<0>();")
-        g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
+    g.emit("if (tnb_tid == 0) {")
+    g.ind += 1
+    g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
+    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
+    g.emit(f"for (long long t = 0; t < {nk} && t < {S - 1}; ++t) {{")
+    g.ind += 1
+    tma_issue("t")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
+    it = g.new("it")
+    g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
+    g.ind += 1
+    sv = g.new("s")
+    g.emit(f"const unsigned {sv} = (unsigned)({it} % {S});")
+    g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({it} / {S}) & 1));  // stage {sv} has landed")
+    mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
+    g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
+    g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({it} - 1) % {S})));")
+    g.emit(f"if (tnb_tid == 0 && {it} + {S - 1} < {nk}) {{")
+    g.ind += 1
+    nxt = g.new("nx")
+    g.emit(f"const long long {nxt} = {it} + {S - 1};")
+    g.emit(f"if ({nxt} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({nxt} % {S})), (unsigned)((({nxt} / {S}) + 1) & 1));"
+           f"  // every warp released it")
+    tma_issue(nxt)
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.emit("tnb_wgmma_wait<0>();")
+    g.emit("__syncthreads();  // codegen-internal: no thread still waits on the mbarriers")
     g.ind -= 1
     g.emit("} else {")
     g.ind += 1
-    if carried is not None:
-        g.emit(f"{carried['pre']} = 0;  // nothing of the next tile is issued on this path")
     g.emit("// no tensor map for these tensors (e.g. a row stride not a multiple of 16 bytes): every thread")
     g.emit("// copies the stage with bounds checks into the same swizzled layout")
     it2 = g.new("it")
@@ -365,101 +334,6 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     g.emit("}")
     g.ind -= 1
     g.emit("}")
-
-
-
-def end_tile_loop(g, s: ir.For):
-    """After a tile loop whose store leaves by bulk tensor stores: thread 0 waits for the last of
-    them (the CTA's shared memory must outlive their reads, its writes be done by the kernel's end)."""
-    low = g.gemm
-    lw = low.outer.get(id(s)) if low is not None and low.outer else None
-    if lw is None or not lw.tmap_c:
-        return
-    g.emit("#ifdef TNB_SM90A")
-    g.emit(f"if ({lw.carried['out']}) tnb_bulk_wait0();  // the tiles' last bulk stores are done")
-    g.emit("#endif")
-
-
-def carried_tma_path(g, shp: Shape, c: Dict[str, object], nk: str, bars: str, ring: str, a_row: str, b_n: str,
-                     a_fixed: List[str], b_fixed: List[str], b_k_inner: bool, mma_stage, tma_issue):
-    """The TMA path of a GEMM loop whose ring runs on across a tile loop (`TileLoop`, names `c` from
-    `begin_tile_loop`): ring turn q + t for the loop's turn t (q: the turns of the earlier tiles),
-    so stage and phase go on from the last tile; the mbarriers are already set up. Thread 0 issues
-    the turns the last tile has not issued ahead (waiting for their stages to be released), and in
-    the last S - 1 turns of this tile the first S - 1 of the next one, when there is a next tile on
-    this path and this tile has at least S - 1 turns; after the drain every warp releases the last
-    stage."""
-    S = shp.stages
-    tl: TileLoop = c["tile_loop"]
-    q, pre = c["q"], c["pre"]
-    var, hi, step = c["var"], c["hi"], c["step"]
-    # the next tile's coordinates (its lets at the next turn of the tile loop), where there is one
-    has, pf = g.new("hasnx"), g.new("pf")
-    g.emit(f"const bool {has} = {var} + {step} < {hi};  // a next tile for this CTA")
-    na, nb = g.new("nar"), g.new("nbn")
-    g.emit(f"const long long {na} = {has} ? (long long)({exprs.scalar_as(g, tl.next_a_outer, 'index')}) : 0;  // its first row of a")
-    g.emit(f"const long long {nb} = {has} ? (long long)({exprs.scalar_as(g, tl.next_b_n, 'index')}) : 0;  // its first column of b")
-    nfa = [exprs.scalar_as(g, e, "index") for e in tl.next_a_fixed]
-    nfb = [exprs.scalar_as(g, e, "index") for e in tl.next_b_fixed]
-    nxa, nxb = [], []
-    for e in nfa + nfb:
-        x = g.new("nfx")
-        g.emit(f"const long long {x} = {has} ? (long long)({e}) : 0;")
-        (nxa if len(nxa) < len(nfa) else nxb).append(x)
-    cond = [has, f"{nk} >= {S - 1}"] + ([] if b_k_inner else [f"(({nb}) & 7) == 0"])
-    g.emit(f"const bool {pf} = {' && '.join(cond)};  // its first {S - 1} turns are issued in this tile's last ones")
-    g.emit("if (tnb_tid == 0) {")
-    g.ind += 1
-    t = g.new("t")
-    g.emit(f"for (long long {t} = {pre}; {t} < {nk} && {t} < {S - 1}; ++{t}) {{")
-    g.ind += 1
-    gq = g.new("gq")
-    g.emit(f"const long long {gq} = {q} + {t};")
-    g.emit(f"if ({gq} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({gq} % {S})), (unsigned)((({gq} / {S}) + 1) & 1));"
-           f"  // every warp released it")
-    tma_issue(gq, t)
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    it = g.new("it")
-    g.emit(f"for (long long {it} = 0; {it} < {nk}; ++{it}) {{")
-    g.ind += 1
-    gi, sv = g.new("gi"), g.new("s")
-    g.emit(f"const long long {gi} = {q} + {it};  // the ring's turn")
-    g.emit(f"const unsigned {sv} = (unsigned)({gi} % {S});")
-    g.emit(f"tnb_mbar_wait({bars} + 8 * {sv}, (unsigned)(({gi} / {S}) & 1));  // stage {sv} has landed")
-    mma_stage(f"({ring} + {sv} * {shp.stage_bytes})")
-    g.emit("tnb_wgmma_wait<1>();  // the previous turn's products are done: its stage is free")
-    g.emit(f"if ({it} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({gi} - 1) % {S})));")
-    g.emit("if (tnb_tid == 0) {")
-    g.ind += 1
-    nxt, gn = g.new("nx"), g.new("gn")
-    g.emit(f"const long long {nxt} = {it} + {S - 1}, {gn} = {q} + {nxt};")
-    g.emit(f"if ({nxt} < {nk} || {pf}) {{")
-    g.ind += 1
-    g.emit(f"if ({gn} >= {S}) tnb_mbar_wait({bars} + 8 * ({S} + (unsigned)({gn} % {S})), (unsigned)((({gn} / {S}) + 1) & 1));"
-           f"  // every warp released it")
-    g.emit(f"if ({nxt} < {nk}) {{")
-    g.ind += 1
-    tma_issue(gn, nxt)
-    g.ind -= 1
-    g.emit("} else {  // the next tile's turn nx - nk")
-    g.ind += 1
-    tma_issue(gn, f"({nxt} - {nk})", (na, nb, nxa, nxb))
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("tnb_wgmma_wait<0>();")
-    g.emit(f"if ({nk} > 0 && tnb_lane == 0) tnb_mbar_arrive({bars} + 8 * ({S} + (unsigned)(({q} + {nk} - 1) % {S})));"
-           "  // the last stage is free too")
-    g.emit(f"{q} += {nk};")
-    g.emit(f"{pre} = {pf} ? {S - 1} : 0;")
 
 
 def emit_tma(g, tmap: str, dst: str, k: str, other: str, fixed: List[str], bar: str, k_inner: bool):
@@ -527,9 +401,6 @@ class Lowered:
     tmap_a: str
     tmap_b: str
     fn: str
-    tile_loop: Optional[TileLoop] = None    # the ring carried across a tile loop's turns (the analysis')
-    tmap_c: Optional[str] = None            # the tensor map of its store's bulk copies (TileLoop.tma_store)
-    carried: Optional[Dict[str, object]] = None   # its C names, set where the tile loop begins
 
 
 @dataclass
@@ -540,8 +411,6 @@ class Lowering:
     tmaps: List[TmaSpec]
     functions: Dict[str, str]          # device function name -> C++ text
     smem_end: int                      # bytes of shared memory the pipelines need, from 0
-    outer: Dict[int, Lowered] = None   # id(tile loop For) -> the GEMM loop whose ring it carries
-    stores: Dict[int, Lowered] = None  # id(store Assign) -> the GEMM loop whose tile loop it ends
 
 
 def prepare(g) -> Optional[Lowering]:
@@ -565,20 +434,11 @@ def prepare(g) -> Optional[Lowering]:
             tmaps.append(TmaSpec(m.b.tensor.name, m.dtype, (shp.chunk_b, m.TK) + (1,) * nfb, shp.sw_b, tb))
         name, text = wgmma_function(m.dtype, m.TN // shp.GN, 0 if m.b.k_inner else 1)
         fns[name] = text
-        tc = None
-        tl = ch.tile_loop
-        if tl is not None and tl.tma_store and id(m.loop) in low.gemm:
-            tc = f"tnb_tm{k}c"
-            tmaps.append(TmaSpec(tl.store.target.base.name, tl.store.target.base.type.dtype, (64, tl.stage_rows), 128, tc))
-            fns["tnb_tma_store_2d"] = TMA_STORE_FUNCTIONS
         if id(m.loop) in low.gemm:
-            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name, ch.tile_loop, tc)
+            loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
-    used |= {lw.tmap_c for lw in loops.values() if lw.tmap_c}
     tmaps = [t for t in tmaps if t.param in used]
-    outer = {id(lw.tile_loop.outer): lw for lw in loops.values() if lw.tile_loop is not None}
-    stores = {id(lw.tile_loop.store): lw for lw in loops.values() if lw.tile_loop is not None}
-    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end, outer, stores)
+    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end)
 
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
@@ -593,40 +453,7 @@ def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
 
 def emit(g, low: Lowering, s: ir.For):
     lw = low.loops[id(s)]
-    emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn, lw.carried)
-
-
-def begin_tile_loop(g, s: ir.For, var: str, hi: str):
-    """Before the `for` of a tile loop whose GEMM loop carries its ring (`TileLoop`): the count of
-    ring turns over all tiles, the turns of the next tile already issued, and the ring's mbarriers,
-    set up once here. `var` and `hi` are the C names of the loop's variable and end."""
-    low = g.gemm
-    lw = low.outer.get(id(s)) if low is not None and low.outer else None
-    if lw is None:
-        return
-    shp, S = lw.shape, lw.shape.stages
-    q, pre, bars = g.new("rq"), g.new("rpre"), g.new("rbar")
-    g.emit(f"// the GEMM ring of line {lw.loop.loop.span.line} runs on across this loop's turns: mbarriers set up once, "
-           "its turns counted over all tiles, the next tile's first stages copied during this tile's store")
-    g.emit(f"long long {q} = 0;  // ring turns of the earlier tiles")
-    g.emit(f"long long {pre} = 0;  // turns of this tile already issued (during the last tile's store)")
-    g.emit(f"const unsigned {bars} = tnb_smem_u32((unsigned char*)(((unsigned long long)(tnb_smem + {lw.ring_off}) + 1023) "
-           f"& ~1023ull) + {S * shp.stage_bytes});  // full[s] at 8 s, empty[s] at 8 ({S} + s)")
-    g.emit("#ifdef TNB_SM90A")
-    g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
-    g.emit("if (tnb_tid == 0) {")
-    g.ind += 1
-    g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {g.T // 32}); }}")
-    g.emit("tnb_fence_async_smem();  // the barriers are visible to the copy engine")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("__syncthreads();  // codegen-internal: the mbarriers are initialised")
-    g.emit("#endif")
-    out = None
-    if lw.tmap_c:
-        out = g.new("bout")
-        g.emit(f"bool {out} = false;  // thread 0: a bulk store of the staging may still read it")
-    lw.carried = {"out": out, "q": q, "pre": pre, "bars": bars, "var": var, "hi": hi, "step": str(s.step), "tile_loop": lw.tile_loop}
+    emit_gemm_loop(g, lw.loop, lw.shape, lw.ring_off, lw.tmap_a, lw.tmap_b, lw.fn)
 
 
 # ---- the store of a wgmma accumulator to a tensor ----------------------------------------------
@@ -652,51 +479,24 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     if isz not in (2, 4):
         return False
     pitch = lay.N * isz + 16                       # 16 bytes of padding: rows start in different banks
+    ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
+    room = ring.shape.stages * ring.shape.stage_bytes
+    if lay.M * pitch > room:
+        return False
     M, N = lay.M, lay.N
-    own = low.stores.get(id(s)) if low.stores else None
-    if own is not None and own.carried is None:
-        own = None       # (its tile loop was not written by for_stmt: the ring is the loop's own, free now)
-    if (own is not None and own.tmap_c and loc.bounds is None and len(loc.entries) == 2
-            and all(e[0] == "rng" for e in loc.entries)):
-        return bulk_staged_store(g, s, loc, value, mask, lay, own, isz)
-    if own is None:
-        carried = [lw for lw in low.loops.values() if lw.tile_loop is not None]
-        if carried:
-            return False     # a ring kept across a tile loop may have copies in flight: no staging in it
-        ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
-        room = ring.shape.stages * ring.shape.stage_bytes
-        if lay.M * pitch > room:
-            return False
     V = 16 // isz
     st = C.STORE_C[loc.dtype]
     buf = g.new("stg")
-    if own is None:
-        R = M
-        g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
-        g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
-        g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
-    else:
-        tl = own.tile_loop
-        R = tl.stage_rows
-        assert tl.pitch == pitch
-        g.emit(f"// the tile goes through shared memory of its own ({R} rows at a time; the next tile's copies are landing "
-               "in the GEMM ring) and leaves in 16-byte rows")
-        g.emit(f"unsigned char* const {buf} = tnb_smem + {tl.stage_off};")
+    g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves in 16-byte rows")
+    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
+    g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
     exprs.prepare_regions(g, value)
     vdt = value.type.dtype
-    rd = g.new("rd") if R < M else None
 
     def put(at):
         v = exprs.elem_value(g, value, at, (M, N))
-        if rd is None:
-            g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
-        else:
-            g.emit(f"if ({at.i} >= {rd} && {at.i} < {rd} + {R}) "
-                   f"*({st}*)({buf} + ({at.i} - {rd}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
+        g.emit(f"*({st}*)({buf} + ({at.i}) * {pitch} + ({at.j}) * {isz}) = {C.store_bits(v, vdt, loc.dtype)};")
 
-    if rd is not None:
-        g.emit(f"for (int {rd} = 0; {rd} < {M}; {rd} += {R}) {{  // rows rd .. rd + {R} of the tile")
-        g.ind += 1
     # a where the analysis decides per tile (analysis.masks): one sweep per case
     masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=mask))
     g.emit("__syncthreads();  // codegen-internal: the staged tile is complete")
@@ -711,132 +511,22 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
         idx00 = loc.index(0, 0)
         g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{idx00}]) % 16 == 0) && "
                f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
-    if rd is None:
-        g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
-        g.ind += 1
-        g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
-        sr = r
-    else:
-        sr = g.new("sr")      # the row in the staging
-        g.emit(f"for (int {k} = tnb_tid; {k} < {R * N // V}; {k} += {g.T}) {{")
-        g.ind += 1
-        g.emit(f"const int {sr} = {k} / {N // V}, {r} = {rd} + {sr}, {c} = ({k} % {N // V}) * {V};")
+    g.emit(f"for (int {k} = tnb_tid; {k} < {M * N // V}; {k} += {g.T}) {{")
+    g.ind += 1
+    g.emit(f"const int {r} = {k} / {N // V}, {c} = ({k} % {N // V}) * {V};")
     g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
     g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
     g.ind += 1
-    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {sr} * {pitch} + {c} * {isz});")
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {r} * {pitch} + {c} * {isz});")
     g.ind -= 1
     g.emit("} else {")
     g.ind += 1
     e = g.new("e")
     g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
-           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {sr} * {pitch} + {e} * {isz});")
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {r} * {pitch} + {e} * {isz});")
     g.ind -= 1
     g.emit("}")
     g.ind -= 1
     g.emit("}")
     g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
-    if rd is not None:
-        g.ind -= 1
-        g.emit("}")
-    return True
-
-
-def bulk_staged_store(g, s, loc, value, mask, lay, own: Lowered, isz: int) -> bool:
-    """`C[r :+ TM, c :+ TN] = acc` at the end of a tile loop whose ring runs on (`TileLoop` with
-    `tma_store`): `stage_rows` rows at a time, each thread writes its elements into the staging in
-    the 128-byte swizzle of [rows, 64] boxes; thread 0 then stores the boxes with bulk tensor
-    copies and goes on, waiting for them to have read the staging only before it is written
-    again (for the next tile's rows: to be done, so that a later turn's writes to C come after
-    them; and at the tile loop's end). A bulk store writes every element of its box inside C, so
-    it is taken only where the statement's valid region is all of the window inside C (the
-    accumulator valid there), with tensor maps (`tnb_tma`) and the window's first column on a
-    16-byte boundary; elsewhere the CTA stores the staged rows in 16-byte vectors, per element at
-    the edges."""
-    tl = own.tile_loop
-    M, N, R = lay.M, lay.N, tl.stage_rows
-    st = C.STORE_C[loc.dtype]
-    out = own.carried["out"]
-    row0, col0 = loc.entries[0][1], loc.entries[1][1]
-    buf = g.new("stg")
-    g.emit(f"// the tile goes through shared memory of its own ({R} rows at a time, in 128-byte swizzled boxes of 64 "
-           "columns; the next tile's copies are landing in the GEMM ring) and leaves by bulk tensor stores "
-           "(elsewhere in 16-byte rows)")
-    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {tl.stage_off}) + 1023) & ~1023ull);")
-    exprs.prepare_regions(g, value)
-    vdt = value.type.dtype
-    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
-    br = exprs.loc_bounds(g, loc, False)
-    use = g.new("bulk")
-    same = " && ".join(f"({x}) == ({y})" for x, y in zip((mr0, mr1, mc0, mc1), br))
-    g.emit(f"const bool {use} = tnb_tma && ((({col0}) & 7) == 0) && {same};  // bulk stores write the whole window inside C")
-    rd = g.new("rd")
-
-    def addr(row: str, col: str) -> str:
-        return f"{buf} + (({col}) / 64) * {R * 128} + ({row}) * 128 + (((({col}) % 64) * {isz}) ^ ((({row}) & 7) << 4))"
-
-    def put(at):
-        v = exprs.elem_value(g, value, at, (M, N))
-        g.emit(f"if ({at.i} >= {rd} && {at.i} < {rd} + {R}) "
-               f"*({st}*)({addr(f'{at.i} - {rd}', at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
-
-    g.emit(f"for (int {rd} = 0; {rd} < {M}; {rd} += {R}) {{  // rows rd .. rd + {R} of the tile")
-    g.ind += 1
-    g.emit("#ifdef TNB_SM90A")
-    g.emit(f"if (tnb_tid == 0 && {out}) {{ if ({rd} == 0) tnb_bulk_wait0(); else tnb_bulk_wait_read0(); }}"
-           "  // the last tile's bulk stores are done (its writes before this tile's), this one's have read the staging")
-    g.emit("#endif")
-    g.emit("__syncthreads();  // codegen-internal: the staging may be written")
-    sweeps.sweep(g, (M, N), lay, 1, put, mask=mask)
-    g.emit("#ifdef TNB_SM90A")
-    g.emit("tnb_fence_async_smem();  // this thread's staging writes are seen by the bulk copies")
-    g.emit("#endif")
-    g.emit("__syncthreads();  // codegen-internal: the staged rows are complete")
-    g.emit(f"if ({use}) {{")
-    g.ind += 1
-    g.emit("#ifdef TNB_SM90A")
-    g.emit("if (tnb_tid == 0) {")
-    g.ind += 1
-    for ch in range(N // 64):
-        g.emit(f"tnb_tma_store_2d(&{own.tmap_c}, tnb_smem_u32({buf} + {ch * R * 128}), (int)({c_add(col0, ch * 64)}), "
-               f"(int)({row0} + {rd}));")
-    g.emit("tnb_bulk_commit();")
-    g.emit(f"{out} = true;")
-    g.ind -= 1
-    g.emit("}")
-    g.emit("#endif")
-    g.ind -= 1
-    g.emit("} else {")
-    g.ind += 1
-    V = 16 // isz
-    k, r, c, sr = g.new("k"), g.new("r"), g.new("c"), g.new("sr")
-    move = g.low.moves.get(id(s))
-    al = g.new("al")
-    if move is not None and not move.checked:
-        al = None
-        g.emit(f"// every row starts 16-byte aligned ({move.describe()})")
-    else:
-        g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{loc.index(0, 0)}]) % 16 == 0) && "
-               f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
-    g.emit(f"for (int {k} = tnb_tid; {k} < {R * N // V}; {k} += {g.T}) {{")
-    g.ind += 1
-    g.emit(f"const int {sr} = {k} / {N // V}, {r} = {rd} + {sr}, {c} = ({k} % {N // V}) * {V};")
-    g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
-    g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
-    g.ind += 1
-    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({addr(sr, c)});")
-    g.ind -= 1
-    g.emit("} else {")
-    g.ind += 1
-    e = g.new("e")
-    g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
-           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({addr(sr, e)});")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    g.ind -= 1
-    g.emit("}")
     return True
