@@ -1,5 +1,6 @@
-"""Global-memory sectors of per-thread element accesses (`X[i, j]` read or written by each thread on
-its own), for one launch.
+"""Global-memory sectors and shared-memory wavefronts of per-thread element accesses (`X[i, j]` or
+`buf[0, t]` read or written by each thread on its own), and the turns each CTA runs the lines of
+its loops, for one launch.
 
 The copy plans count the tile statements' tensor traffic; per-thread code moves single elements,
 and which ones depends on each thread's indices, its loops and its branches, so it is counted here
@@ -12,10 +13,21 @@ once (numpy arrays over the lanes), with the launch's runtime extents and scalar
   warp-wide load or store); its sectors are the distinct 32-byte sectors its active lanes' elements
   lie in (an element never straddles a sector: tensors are aligned and elements at most 16
   bytes). An `op=` store (`Y[i] += v`) reads the element and writes it: two requests.
+- A per-thread atomic (`atomic_add(H[b], 1)`) is one read-modify-write request (RED/ATOM, done
+  in L2) per warp with active lanes, its sectors counted as a load's. Where an index is a value
+  read from memory (a histogram's bin), a request touches at least one sector and at most
+  min(active lanes, the tensor's sectors): `ElementTraffic.sectors_upper` gives that range.
+- An element of a tile of the kernel's own (a var or let tile that no tile statement also
+  touches: tile statements may lay it out swizzled) is a shared-memory access: one request per
+  warp with active lanes, its wavefronts by `layout.wavefronts_per_request` (32 banks of 4 bytes,
+  row-major offsets; where the tile starts does not change one request's conflicts).
+- `statement_turns` counts, per line inside a loop, how many times each CTA runs it (the copy
+  plans' figures are per execution), and the CTAs whose every tensor slice stays inside its
+  tensor at every turn.
 - A `while` runs while its condition holds for some thread, each thread as long as it holds
   for it.
 - Tile statements are left to the copy plans; a launch too large to follow (more than
-  MAX_WORK lane-steps), a `break`, `continue` or `return`, a per-thread atomic, or an index,
+  MAX_WORK lane-steps), a `break`, `continue` or `return`, or a tensor index,
   condition or loop bound from a value this following does not know (a var assigned from
   memory, a tensor element, a scalar argument not given) makes the whole answer unknown (None,
   with what stopped it), never a guess.
