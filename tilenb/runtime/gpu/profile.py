@@ -749,7 +749,7 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
         if names and meas:
             per = f" ({meas / f.requests:.1f} a request)" if f.requests else ""
             stop = prof.element_unknown or ("a value it does not follow (an index or a branch from a var, a tensor "
-                                            "element or an unknown scalar, a break, continue or return, an atomic)")
+                                            "element or an unknown scalar, a break, continue or return)")
             return (f"per-thread code: each thread accesses single elements of {', '.join(names)}, which the "
                     f"analysis could not follow for this launch (analysis.thread_traffic stopped at {stop}), "
                     f"so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
