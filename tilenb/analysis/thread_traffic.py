@@ -1,5 +1,6 @@
-"""Global-memory sectors of per-thread element accesses (`X[i, j]` read or written by each thread on
-its own), for one launch.
+"""Global-memory sectors and shared-memory wavefronts of per-thread element accesses (`X[i, j]` or
+`buf[0, t]` read or written by each thread on its own), and the turns each CTA runs the lines of
+its loops, for one launch.
 
 The copy plans count the tile statements' tensor traffic; per-thread code moves single elements,
 and which ones depends on each thread's indices, its loops and its branches, so it is counted here
@@ -12,10 +13,21 @@ once (numpy arrays over the lanes), with the launch's runtime extents and scalar
   warp-wide load or store); its sectors are the distinct 32-byte sectors its active lanes' elements
   lie in (an element never straddles a sector: tensors are aligned and elements at most 16
   bytes). An `op=` store (`Y[i] += v`) reads the element and writes it: two requests.
+- A per-thread atomic (`atomic_add(H[b], 1)`) is one read-modify-write request (RED/ATOM, done
+  in L2) per warp with active lanes, its sectors counted as a load's. Where an index is a value
+  read from memory (a histogram's bin), a request touches at least one sector and at most
+  min(active lanes, the tensor's sectors): `ElementTraffic.sectors_upper` gives that range.
+- An element of a tile of the kernel's own (a var or let tile that no tile statement also
+  touches: tile statements may lay it out swizzled) is a shared-memory access: one request per
+  warp with active lanes, its wavefronts by `layout.wavefronts_per_request` (32 banks of 4 bytes,
+  row-major offsets; where the tile starts does not change one request's conflicts).
+- `statement_turns` counts, per line inside a loop, how many times each CTA runs it (the copy
+  plans' figures are per execution), and the CTAs whose every tensor slice stays inside its
+  tensor at every turn.
 - A `while` runs while its condition holds for some thread, each thread as long as it holds
   for it.
 - Tile statements are left to the copy plans; a launch too large to follow (more than
-  MAX_WORK lane-steps), a `break`, `continue` or `return`, a per-thread atomic, or an index,
+  MAX_WORK lane-steps), a `break`, `continue` or `return`, or a tensor index,
   condition or loop bound from a value this following does not know (a var assigned from
   memory, a tensor element, a scalar argument not given) makes the whole answer unknown (None,
   with what stopped it), never a guess.
@@ -42,15 +54,30 @@ class _Unknown(Exception):
     pass
 
 
+class _FromMemory(Exception):
+    """An index that is a value read from memory (its bounds are the tensor's, its value unknown)."""
+
+
 @dataclass
 class ElementTraffic:
-    """One source line's per-thread element accesses of tensors over a launch: `sectors` (32-byte
-    sectors, summed over the requests), `requests` (warp-wide accesses with at least one active
-    lane), `tensors` (the tensors accessed, in the order met)."""
+    """One source line's per-thread element accesses over a launch: of tensors, `sectors` (32-byte
+    sectors, summed over the requests; at least, where an index comes from memory) and
+    `sectors_upper` (at most: the same unless an index is a value read from memory),
+    `requests` (warp-wide accesses with at least one active lane), `tensors` (the tensors
+    accessed, in the order met); of shared tiles, `wavefronts` (summed over the warp requests,
+    `layout.wavefronts_per_request`), `shared_requests`, `tiles`."""
     line: int
     sectors: int = 0
     requests: int = 0
     tensors: Tuple[str, ...] = ()
+    sectors_upper: Optional[int] = None
+    wavefronts: int = 0
+    shared_requests: int = 0
+    tiles: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.sectors_upper is None:
+            self.sectors_upper = self.sectors
 
 
 def element_sectors(kir: ir.KernelIR, grid, dims: Dict[str, int],
@@ -73,8 +100,46 @@ def element_sectors(kir: ir.KernelIR, grid, dims: Dict[str, int],
 def _has_element(s) -> bool:
     if isinstance(s, ir.Assign) and isinstance(s.target, ir.Slice):
         return False
-    return any(isinstance(x, ir.Element) and x.base.kind == "tensor"
+    if isinstance(s, ir.Atomic) and not s.tile:
+        return True
+    return any(isinstance(x, ir.Element) and _followed(x)
                for e in ir.stmt_exprs(s) for x in ir.walk_expr(e))
+
+
+@dataclass
+class StatementTurns:
+    """What following the loops of one launch gives: `lines` ({line: {turns: CTAs that run the
+    line that many times}}, for the statement lines inside a loop; a line outside every loop runs
+    once a CTA) and `full_ctas` (the CTAs whose every tensor slice, at every turn, lies wholly
+    inside its tensor: those the copy plans' figures describe exactly)."""
+    lines: Dict[int, Dict[int, int]]
+    full_ctas: int
+
+
+def statement_turns(kir: ir.KernelIR, grid, dims: Dict[str, int],
+                    scalars: Optional[Dict[str, object]] = None) -> Optional[StatementTurns]:
+    """How many times each CTA of one launch runs each statement line inside a loop, and which
+    CTAs take every tensor slice inside its tensor (`StatementTurns`). The copy plans' figures
+    are per CTA and per execution of the statement, so a copy inside `for k in range(0, K, TK)`
+    moves its figure once a turn. None when the kernel has no loop (every line runs once a CTA:
+    `count_full_ctas` of the profile tells the full CTAs) or where the loops cannot be followed
+    for this launch (as `element_sectors`: a bound or a slice start from memory, an unknown
+    scalar, too many lane-steps)."""
+    if not any(isinstance(s, (ir.For, ir.While)) for s in ir.walk_stmts(kir.body)):
+        return None
+    try:
+        run = _Run(kir, grid, dims, scalars or {})
+        run.check_slices = True
+        run.go()
+    except _Unknown:
+        return None
+    out: Dict[int, Dict[int, int]] = {}
+    for line, per in run.execs.items():
+        if line not in run.looped:
+            continue
+        vals, counts = np.unique(per, return_counts=True)
+        out[line] = {int(v): int(c) for v, c in zip(vals, counts)}
+    return StatementTurns(out, int(np.count_nonzero(run.full)))
 
 
 class _Run:
@@ -95,6 +160,23 @@ class _Run:
         self.work = 0
         self.out: Dict[int, ElementTraffic] = {}
         self.body = kir.body
+        self.cta = cta
+        self.ctas = g[0] * g[1] * g[2]
+        self.execs: Dict[int, np.ndarray] = {}       # line -> times each CTA ran it
+        self.looped = set()                          # lines run inside a loop
+        self.depth = 0
+        self.check_slices = False                    # statement_turns: also which CTAs' slices are inside
+        self.full = np.ones(self.ctas, dtype=bool)
+        # tiles a tile statement also reads or writes: their layout (a swizzle) is the copy plans'
+        self.tile_stmt_tiles = set()
+        for st in ir.walk_stmts(kir.body):
+            if isinstance(st, ir.Assign) and isinstance(st.target, ir.Slice) or isinstance(st, ir.Atomic) and st.tile:
+                for e in ir.stmt_exprs(st):
+                    for x in ir.walk_expr(e):
+                        if isinstance(x, ir.Ref) and isinstance(x.type, ir.TileT):
+                            self.tile_stmt_tiles.add(id(x.sym))
+                        if isinstance(x, ir.Slice) and isinstance(x.base.type, ir.TileT):
+                            self.tile_stmt_tiles.add(id(x.base))
 
     def go(self):
         self.block(self.body, np.ones(self.n, dtype=bool))
@@ -109,12 +191,26 @@ class _Run:
 
     def stmt(self, s, mask):
         line = s.span.line
+        per = self.execs.get(line)
+        if per is None:
+            per = self.execs[line] = np.zeros(self.ctas, dtype=np.int64)
+        per += np.bincount(self.cta[mask], minlength=self.ctas) > 0
+        if self.depth:
+            self.looped.add(line)
+        if self.check_slices and not isinstance(s, (ir.For, ir.While, ir.If)):
+            self.slices_inside(s, mask, line)
         if isinstance(s, (ir.Break, ir.Continue, ir.Return)):
             raise _Unknown(f"the {type(s).__name__.lower()} at line {line}")
         if isinstance(s, ir.Atomic):
             if s.tile:
                 return
-            raise _Unknown(f"the atomic at line {line} (an L2 read-modify-write)")
+            # a per-thread atomic on a tensor element: the index and value reads, then one
+            # read-modify-write request (RED/ATOM, done in L2) per warp with active lanes
+            self.touch(s.value, mask, line)
+            for x in s.target.indices:
+                self.touch(x, mask, line)
+            self.access(s.target, mask, line)
+            return
         if isinstance(s, ir.While):
             while True:
                 c = np.broadcast_to(np.asarray(self.ev(s.cond, line), dtype=bool), (self.n,))
@@ -126,7 +222,9 @@ class _Run:
                 if self.turns > MAX_TURNS or self.work > MAX_WORK:
                     raise _Unknown(f"the loop at line {line} runs too long to follow")
                 self.touch(s.cond, act, line)
+                self.depth += 1
                 self.block(s.body, act)
+                self.depth -= 1
         if isinstance(s, ir.Assign) and isinstance(s.target, ir.Slice):
             return                                    # a tile statement: the copy plans'
         if isinstance(s, (ir.Let, ir.VarDecl)):
@@ -141,7 +239,7 @@ class _Run:
             if isinstance(tgt, ir.Element):
                 for x in tgt.indices:
                     self.touch(x, mask, s.span.line)
-                if tgt.base.kind == "tensor":
+                if _followed(tgt):
                     if s.op:
                         self.access(tgt, mask, s.span.line)
                     self.access(tgt, mask, s.span.line)
@@ -173,40 +271,121 @@ class _Run:
                 if self.turns > MAX_TURNS or self.work > MAX_WORK:
                     raise _Unknown(f"the loop at line {s.span.line} runs too long to follow")
                 self.env[id(s.var)] = v
+                self.depth += 1
                 self.block(s.body, act)
+                self.depth -= 1
                 k += 1
             return
         # barriers, cluster reductions: no element access
+
+    def slices_inside(self, s, mask, line):
+        """Clear `full` for the CTAs where a tensor slice of `s` reaches outside its tensor."""
+        for e in ir.stmt_exprs(s):
+            for x in ir.walk_expr(e):
+                if type(x) is not ir.Slice or x.base.kind != "tensor":
+                    continue
+                inside = np.ones(self.n, dtype=bool)
+                for sub, d in zip(x.subs, x.base.type.dims):
+                    if isinstance(sub, ir.SubRange) and sub.full:
+                        continue
+                    if isinstance(sub, ir.SubRange):
+                        lo, length = self.ev(sub.start, line), int(sub.length)
+                    else:
+                        lo, length = self.ev(sub.index, line), 1
+                    lo = np.broadcast_to(np.asarray(lo, dtype=np.int64), (self.n,))
+                    inside &= (lo >= 0) & (lo + length <= self.extent(d))
+                self.full[np.unique(self.cta[mask & ~inside])] = False
 
     # -- element accesses
     def touch(self, e, mask, line):
         """Record the tensor element reads inside `e` (not those of tile expressions)."""
         for x in ir.walk_expr(e):
-            if isinstance(x, ir.Element) and x.base.kind == "tensor":
+            if isinstance(x, ir.Element) and _followed(x):
                 self.access(x, mask, line)
 
     def access(self, el: ir.Element, mask, line):
+        if el.base.kind != "tensor":
+            return self.shared_access(el, mask, line)
         dims = el.base.type.dims
-        if el.flat:
-            off = np.asarray(self.ev(el.indices[0], line), dtype=np.int64)
-        else:
-            if len(el.indices) != len(dims):
-                raise _Unknown(f"the element of {el.base.name} at line {line}")
-            off = np.zeros((), dtype=np.int64)
-            for ix, d in zip(el.indices, dims):
-                off = off * self.extent(d) + np.asarray(self.ev(ix, line), dtype=np.int64)
-        off = np.broadcast_to(off, (self.n,))[mask]
         warp = self.warp[mask]
-        eb = dtype(el.base.type.dtype).itemsize
-        sec = (off * eb) // SECTOR
-        if len(sec) == 0:
+        if len(warp) == 0:
             return
+        eb = dtype(el.base.type.dtype).itemsize
+        try:
+            off = self.offset(el, [self.extent(d) for d in dims], line)
+        except _FromMemory:
+            # an index read from memory (a histogram's bin): each request touches at least one
+            # sector and at most one a lane, and no more than the tensor has
+            size = 1
+            for d in dims:
+                size *= self.extent(d)
+            whole = -(-size * eb // SECTOR)
+            lanes = np.bincount(warp)
+            lanes = lanes[lanes > 0]
+            rec = self.out.setdefault(line, ElementTraffic(line))
+            rec.sectors += int(len(lanes))
+            rec.sectors_upper += int(np.minimum(lanes, whole).sum())
+            rec.requests += int(len(lanes))
+            if el.base.name not in rec.tensors:
+                rec.tensors = rec.tensors + (el.base.name,)
+            return
+        off = np.broadcast_to(off, (self.n,))[mask]
+        sec = (off * eb) // SECTOR
         span = int(sec.max() - sec.min()) + 1
         rec = self.out.setdefault(line, ElementTraffic(line))
-        rec.sectors += int(len(np.unique(warp * span + (sec - sec.min()))))
+        n = int(len(np.unique(warp * span + (sec - sec.min()))))
+        rec.sectors += n
+        rec.sectors_upper += n
         rec.requests += int(len(np.unique(warp)))
         if el.base.name not in rec.tensors:
             rec.tensors = rec.tensors + (el.base.name,)
+
+    def offset(self, el: ir.Element, extents, line):
+        """The element offsets (row-major over `extents`) of `el` for every lane; _FromMemory
+        where an index is a value read from memory, _Unknown for anything else not followed."""
+        if el.flat:
+            return np.asarray(self.index(el.indices[0], line), dtype=np.int64)
+        if len(el.indices) != len(extents):
+            raise _Unknown(f"the element of {el.base.name} at line {line}")
+        off = np.zeros((), dtype=np.int64)
+        for ix, d in zip(el.indices, extents):
+            off = off * int(d) + np.asarray(self.index(ix, line), dtype=np.int64)
+        return off
+
+    def index(self, e, line):
+        if any(isinstance(x, ir.Element) for x in ir.walk_expr(e)):
+            try:
+                return self._ev(e)
+            except _Unknown:
+                raise _FromMemory from None
+        return self.ev(e, line)
+
+    def shared_access(self, el: ir.Element, mask, line):
+        """One warp request per warp with active lanes, its wavefronts by the bank model (a tile
+        that per-thread code subscripts by thread lives in shared memory, laid out row-major:
+        the bank pattern of one request does not depend on where the tile starts, its start
+        being aligned to its element)."""
+        from .layout import wavefronts_per_request
+        if id(el.base) in self.tile_stmt_tiles:
+            return      # tile statements also access it: its layout (a swizzle) is the copy plans', not counted here
+        shape = [int(x) for x in el.base.type.shape]
+        try:
+            off = self.offset(el, shape, line)
+        except (_FromMemory, _Unknown):
+            return      # an index this following does not know: not counted (the global figures stand)
+        off = np.broadcast_to(off, (self.n,))[mask]
+        warp = self.warp[mask]
+        if len(warp) == 0:
+            return
+        eb = dtype(el.base.type.dtype).itemsize
+        uniq, dense = np.unique(warp, return_inverse=True)
+        lane = (self.ctx["thread"] % 32)[mask]
+        wf = wavefronts_per_request(dense.astype(np.int64), lane, off * eb, eb)
+        rec = self.out.setdefault(line, ElementTraffic(line))
+        rec.wavefronts += int(wf.sum())
+        rec.shared_requests += int(len(uniq))
+        if el.base.name not in rec.tiles:
+            rec.tiles = rec.tiles + (el.base.name,)
 
     def extent(self, d):
         if isinstance(d, int):
@@ -304,6 +483,13 @@ class _Run:
         if t is ir.Element:
             raise _Unknown(f"an element of {e.base.name} (a value read from memory)")
         raise _Unknown(f"a {t.__name__.lower()} value")   # tiles, reductions: values unknown
+
+
+def _followed(el) -> bool:
+    """An element access this following counts: of a tensor, or of a tile of the kernel's own (a
+    var or let tile; a view's elements are its base's)."""
+    return isinstance(el, ir.Element) and (el.base.kind == "tensor" or
+                                           (el.base.kind in ("var", "let") and isinstance(el.base.type, ir.TileT)))
 
 
 class _UnknownValue:

@@ -195,6 +195,9 @@ class Profile:
     # where each tensor slice starts in a sector, per CTA (`start_bytes` of the launch); None: unknown
     start_bytes: Optional[list] = None
     element_unknown: str = ""         # what stopped analysis.thread_traffic where element_traffic is None
+    # times each CTA runs each line inside a loop (analysis.thread_traffic.statement_turns of the
+    # launch): line -> {turns: CTAs}; None where the loops cannot be followed (each line once a CTA)
+    turns: Optional[Dict[int, Dict[int, int]]] = field(default_factory=dict)
 
     @property
     def ctas(self) -> int:
@@ -233,7 +236,7 @@ class Profile:
         # the slice starts' counts are over the Profile's own full CTAs: not for another count
         starts = self.start_bytes if full_ctas == self.full_ctas else None
         pred = predicted_lines(analysis, ctas, full_ctas, also_lines=measured, elements=self.element_traffic,
-                               starts=starts)
+                               starts=starts, turns=self.turns)
         rows = []
         for r in pred:
             f = self.lines.get(r["line"], LineFigures(r["line"]))
@@ -372,7 +375,7 @@ def check_full_ctas(full_ctas, ctas: Optional[int] = None) -> int:
 
 
 def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_lines=(),
-                    elements: Optional[Dict[int, object]] = None, starts=None) -> List[dict]:
+                    elements: Optional[Dict[int, object]] = None, starts=None, turns=None) -> List[dict]:
     """The analysis' figures for one launch of `ctas` CTAs, per tile line with a copy plan, shared
     traffic or per-thread element accesses (and per line of `also_lines`), two rows a line:
     {"line", "metric" ("global sectors" / "shared wavefronts"), "per_cta", "predicted" (per_cta x
@@ -386,19 +389,42 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
     split as `Analysis.traffic()`. Where `starts` (`start_bytes` of the launch) says where a copy's
     slice starts in a sector in each CTA, the copy counts its figure at that byte
     (`CopyPlan.sectors_by_start`) per CTA, over the full CTAs and over all, instead of its worst
-    case times the CTAs. The one home of the prediction `Profile.compare` and
-    `LaunchPrediction` show."""
+    case times the CTAs. Where `turns` (`statement_turns` of the launch: line -> {turns: CTAs})
+    has a line, the line runs that many times in each CTA (a copy in a loop moves its figure once
+    a turn): its per-CTA figures count once per turn, over all CTAs for the upper end and over
+    the `full_ctas` CTAs that run it fewest times for the lower end. Per-thread element
+    accesses add their shared wavefronts to the wavefront rows, and their sectors (at least, at
+    most: `ElementTraffic.sectors_upper` where an index is read from memory) to the sector
+    rows. The one home of the prediction `Profile.compare` and `LaunchPrediction` show."""
     full = ctas if full_ctas is None else check_full_ctas(full_ctas, ctas)
     elements = elements or {}
+    turns = turns or {}
+
+    def executions(line) -> Tuple[int, int]:
+        """(executions by the `full` CTAs that run the line fewest times, by all CTAs)."""
+        per = turns.get(int(line))
+        if not per:
+            return full, ctas
+        total, low, left = 0, 0, full
+        for t in sorted(per):
+            n = int(per[t])
+            total += int(t) * n
+            take = min(left, n)
+            low += int(t) * take
+            left -= take
+        ran = sum(int(n) for n in per.values())     # CTAs that ran it at all; the others 0 times
+        low = 0 if full > ran else low
+        return low, total
     at_start = {(int(line), name): counts for line, name, counts in (starts or ())}
 
     def copy_sectors(p) -> Tuple[int, int]:
         counts = at_start.get((int(p.line), p.tensor))
         by = dict(p.sectors_by_start or ())
-        if counts and by and all(int(r) in by for r in counts) and full_ctas is not None:
+        if counts and by and all(int(r) in by for r in counts) and full_ctas is not None and int(p.line) not in turns:
             return (sum(n_full * by[int(r)] for r, (n_full, _) in counts.items()),
                     sum(n_all * by[int(r)] for r, (_, n_all) in counts.items()))
-        return int(p.sectors) * full, int(p.sectors) * ctas
+        lo_n, hi_n = executions(p.line)
+        return int(p.sectors) * lo_n, int(p.sectors) * hi_n
     plans: Dict[int, list] = {}
     for cp in analysis.copies:
         plans.setdefault(int(cp.line), []).append(cp)
@@ -413,15 +439,22 @@ def predicted_lines(analysis, ctas: int, full_ctas: Optional[int] = None, also_l
                 ("global sectors", sum(int(p.sectors) for p in ps), []),
                 ("shared wavefronts", sum(int(p.wavefronts) for p in ps) + sum(int(t.wavefronts) for t in ts),
                  [(t.kind, t.tile, int(t.wavefronts)) for t in ts if t.wavefronts])):
-            add = int(el.sectors) if el is not None and metric == "global sectors" else 0
+            if el is None:
+                add = add_hi = 0
+            elif metric == "global sectors":
+                add, add_hi = int(el.sectors), int(el.sectors_upper)
+            else:
+                add = add_hi = int(el.wavefronts)
             if metric == "global sectors":
                 lo = sum(copy_sectors(p)[0] for p in ps)
                 hi = sum(copy_sectors(p)[1] for p in ps)
             else:
-                lo, hi = per_cta * full, per_cta * ctas
+                lo_n, hi_n = executions(line)
+                lo, hi = per_cta * lo_n, per_cta * hi_n
+            shown = el if el is not None and (el.tensors if metric == "global sectors" else el.tiles) else None
             rows.append({"line": line, "metric": metric, "per_cta": per_cta, "predicted": lo + add,
-                         "predicted_upper": hi + add, "plans": ps, "beyond_copies": also,
-                         "elements": el if metric == "global sectors" else None})
+                         "predicted_upper": hi + add_hi, "plans": ps, "beyond_copies": also,
+                         "elements": shown})
     return rows
 
 
@@ -645,10 +678,14 @@ def predict_launch(kernel, grid, args, tune: Optional[dict] = None, full_ctas: O
     ctas = int(np.prod(g))
     if full_ctas is None:
         full_ctas = count_full_ctas(ch.kir, g, dims, ch.bound.scalars)
-    from ...analysis.thread_traffic import element_sectors
+    from ...analysis.thread_traffic import element_sectors, statement_turns
     elements = element_sectors(ch.kir, g, dims, ch.bound.scalars)
     starts = start_bytes(ch.kir, g, dims, ch.bound.scalars)
-    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements, starts=starts)
+    st = statement_turns(ch.kir, g, dims, ch.bound.scalars)
+    turns = st.lines if st is not None else None
+    if full_ctas is None and st is not None:
+        full_ctas = st.full_ctas
+    rows = [r for r in predicted_lines(a, ctas, full_ctas, elements=elements, starts=starts, turns=turns)
             if r["plans"] or r["beyond_copies"] or r["elements"]]
     rows = [r for r in rows if r["per_cta"] or r["elements"] or r["metric"] == "global sectors"]
     return LaunchPrediction(kernel.name, g, dims, full_ctas, a, rows)
@@ -712,7 +749,7 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
         if names and meas:
             per = f" ({meas / f.requests:.1f} a request)" if f.requests else ""
             stop = prof.element_unknown or ("a value it does not follow (an index or a branch from a var, a tensor "
-                                            "element or an unknown scalar, a break, continue or return, an atomic)")
+                                            "element or an unknown scalar, a break, continue or return)")
             return (f"per-thread code: each thread accesses single elements of {', '.join(names)}, which the "
                     f"analysis could not follow for this launch (analysis.thread_traffic stopped at {stop}), "
                     f"so it predicts none of its sectors; ncu counted {meas} sectors in {f.requests} "
@@ -983,7 +1020,8 @@ def build_profile(raw_csv: str, source_csv: str, job: dict) -> Profile:
                    helper_calls={k: [int(x) for x in v] for k, v in calls.items()},
                    element_traffic=_elements_from_job(job.get("element_traffic", {})),
                    start_bytes=_starts_from_job(job.get("start_bytes")),
-                   element_unknown=job.get("element_unknown", ""))
+                   element_unknown=job.get("element_unknown", ""),
+                   turns=_turns_from_job(job.get("turns", {})))
 
 
 def _starts_from_job(d):
@@ -997,8 +1035,16 @@ def _elements_from_job(d) -> Optional[Dict[int, object]]:
     from ...analysis.thread_traffic import ElementTraffic
     if d is None:
         return None
-    return {int(k): ElementTraffic(int(k), int(v["sectors"]), int(v["requests"]), tuple(v["tensors"]))
+    return {int(k): ElementTraffic(int(k), int(v["sectors"]), int(v["requests"]), tuple(v["tensors"]),
+                                   int(v.get("sectors_upper", v["sectors"])), int(v.get("wavefronts", 0)),
+                                   int(v.get("shared_requests", 0)), tuple(v.get("tiles", ())))
             for k, v in d.items()}
+
+
+def _turns_from_job(d) -> Optional[Dict[int, Dict[int, int]]]:
+    if d is None:
+        return None
+    return {int(line): {int(t): int(n) for t, n in per.items()} for line, per in d.items()}
 
 
 # ---- running ncu -----------------------------------------------------------------------------
@@ -1132,20 +1178,35 @@ def make_job(kernel, ch) -> dict:
     ks = kernel_source(kernel, ch.kir)
     off = kernel.module.checked.source.line_offset
     lined = N.lined_source(ks.source, off)
-    from ...analysis.thread_traffic import element_sectors
+    from ...analysis.thread_traffic import element_sectors, statement_turns
     dims = {k: int(v) for k, v in ch.bound.dims.items()}
     why: List[str] = []
     el = element_sectors(ch.kir, tuple(ch.grid), dims, ch.bound.scalars, why)
+    st = statement_turns(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)
+    full = count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)
+    if full is None and st is not None:
+        full = st.full_ctas
     return {"kernel": kernel.name, "symbol": kernel_symbol(ch.kir), "variant": dict(ch.tune),
             "grid": list(ch.grid), "dims": dims,
-            "full_ctas": count_full_ctas(ch.kir, tuple(ch.grid), dims, ch.bound.scalars),
+            "full_ctas": full,
             "start_bytes": _starts_to_job(start_bytes(ch.kir, tuple(ch.grid), dims, ch.bound.scalars)),
             "element_unknown": why[0] if why else "",
+            "turns": _turns_to_job(st.lines if st is not None else None),
             "element_traffic": None if el is None else {str(k): {"sectors": v.sectors, "requests": v.requests,
+                                                                 "sectors_upper": v.sectors_upper,
+                                                                 "wavefronts": v.wavefronts,
+                                                                 "shared_requests": v.shared_requests,
+                                                                 "tiles": list(v.tiles),
                                                                  "tensors": list(v.tensors)} for k, v in el.items()},
             "barriers": [list(b) for b in lined.barriers],
             "helper_calls": N.helper_calls(ks.source, off),
             "helper_lines": {str(k): v for k, v in N.helper_of_line(ks.source).items()}}
+
+
+def _turns_to_job(turns):
+    if turns is None:
+        return None
+    return {str(line): {str(t): n for t, n in per.items()} for line, per in turns.items()}
 
 
 def _starts_to_job(starts):
