@@ -46,3 +46,37 @@ def test_tutorial_04_measured_inside_predicted(predictions):
                 ("length_histogram", 6, "global sectors")]:
         assert key in predictions
     assert checked == len(rows) - 1 - sum(r["verdict"] == "accounted" for r in rows)
+
+
+def test_the_generic_dots_operand_reads_are_named_as_the_reason():
+    """project line 11 (`acc += dot(a, b)` of two shared tiles, no tensor cores): the H200 counted
+    16,128 shared wavefronts there, 15,744 of them loads (LDS 15360, LDS.128 384); the analysis
+    predicts only the accumulator's. The compare row names the mechanism: the dot reads its
+    operand tiles a and b element by element."""
+    import numpy as np
+    import tilenb
+    from tilenb.runtime.gpu.profile import LineFigures, Profile
+    src = '''
+@launch(128)
+kernel project(A: tensor<f32>[M, K], W: tensor<f32>[K, 64], C: tensor<f32>[M, 64]) {
+  let r = ctx.block.x * 16
+  var acc: tile<f32>[16, 64] = 0.0
+  for k in range(0, K, 16) {
+    var a = A[r :+ 16, k :+ 16]
+    var b = W[k :+ 16, :]
+    acc += dot(a, b)
+  }
+  C[r :+ 16, :] = acc
+}'''
+    k = tilenb.compile(src, backend="cpu").project
+    prof = Profile("project", "project", {}, (3, 1, 1), {"M": 40, "K": 64},
+                   {9: LineFigures(9, wavefronts=16128, ld_wavefronts=15744, st_wavefronts=384,
+                                   ideal_wavefronts=16128)}, [], {}, [], {})
+    an = prof.analysis(k)
+    rows = [r for r in prof.compare(an) if r["line"] == 9 and r["metric"] == "shared wavefronts"]
+    assert len(rows) == 1 and not rows[0]["ok"] and not rows[0]["accounted"]
+    assert rows[0]["measured"] == 16128 > rows[0]["predicted_upper"]
+    assert rows[0]["reason"].startswith("the dot at this line reads its operand tiles a, b from shared memory "
+                                        "element by element")
+    # a line without such a dot keeps its own reason
+    assert "dot at this line" not in " ".join(r["reason"] for r in prof.compare(an) if r["line"] != 9)

@@ -737,10 +737,18 @@ def _explain(prof: "Profile", analysis, r: dict, f: LineFigures, pred: List[dict
       (the same statement partition and offsets): the line issues no shared load, NVRTC reuses
       the registers it stored from; the line's predicted stores alone match;
     - a shared store that the next write of the tile, by the same threads and before any
-      barrier, overwrites wholly: NVRTC drops it (no shared store at the line)."""
+      barrier, overwrites wholly: NVRTC drops it (no shared store at the line);
+    - a dot on the generic path reading shared operand tiles element by element (statement
+      accesses of mode "any"), which the analysis does not count yet: named, not accounted."""
     metric, line = r["metric"], r["line"]
     meas = f.sectors if metric == "global sectors" else f.wavefronts
     lo, hi = r["predicted"], r["predicted_upper"]
+    dotted = _dot_operand_tiles(analysis, line)
+    if metric == "shared wavefronts" and dotted and meas > hi and f.ld_wavefronts:
+        return (f"the dot at this line reads its operand tile{'s' * (len(dotted) > 1)} {', '.join(dotted)} from "
+                f"shared memory element by element (the generic path's dot, no tensor cores: each thread loads, "
+                f"for every result element it owns and every k, one element of each operand), reads the "
+                f"analysis does not count yet; only the accumulator's accesses are predicted"), False
     why = _via_shared_helper(prof, r, pred, metric, line)
     if why[0]:
         return why
@@ -872,6 +880,21 @@ def _top_level(analysis, pos: int) -> bool:
         if ir.child_blocks(q.stmt):
             inner.update(id(x) for x in ir.walk_stmts([q.stmt]) if x is not q.stmt)
     return not any(id(p.stmt) in inner for p in analysis.statements if p.position == pos)
+
+
+def _dot_operand_tiles(analysis, line) -> List[str]:
+    """The shared tiles a dot at `line` reads by its own pattern (statement accesses of mode
+    "any": the generic path's dot, whose operand reads no copy plan or shared_traffic record
+    counts), in source order; [] where the line has none."""
+    out: List[str] = []
+    for p in analysis.statements:
+        if int(p.line) != int(line):
+            continue
+        for a in p.accesses:
+            name = getattr(a.storage, "name", None)
+            if a.rw == "read" and a.space == "shared" and a.mode == "any" and name and name not in out:
+                out.append(name)
+    return out
 
 
 def _forwarded_reads(analysis, line) -> List[Tuple[str, int]]:
