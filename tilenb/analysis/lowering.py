@@ -58,6 +58,7 @@ from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, 
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
+from .rings import Ring, RingOp  # noqa: F401 (the generator reads them here too)
 from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
                         mma_dot, mma_register_tiles, plain_accumulation, rows_layout, shape2, statement_parts)
 
@@ -128,57 +129,7 @@ def compound_value(op, target, value):
 
 
 # ---- streamed loops (attention) on wgmma -----------------------------------------------------------
-@dataclass
-class RingOp:
-    """A tensor slice of the loop, streamed into each stage of the ring."""
-    slice: ir.Slice
-    k_inner: bool                 # B as [N, K] (dot_t): K is the contiguous dimension
-    rows: int
-    cols: int
-    span: int                     # swizzle span in bytes (32, 64, 128)
-    chunk: int                    # elements of one box along the contiguous dimension
-    fixed: List[ir.Expr]
-    row0: ir.Expr                 # start of the slice's rows
-    col0: ir.Expr                 # start of its columns (contiguous)
-    dtype: str
-    dot: Optional[ir.Dot] = None  # the dot that reads it
-    key: int = 0                  # id of the dot's operand (the slice, or a view of it)
-    off: int = 0                  # byte offset in a stage
-    tmap: str = ""
-    col_aligned: bool = False     # col0 proven a 16-byte boundary (analysis/tc_moves): no run-time test
-
-    @property
-    def boxes(self) -> int:
-        return self.cols // self.chunk
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows * self.cols * 2
-
-    @property
-    def padded(self) -> int:
-        return -(-self.nbytes // 1024) * 1024
-
-
-@dataclass
-class Ring:
-    loop: ir.For
-    ops: List[RingOp]
-    stage_bytes: int = 0
-    stages: int = 0
-    ahead: int = 1                # turns whose copies are in flight ahead of the one computed
-    off: int = 0                  # byte offset from tnb_smem (aligned to 1024 at run time)
-    defer: bool = False           # the turn's last dot retires at the next turn's first wait
-    defer_acc: Optional[ir.Sym] = None   # the register tile that dot accumulates into
-
-    @property
-    def barrier_bytes(self) -> int:
-        """The ring's mbarrier words: a "full" barrier per slice and stage, an "empty" one per stage."""
-        return 8 * self.stages * (len(self.ops) + 1)
-
-    @property
-    def nbytes(self) -> int:
-        return RING_ALIGN + self.stages * self.stage_bytes + self.barrier_bytes
+# the ring records (RingOp, Ring) are in rings.py
 
 
 def blocks_early_copy(t, deps) -> bool:
