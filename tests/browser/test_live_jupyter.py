@@ -180,6 +180,13 @@ def test_saved_notebook_reopened_without_its_kernel_shows_the_views(live):
     # the sanitizer also drops the data- attributes, so the views go by their order)
     page.wait_for_function(f"() => {PANEL} && {PANEL}.context && {PANEL}.context.path === 'untrusted.ipynb' && "
                            f"{PANEL}.node.querySelectorAll('.tilenb-view').length === 4", timeout=120000)
+    # the pictures decode and lay out after the boxes appear (slowly on a loaded machine): wait
+    # for them, then look (a picture that never shows still fails the assertions below)
+    try:
+        page.wait_for_function(f"""() => [...{PANEL}.node.querySelectorAll('.tilenb-view .tilenb-picture img')]
+            .every(i => i.complete && i.naturalWidth > 100 && i.getBoundingClientRect().width > 100)""", timeout=60000)
+    except Exception:
+        pass
     shown = page.evaluate(f"""() => [...{PANEL}.node.querySelectorAll('.tilenb-view')].map(b => {{
         const img = b.querySelector('.tilenb-picture img'), pre = b.querySelector('.tilenb-picture pre');
         return [!!b.querySelector('script'), !!b.dataset.tilenbStarted,
