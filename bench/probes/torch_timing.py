@@ -1,8 +1,8 @@
 """Question: How long does one call of a torch-driven probe take on the GPU? (helpers of the probes)
 
 GPU timing for the probes that time tilenb's kernels beside torch peers (cuBLAS, SDPA) in one
-process (bench/probes/causal_order.py, gemm_order.py), with torch's CUDA events on torch's
-current stream; the hand-written CUDA probes time with CuPy alone (cupy_timing.py).
+process (bench/probes/causal_order.py, gemm_order.py, gemm_sm90.py), with torch's CUDA events on
+torch's current stream; the hand-written CUDA probes time with CuPy alone (cupy_timing.py).
 
 Guarantees: `time_ms` runs `fn` WARMUPS times untimed, waits for the device, then records a pair
 of events around each of `reps` back-to-back calls and returns the median interval in
