@@ -9,7 +9,7 @@ import tilenb
 from tilenb.analysis.thread_traffic import element_sectors, statement_turns
 from tilenb.runtime.gpu.profile import predicted_lines
 
-from support.tutorials import kernel_cell
+from support.notebooks import kernel_cell
 
 SCAN = kernel_cell("04", "inclusive_scan")      # the tutorial's own text, its lines as the notebook shows them
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.tutorials import kernel_cell
+from support.notebooks import kernel_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "bench" / "results" / "h200_ncu_tutorials_second.json"

@@ -13,7 +13,7 @@ import tilenb
 from tilenb.runtime.gpu.profile import build_profile, predict_launch
 
 from support.ncu_fixture import SOURCE, fixture_dir
-from support.tutorials import kernel_cells
+from support.notebooks import kernel_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 
