@@ -21,7 +21,7 @@ What it guarantees:
 - `--space winners` times the suite's first-run winners (d64: BR 64, BC 128, NT 128; d128: BR
   128, BC 128, NT 256); `all` every BR, BC in {64, 128} and NT in {128, 256}.
 - Times: `--runs` runs, each timing SDPA (cuDNN, flash) and then every candidate as the median
-  of CUDA-event timings of `--reps` launches after warm-up; a figure is the median over the runs,
+  of CUDA-event timings of `--reps` launches after warm-up (torch_timing.py); a figure is the median over the runs,
   its % the best SDPA backend's median over it. With --out, writes DIR/causal_order.json.
 """
 from __future__ import annotations
@@ -38,8 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))                 # the probes' helpers (torch_timing)
 
 from tilenb.examples import suite_kernels as SK  # noqa: E402
+from torch_timing import time_ms  # noqa: E402
 
 SUITE_ORDER = ("@grid(H, cdiv(N, BR))", "let h = ctx.block.x", "let row = (ctx.grid.y - 1 - ctx.block.y) * BR")
 ORDERS = {
@@ -65,19 +67,6 @@ def kernel_text(order: str, D: int, tiles) -> str:
     head = "@autotune(BR in [64, 128], BC in [64, 128], D in [64, 128], NT in [128, 256])"
     assert text.count(head) == 1
     return text.replace(head, line)
-
-
-def time_ms(torch, fn, reps):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in evs)
 
 
 def main(argv=None):

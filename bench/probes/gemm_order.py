@@ -25,7 +25,7 @@ What it guarantees:
   (relative Frobenius error in float64; a variant that differs by more than 2e-2 is reported
   and not timed).
 - Times: `--runs` runs (default 5); each run times cuBLAS and then every variant, each as the
-  median of CUDA-event timings of `--reps` launches after warm-up, so drift in the GPU's clocks
+  median of CUDA-event timings of `--reps` launches after warm-up (torch_timing.py), so drift in the GPU's clocks
   falls on all of them alike. A variant's figure is the median over the runs of its time, its %
   of cuBLAS is cuBLAS's median over its median, and the spread is the range of the runs' own
   ratios (cuBLAS of that run over the variant of that run).
@@ -47,8 +47,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))                 # the probes' helpers (torch_timing)
 
 from tilenb.examples import suite_kernels as SK  # noqa: E402
+from torch_timing import time_ms  # noqa: E402
 
 
 STORE = "  C[pm * TM :+ TM, pn * TN :+ TN] = acc\n"
@@ -68,20 +70,6 @@ def kernel_text(dt: str, tms, tns, gms, persistent: bool = False, no_store: bool
     new, n = re.subn(r"@autotune\([^\n]*\)", line, text)
     assert n == 1, "the suite's GEMM has one @autotune line"
     return new
-
-
-def time_ms(torch, fn, reps):
-    """Median milliseconds of `reps` launches of `fn` between CUDA events, after 3 warm-ups."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in evs)
 
 
 def label(v, kind="") -> str:

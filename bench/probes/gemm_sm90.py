@@ -5,15 +5,14 @@ against cuBLAS through torch.matmul, in one process. Prints one line per variant
 
     python bench/probes/gemm_sm90.py [--shapes 4096,8192] [--dtypes bf16,f16] [--ncu]
 
-Each time is the median of CUDA-event timings of repeated launches after warm-up; the output is
-checked against torch's (relative Frobenius error). The full suite (bench/suite/suite.py) holds the
-figures of record; this script is for working on the lowering.
+Each time is the median of CUDA-event timings of REPS launches after warm-up (torch_timing.py);
+the output is checked against torch's (relative Frobenius error). The full suite
+(bench/suite/suite.py) holds the figures of record; this script is for working on the lowering.
 """
 from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import sys
 from pathlib import Path
 
@@ -21,7 +20,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))              # tilenb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suite"))   # the suite's launch helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))                 # the probes' helpers (torch_timing)
 
+from torch_timing import time_ms  # noqa: E402
+
+REPS = 20          # launches a timing (the median is kept)
 KERNEL = """
 @autotune(TM in [128, 256], TN in [128, 256], TK in [32, 64], NT in [256])
 @launch(NT)
@@ -36,21 +39,6 @@ kernel gemm(A: tensor<{T}>[M, K], B: tensor<{T}>[K, N], C: tensor<{T}>[M, N]) {
   C[ctx.block.x * TM :+ TM, ctx.block.y * TN :+ TN] = acc
 }
 """
-
-
-def time_ms(torch, fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e))
-    return statistics.median(out)
 
 
 def main():
@@ -77,7 +65,7 @@ def main():
             a = torch.randn(n, n, device="cuda", dtype=tdt[dt])
             b = torch.randn(n, n, device="cuda", dtype=tdt[dt])
             ref = torch.matmul(a, b)
-            t_ref = time_ms(torch, lambda: torch.matmul(a, b))
+            t_ref = time_ms(torch, lambda: torch.matmul(a, b), REPS)
             flop = 2.0 * n ** 3
             print(f"{dt} {n}^3 cuBLAS {t_ref:.3f} ms {flop / t_ref / 1e9:.0f} TFLOP/s", flush=True)
             for v in vs:
@@ -88,7 +76,7 @@ def main():
                     torch.cuda.synchronize()
                     err = ((c.double() - ref.double()).norm() / ref.double().norm()).item()
                     go, ks, fn = suite.prepared_launch(k, None, w, v)
-                    t = time_ms(torch, go)
+                    t = time_ms(torch, go, REPS)
                     print(f"  {v} lowered={ks.arch == 'sm_90a'} smem={ks.smem_bytes} regs={fn.num_regs} "
                           f"err={err:.2e} {t:.3f} ms {flop / t / 1e9:.0f} TFLOP/s = {t_ref / t * 100:.1f}% of cuBLAS", flush=True)
                 except Exception as e:  # report and go on

@@ -9,28 +9,9 @@ import tilenb
 from tilenb.analysis.thread_traffic import element_sectors, statement_turns
 from tilenb.runtime.gpu.profile import predicted_lines
 
-SCAN = """
-@launch(128)
-kernel scan(X: tensor<i32>[N], Y: tensor<i32>[N]) {
-  let t = ctx.thread
-  var buf: tile<i32>[1, 128]
-  var v = 0
-  if t < N { v = X[t] }
-  buf[0, t] = v
-  barrier()
-  var step = 1
-  while step < 128 {
-    var add = 0
-    if t >= step { add = buf[0, t - step] }
-    barrier()
-    v += add
-    buf[0, t] = v
-    barrier()
-    step = step * 2
-  }
-  if t < N { Y[t] = v }
-}
-"""
+from support.notebooks import kernel_cell
+
+SCAN = kernel_cell("04", "inclusive_scan")      # the tutorial's own text, its lines as the notebook shows them
 
 
 def _wavefronts(words_per_warp):
@@ -46,7 +27,7 @@ def _line(src, text):
 
 
 def test_scan_shared_element_wavefronts_match_h200():
-    k = tilenb.compile(SCAN, backend="cpu").scan
+    k = tilenb.compile(SCAN, backend="cpu").inclusive_scan
     el = element_sectors(k.ir(), (1, 1, 1), {"N": 28})
     first, read, write = _line(SCAN, "buf[0, t] = v"), _line(SCAN, "add = buf"), _line(SCAN, "    buf[0, t] = v")
     # by hand: the rounds step = 1, 2, ..., 64; a warp requests when one of its lanes runs the line
@@ -92,42 +73,22 @@ kernel strided(X: tensor<f32>[N], Y: tensor<f32>[N]) {
 
 
 def test_per_thread_atomic_counts_an_l2_request_and_a_bin_range():
-    src = """
-@launch(128)
-kernel hist(L: tensor<i32>[N], H: tensor<i32>[16]) {
-  let i = ctx.block.x * 128 + ctx.thread
-  if i < N {
-    atomic_add(H[min(L[i], 15)], 1)
-  }
-}
-"""
-    k = tilenb.compile(src, backend="cpu").hist
+    src = kernel_cell("04", "length_histogram")
+    k = tilenb.compile(src, backend="cpu").length_histogram
     N = 150
     (line, rec), = element_sectors(k.ir(), (2, 1, 1), {"N": N}).items()
-    # L[i]: the sectors of each warp's lanes; H[bin]: a bin read from memory, so at least one
+    # L[i]: the sectors of each warp's lanes; Hist[bin]: a bin read from memory, so at least one
     # sector and at most min(lanes, the 2 sectors of 16 i32) a request
     warps = [[i for i in range(32 * w, 32 * w + 32) if i < N] for w in range(8)]
     warps = [w for w in warps if w]
     sec_l = sum(len({i * 4 // 32 for i in w}) for w in warps)
     assert rec.sectors == sec_l + len(warps)
     assert rec.sectors_upper == sec_l + sum(min(len(w), 2) for w in warps)
-    assert rec.requests == 2 * len(warps) and rec.tensors == ("L", "H")
+    assert rec.requests == 2 * len(warps) and rec.tensors == ("L", "Hist")
 
 
 def test_loop_turns_and_full_ctas_of_tutorial_04_project():
-    src = """
-@launch(128)
-kernel project(A: tensor<f32>[M, K], W: tensor<f32>[K, 64], C: tensor<f32>[M, 64]) {
-  let r = ctx.block.x * 16
-  var acc: tile<f32>[16, 64] = 0.0
-  for k in range(0, K, 16) {
-    var a = A[r :+ 16, k :+ 16]
-    var b = W[k :+ 16, :]
-    acc += dot(a, b)
-  }
-  C[r :+ 16, :] = acc
-}
-"""
+    src = kernel_cell("04", "project")            # TM = TK = 16, its one variant
     k = tilenb.compile(src, backend="cpu").project
     M, K = 40, 70                                 # 3 CTAs, the last one 8 rows; 5 turns, the last 6 columns
     grid = (-(-M // 16), 1, 1)

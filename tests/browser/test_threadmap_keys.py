@@ -8,6 +8,7 @@ import json
 import pytest
 
 from browser_env import CHROMIUM, CHROMIUM_ARGS
+from support.programs import GEMM_32
 
 pytestmark = pytest.mark.browser
 
@@ -16,18 +17,6 @@ ROW = """@launch(256)
 kernel scale(X: tensor<f32>[1, N], Y: tensor<f32>[1, N]) {
   let c = ctx.block.x * 256
   Y[0 :+ 1, c :+ 256] = X[0 :+ 1, c :+ 256] * 2.0
-}
-"""
-GEMM = """@launch(256)
-@grid(cdiv(N, 32), cdiv(M, 32))
-kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
-  let i = ctx.block.y * 32
-  let j = ctx.block.x * 32
-  var acc: tile<f32>[32, 32] = 0.0
-  for k in range(0, K, 16) {
-    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
-  }
-  C[i :+ 32, j :+ 32] = acc
 }
 """
 
@@ -64,7 +53,7 @@ def _threadmap(src, name):
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     from playwright.sync_api import sync_playwright
-    row, gemm = _threadmap(ROW, "scale"), _threadmap(GEMM, "gemm")
+    row, gemm = _threadmap(ROW, "scale"), _threadmap(GEMM_32, "gemm")
     html = [w._repr_mimebundle_()[0]["text/html"] for w in (row, gemm)]
     html.append(html[1])                                 # the same view twice in one page
     html.append(_threadmap(EDGE, "edge")._repr_mimebundle_()[0]["text/html"])

@@ -218,23 +218,16 @@ CUBIN = b"\x7fELF" + bytes(range(256)) * 64
 def stub_nvrtc(monkeypatch, tmp_path):
     """fake_cupy for CuPy and the GPU, and an NVRTC whose compile returns CUBIN at once (the rest of
     nvrtc_compile, its caches included, runs as it is)."""
-    monkeypatch.setattr(tc, "PROGRESS", False)
-    for name in ("_get_device", "_prepack"):
-        monkeypatch.setattr(tc, name, getattr(tc, name))
-    real = nv.nvrtc_compile
-    cp = fake_cupy.install(monkeypatch, tmp_path)
-    monkeypatch.setattr(nv, "nvrtc_compile", real)
-
     class FakeNvrtc:
         @staticmethod
         def getVersion():
             return (12, 4)
-    monkeypatch.setattr(nv, "_cupy_nvrtc", lambda: FakeNvrtc)
-    monkeypatch.setattr(nv, "_compile_cupy", lambda m, source, name, opts, want: (CUBIN, ""))
-    yield cp
-    tilenb.api.clear_caches()
-    tc._target_of.cache_clear()
-    tc._device_name.cache_clear()
+    real = nv.nvrtc_compile
+    with fake_cupy.installed(monkeypatch, tmp_path) as cp:
+        monkeypatch.setattr(nv, "nvrtc_compile", real)
+        monkeypatch.setattr(nv, "_cupy_nvrtc", lambda: FakeNvrtc)
+        monkeypatch.setattr(nv, "_compile_cupy", lambda m, source, name, opts, want: (CUBIN, ""))
+        yield cp
 
 
 def test_the_loaded_cubin_file_holds_nvrtc_s_bytes(stub_nvrtc, tmp_path):

@@ -7,7 +7,6 @@ tutorial verifies its kernels against numpy, that errors appear only where a cel
 show one, that the views' saved text is deterministic, and that each lesson shows what it
 promises (the thread map's uncoalesced warps, the planted race, the budget error, ...).
 """
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -16,13 +15,10 @@ import pytest
 
 from tilenb.verify import MARK
 
+from support.notebooks import output_text, parse, saved_cells
+
 ROOT = Path(__file__).resolve().parents[2]
 NB_DIR = ROOT / "notebooks"
-_spec = importlib.util.spec_from_file_location("tilenb_notebooks_build", NB_DIR / "build.py")
-_build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_build)
-parse = _build.parse
-
 SOURCES = sorted((NB_DIR / "src").glob("*.py"))
 NAMES = [s.stem for s in SOURCES]
 
@@ -31,18 +27,8 @@ def load(name):
     return json.loads((NB_DIR / f"{name}.ipynb").read_text(encoding="utf-8"))
 
 
-def text_of(out):
-    if out.get("output_type") == "stream":
-        t = out.get("text", "")
-    elif out.get("output_type") == "error":
-        t = out.get("ename", "") + ": " + out.get("evalue", "")
-    else:
-        t = out.get("data", {}).get("text/plain", "")
-    return "".join(t) if isinstance(t, list) else t
-
-
 def all_text(nb):
-    return "\n".join(text_of(o) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    return "\n".join(output_text(o) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
 
 
 def test_there_are_nine_tutorials_numbered_in_order():
@@ -54,8 +40,7 @@ def test_there_are_nine_tutorials_numbered_in_order():
 @pytest.mark.parametrize("name", NAMES)
 def test_saved_notebook_is_the_build_of_its_source(name):
     nb = load(name)
-    cells = [(c["cell_type"], "".join(c["source"]), c.get("metadata", {}).get("tags", [])) for c in nb["cells"]]
-    assert cells == parse((NB_DIR / "src" / f"{name}.py").read_text(encoding="utf-8")), \
+    assert saved_cells(nb) == parse((NB_DIR / "src" / f"{name}.py").read_text(encoding="utf-8")), \
         f"notebooks/{name}.ipynb is stale: run python notebooks/build.py {name[:2]}"
 
 

@@ -21,6 +21,7 @@ from tilenb.notebook import build, render
 from tilenb.runtime.gpu.profile import Profile, build_profile
 
 from support import ncu_fixture as T
+from support.programs import GEMM_32
 
 
 def _profile():
@@ -165,24 +166,10 @@ def test_timing_carries_dram_against_the_minimal_bytes_duration_and_occupancy():
     assert write < 4 * M * 64 and "written to DRAM after it" in text
 
 
-GEMM = """@launch(256)
-@grid(cdiv(N, 32), cdiv(M, 32))
-kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
-  let i = ctx.block.y * 32
-  let j = ctx.block.x * 32
-  var acc: tile<f32>[32, 32] = 0.0
-  for k in range(0, K, 16) {
-    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
-  }
-  C[i :+ 32, j :+ 32] = acc
-}
-"""
-
-
 def test_a_dot_kernels_roofline_point_is_placed_from_the_measurement():
     # a Profile as build_profile makes it, for a GEMM at M=100, N=70, K=48 (grid 3 x 4); only
     # its kernel figures are set: the roofline reads those and the launch's FLOPs
-    k = tilenb.compile(GEMM, backend="cpu").gemm
+    k = tilenb.compile(GEMM_32, backend="cpu").gemm
     dims, grid = {"M": 100, "N": 70, "K": 48}, (3, 4, 1)
     km = {"duration_ns": 5000.0, "dram_read_bytes": 60000.0, "dram_write_bytes": 28000.0, "l2_bytes": 200000.0,
           "achieved_occupancy_pct": 40.0}

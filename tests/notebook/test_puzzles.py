@@ -17,6 +17,8 @@ from tilenb.puzzles import coverage, notebook as puzzle_notebook
 from tilenb.puzzles.checker import describe_set
 from tilenb.verify import MARK
 
+from support.notebooks import output_text, parse, saved_cells
+
 ROOT = Path(__file__).resolve().parents[2]
 NB = ROOT / "notebooks"
 SOLUTIONS = puzzles.SOLUTIONS.read_text(encoding="utf-8")
@@ -471,24 +473,9 @@ def _nb():
     return json.loads((NB / "puzzles.ipynb").read_text(encoding="utf-8"))
 
 
-def _text(out):
-    if out.get("output_type") == "stream":
-        t = out.get("text", "")
-    elif out.get("output_type") == "error":
-        t = out.get("ename", "") + ": " + out.get("evalue", "")
-    else:
-        t = out.get("data", {}).get("text/plain", "")
-    return "".join(t) if isinstance(t, list) else t
-
-
 def test_saved_notebook_is_the_build_of_the_puzzles():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("tilenb_notebooks_build", NB / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
-    want = build.parse(puzzle_notebook.source())
-    got = [(c["cell_type"], "".join(c["source"]), c.get("metadata", {}).get("tags", [])) for c in _nb()["cells"]]
-    assert got == want, "notebooks/puzzles.ipynb is stale: run python notebooks/build_puzzles.py"
+    assert saved_cells(_nb()) == parse(puzzle_notebook.source()), \
+        "notebooks/puzzles.ipynb is stale: run python notebooks/build_puzzles.py"
 
 
 def test_notebook_ran_in_order_without_errors_and_each_stub_is_not_solved_yet():
@@ -500,7 +487,7 @@ def test_notebook_ran_in_order_without_errors_and_each_stub_is_not_solved_yet():
     for c in code:
         m = re.match(r'puzzles\.check\("(\w+)"', "".join(c["source"]))
         if m:
-            checks.setdefault(m.group(1), []).append("\n".join(_text(o) for o in c["outputs"]))
+            checks.setdefault(m.group(1), []).append("\n".join(output_text(o) for o in c["outputs"]))
     assert set(checks) == set(NAMES)
     for name, outs in checks.items():
         if name != "warm_up":
@@ -509,7 +496,7 @@ def test_notebook_ran_in_order_without_errors_and_each_stub_is_not_solved_yet():
     assert "off-by-1 window" in checks["warm_up"][1]
     views = [o for c in code for o in c["outputs"] if "tilenb" in o.get("metadata", {})]
     assert views, "the warm-up's check shows the views of its kernel"
-    streams = "".join(_text(o) for c in code for o in c["outputs"] if o["output_type"] == "stream")
+    streams = "".join(output_text(o) for c in code for o in c["outputs"] if o["output_type"] == "stream")
     assert MARK in streams            # the main job counts the notebook as verified
 
 

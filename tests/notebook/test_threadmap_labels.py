@@ -6,6 +6,8 @@ import pytest
 import tilenb
 from tilenb.notebook import render, views
 
+from support.programs import GEMM_32
+
 COLSUMS = """@launch(256)
 @grid(cdiv(M, 64))
 kernel colsums(X: tensor<f32>[M, 64], Out: tensor<f32>[1, 64], Big: tensor<f32>[1, 64]) {
@@ -16,18 +18,9 @@ kernel colsums(X: tensor<f32>[M, 64], Out: tensor<f32>[1, 64], Big: tensor<f32>[
 }
 """
 
-GEMM = """@launch(256)
-@grid(cdiv(N, 32), cdiv(M, 32))
-kernel gemm(A: tensor<DT>[M, K], B: tensor<DT>[K, N], C: tensor<f32>[M, N]) {
-  let i = ctx.block.y * 32
-  let j = ctx.block.x * 32
-  var acc: tile<f32>[32, 32] = 0.0
-  for k in range(0, K, 16) {
-    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
-  }
-  C[i :+ 32, j :+ 32] = acc
-}
-"""
+def _gemm(dt):
+    """GEMM_32 with its operands A and B in dtype `dt` (C stays f32)."""
+    return GEMM_32.replace("A: tensor<f32>", f"A: tensor<{dt}>").replace("B: tensor<f32>", f"B: tensor<{dt}>")
 
 
 def threadmap(src, name):
@@ -50,7 +43,7 @@ def test_tile_atomics_are_named_by_their_operation_and_value():
 
 @pytest.mark.parametrize("dt,how", [("f32", "registers"), ("f16", "mma.sync")])
 def test_a_dots_inline_tensor_operands_are_listed_with_how_they_are_read(dt, how):
-    w = threadmap(GEMM.replace("DT", dt), "gemm")
+    w = threadmap(_gemm(dt), "gemm")
     assert [c["tensor"] for c in w.copies] == ["C"]           # the only copy statement
     assert [(d["line"], d["tensor"], d["operand"], d["shape"], d["how"]) for d in w.dot_reads] == [
         (8, "A", "a", [32, 16], how), (8, "B", "b", [16, 32], how)]
@@ -63,7 +56,7 @@ def test_a_dots_inline_tensor_operands_are_listed_with_how_they_are_read(dt, how
 
 
 def test_a_staged_view_read_by_a_dot_keeps_its_copy_and_is_not_listed_twice():
-    src = GEMM.replace("DT", "f32").replace(
+    src = GEMM_32.replace(
         "    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])",
         "    let a = A[i :+ 32, k :+ 16]\n    acc += dot(a, B[k :+ 16, j :+ 32])")
     w = threadmap(src, "gemm")

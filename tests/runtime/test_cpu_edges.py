@@ -397,23 +397,13 @@ def fake_gpu(monkeypatch, tmp_path):
     import ctypes
 
     from support import fake_cupy
-    import tilenb.api
-    import tilenb.runtime.gpu.cuda as tc
-    monkeypatch.setattr(tc, "PROGRESS", False)
-    for name in ("_get_device", "_prepack"):
-        monkeypatch.setattr(tc, name, getattr(tc, name))
-    cp = fake_cupy.install(monkeypatch, tmp_path)
 
     def run(name, grid, block, args, shared):
         ptr = int(args[1])                          # Y, the tensor these kernels write
         ctypes.memmove(ptr, np.full(64, 42.0, np.float32).ctypes.data, 64 * 4)
-    cp.run = run
-    yield cp
-    tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
-    for name in ("_arch_of", "_target_of", "_device_name", "_optin_smem"):   # the device probes' caches
-        probe = getattr(tc, name, None)
-        if probe is not None:
-            probe.cache_clear()
+    with fake_cupy.installed(monkeypatch, tmp_path) as cp:
+        cp.run = run
+        yield cp
 
 
 def _cuda_kernel(name, debug=False):

@@ -51,14 +51,8 @@ VARIANT_GROUPS = [[1, 2, 3, 4]]
 
 @pytest.fixture
 def cp(monkeypatch, tmp_path):
-    monkeypatch.setattr(tc, "PROGRESS", False)
-    for name in ("_get_device", "_prepack"):           # bound with _ND (which install resets): restored
-        monkeypatch.setattr(tc, name, getattr(tc, name))   # with it, for a later test on a real GPU
-    fake = fake_cupy.install(monkeypatch, tmp_path)
-    yield fake
-    tilenb.api.clear_caches()          # nothing the fake made may serve a later (real) launch
-    tc._target_of.cache_clear()
-    tc._device_name.cache_clear()
+    with fake_cupy.installed(monkeypatch, tmp_path) as fake:
+        yield fake
 
 
 class _Gpu:

@@ -171,7 +171,7 @@ kernel tr(X: tensor<f32>[M, 32], Y: tensor<f32>[32, M]) {
 }
 """
     from tilenb.analysis import analyze
-    from tilenb.runtime.gpu.profile import _forwarded_reads, _overwritten_stores
+    from tilenb.runtime.gpu.mismatch import _forwarded_reads, _overwritten_stores
     a = analyze(tilenb.compile(src, backend="cpu").tr.ir(), extents={"M": 70})
     assert _forwarded_reads(a, 6) == [] and _overwritten_stores(a, 5) == []
     # the same copy read back untransposed: the same threads, no barrier: register reuse holds

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from support.notebooks import kernel_cell
+
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "bench" / "results" / "h200_ncu_tutorials_second.json"
 NOT_YET = {("project", 11, "shared wavefronts")}
@@ -56,27 +58,18 @@ def test_the_generic_dots_operand_reads_are_named_as_the_reason():
     import numpy as np
     import tilenb
     from tilenb.runtime.gpu.profile import LineFigures, Profile
-    src = '''
-@launch(128)
-kernel project(A: tensor<f32>[M, K], W: tensor<f32>[K, 64], C: tensor<f32>[M, 64]) {
-  let r = ctx.block.x * 16
-  var acc: tile<f32>[16, 64] = 0.0
-  for k in range(0, K, 16) {
-    var a = A[r :+ 16, k :+ 16]
-    var b = W[k :+ 16, :]
-    acc += dot(a, b)
-  }
-  C[r :+ 16, :] = acc
-}'''
+    src = kernel_cell("04", "project")
+    dot = next(i for i, l in enumerate(src.splitlines(), 1) if "acc += dot(a, b)" in l)
+    assert ("project", dot, "shared wavefronts") in NOT_YET      # line 11 of the cell, as the H200 recorded it
     k = tilenb.compile(src, backend="cpu").project
     prof = Profile("project", "project", {}, (3, 1, 1), {"M": 40, "K": 64},
-                   {9: LineFigures(9, wavefronts=16128, ld_wavefronts=15744, st_wavefronts=384,
-                                   ideal_wavefronts=16128)}, [], {}, [], {})
+                   {dot: LineFigures(dot, wavefronts=16128, ld_wavefronts=15744, st_wavefronts=384,
+                                       ideal_wavefronts=16128)}, [], {}, [], {})
     an = prof.analysis(k)
-    rows = [r for r in prof.compare(an) if r["line"] == 9 and r["metric"] == "shared wavefronts"]
+    rows = [r for r in prof.compare(an) if r["line"] == dot and r["metric"] == "shared wavefronts"]
     assert len(rows) == 1 and not rows[0]["ok"] and not rows[0]["accounted"]
     assert rows[0]["measured"] == 16128 > rows[0]["predicted_upper"]
     assert rows[0]["reason"].startswith("the dot at this line reads its operand tiles a, b from shared memory "
                                         "element by element")
     # a line without such a dot keeps its own reason
-    assert "dot at this line" not in " ".join(r["reason"] for r in prof.compare(an) if r["line"] != 9)
+    assert "dot at this line" not in " ".join(r["reason"] for r in prof.compare(an) if r["line"] != dot)

@@ -13,6 +13,7 @@ import tilenb
 from tilenb.runtime.gpu.profile import build_profile, predict_launch
 
 from support.ncu_fixture import SOURCE, fixture_dir
+from support.notebooks import kernel_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,8 +112,7 @@ def test_tutorial_11_profiled_variants_compile_with_nvrtc():
     from tilenb.runtime.gpu import ncu as N
     if not nvrtc_available():
         pytest.skip("no NVRTC library here")
-    nb_src = (ROOT / "notebooks" / "src" / "11_measured_beside_predicted.py").read_text()
-    cells = [c.split("\n", 1)[1] for c in nb_src.split("# %%\n") if c.startswith("%%tilekernel")]
+    cells = kernel_cells("11")
     assert len(cells) == 5
     for text in cells:
         mod = tilenb.compile(text, backend="cpu")

@@ -8,11 +8,13 @@ host memory: `.data.ptr`, `.shape`, `.strides`, `.dtype`, `__cuda_array_interfac
 classes), `cuda.driver.CUDADriverError` and `RawModule(path=...).get_function(name)`. Nothing runs on a
 device: a launched function records `(grid, block, args, shared_mem)` in `FakeCupy.launches`
 and, when `run` is set, calls it with the same arguments (a test can compute the result there).
-Every CUDA API call is counted in `FakeCupy.calls[name]`.
+Every CUDA API call is counted in `FakeCupy.calls[name]`. `install` puts one in place of CuPy for a
+test; `installed` does so for a with-block (a fixture's yield) and leaves no cache behind it.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import types
 
@@ -180,3 +182,24 @@ def install(monkeypatch, cache_dir, cupy=None):
     tc._target_of.cache_clear()
     tc._device_name.cache_clear()
     return cp
+
+
+@contextlib.contextmanager
+def installed(monkeypatch, cache_dir, cupy=None):
+    """`install` (the FakeCupy is what the block receives) for the length of a with-block, the way
+    the tests of the launch path use it: tilenb's compile progress lines off, the launch helpers
+    that `install` would rebind with `_ND` (`_get_device`, `_prepack`) restored with the monkeypatch,
+    and, on leaving, every cache emptied (tilenb's and the device probes'), so that nothing the
+    stand-in made serves a later launch on a real GPU."""
+    import tilenb.api
+    import tilenb.runtime.gpu.cuda as tc
+    monkeypatch.setattr(tc, "PROGRESS", False)
+    for name in ("_get_device", "_prepack"):
+        monkeypatch.setattr(tc, name, getattr(tc, name))
+    cp = install(monkeypatch, cache_dir, cupy)
+    try:
+        yield cp
+    finally:
+        tilenb.api.clear_caches()
+        tc._target_of.cache_clear()
+        tc._device_name.cache_clear()

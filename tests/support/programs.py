@@ -6,6 +6,9 @@ the seed corpus of the front-end fuzz test, the NVRTC compile checks and the GPU
 `SEED`: the shipped language-document kernels (tilenb/examples/seed_kernels.tile), as text.
 `EXTRA` (name -> source): further programs the CUDA backend is held to (tests/runtime/
 test_cuda_kernels.py runs them on the GPU; tests/codegen/test_codegen_nvrtc.py compiles them).
+`GEMM_32`: a GEMM of 32 x 32 tiles whose dot reads both operands from the tensors itself (no copy
+statement), the kernel the views' tests draw (thread map labels and keys, views beside a Profile);
+line 8 is the dot, line 10 the store of C.
 """
 from __future__ import annotations
 
@@ -257,6 +260,19 @@ kernel misc(X: tensor<i32>[M, 8], F: tensor<f64>[M], B: tensor<bf16>[M], U: tens
 }
 
 SEED = source("seed_kernels")
+
+GEMM_32 = """@launch(256)
+@grid(cdiv(N, 32), cdiv(M, 32))
+kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
+  let i = ctx.block.y * 32
+  let j = ctx.block.x * 32
+  var acc: tile<f32>[32, 32] = 0.0
+  for k in range(0, K, 16) {
+    acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
+  }
+  C[i :+ 32, j :+ 32] = acc
+}
+"""
 
 EXTRA = {
     "gemm_bf16_t": """

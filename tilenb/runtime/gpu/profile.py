@@ -41,7 +41,6 @@ import numpy as np
 from ...lang.diagnostics import TileError
 from . import ncu as N
 from .mismatch import _explain, _reason, _with_ops
-from .mismatch import _forwarded_reads, _overwritten_stores  # noqa: F401 (tests read them here)
 
 PERM_HELP = ("the GPU refuses its performance counters to this user (ERR_NVGPUCTRPERM): run as root, or "
              "let every user read them (driver option NVreg_RestrictProfilingToAdminUsers=0, "
