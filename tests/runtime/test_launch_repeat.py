@@ -5,24 +5,15 @@ checked again. GPU tests (marker `gpu`); without a GPU they skip."""
 import numpy as np
 import pytest
 
+from support.programs import AXPY
 import tilenb
 from tilenb import LaunchError
-
-SRC = """
-@autotune(TILE in [256, 512])
-@launch(128)
-@grid(cdiv(N, TILE))
-kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
-  let b = ctx.block.x * TILE
-  Z[b :+ TILE] = X[b :+ TILE] * a + Y[b :+ TILE]
-}
-"""
 
 
 @pytest.mark.gpu
 def test_repeat_calls_use_new_pointers_and_values_and_new_shapes_are_checked():
     cp = pytest.importorskip("cupy")
-    k = tilenb.compile(SRC, backend="cuda").axpy
+    k = tilenb.compile(AXPY, backend="cuda").axpy
     rng = np.random.default_rng(7)
     a_of = {}                                  # scalar values are part of the key: one per shape
     for n in (1000, 1000, 1000, 2004, 2004):   # repeats, then a new shape, then its repeat

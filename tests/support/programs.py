@@ -9,6 +9,10 @@ test_cuda_kernels.py runs them on the GPU; tests/codegen/test_codegen_nvrtc.py c
 `GEMM_32`: a GEMM of 32 x 32 tiles whose dot reads both operands from the tensors itself (no copy
 statement), the kernel the views' tests draw (thread map labels and keys, views beside a Profile);
 line 8 is the dot, line 10 the store of C.
+`AXPY`: Z = X * a + Y over 1-D tensors of one runtime length N, two @autotune variants (TILE 256
+and 512) and one f32 scalar: the kernel the repeat-launch tests call again and again (tests/runtime/
+test_launch_fast_path.py, test_launch_overhead.py with the stand-in for CuPy; test_launch_repeat.py
+on the GPU).
 """
 from __future__ import annotations
 
@@ -271,6 +275,16 @@ kernel gemm(A: tensor<f32>[M, K], B: tensor<f32>[K, N], C: tensor<f32>[M, N]) {
     acc += dot(A[i :+ 32, k :+ 16], B[k :+ 16, j :+ 32])
   }
   C[i :+ 32, j :+ 32] = acc
+}
+"""
+
+AXPY = """
+@autotune(TILE in [256, 512])
+@launch(128)
+@grid(cdiv(N, TILE))
+kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
+  let b = ctx.block.x * TILE
+  Z[b :+ TILE] = X[b :+ TILE] * a + Y[b :+ TILE]
 }
 """
 
