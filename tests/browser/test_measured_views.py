@@ -5,29 +5,11 @@ Compute's figures beside the per-CTA prediction times the CTAs, the differing li
 is flagged with compare()'s reason, the timing view gives DRAM bytes against the minimal bytes,
 the duration under ncu and the occupancy, each barrier mark its stall share; the flag stays
 readable in a dark theme."""
-import json
-
 import pytest
 
-from browser_env import CHROMIUM, CHROMIUM_ARGS
+from browser_env import open_page, output_page, views_ready
 
 pytestmark = pytest.mark.browser
-
-PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body><div id="out"></div><script>
-  const out = document.getElementById("out");
-  for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
-    const cell = document.createElement("div");
-    out.append(cell);
-    cell.innerHTML = html;
-    for (const old of [...cell.querySelectorAll("script")]) {
-      const s = document.createElement("script");
-      for (const a of old.attributes) s.setAttribute(a.name, a.value);
-      s.textContent = old.textContent;
-      old.replaceWith(s);
-    }
-  }
-</script></body></html>"""
-
 
 def _profile():
     from support import ncu_fixture as T
@@ -36,7 +18,6 @@ def _profile():
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
     from tilenb.notebook import build
     kernel, prof = _profile()
     views = build.make_views(kernel, ("threads", "barriers", "timing"), profile=prof)
@@ -46,21 +27,10 @@ def page(tmp_path_factory):
     prof.barriers = plain + [internal]
     views.append(build.make_views(kernel, ("barriers",), profile=prof)[0])
     prof.barriers = plain
-    html = [w._repr_mimebundle_()[0]["text/html"] for w in views]
-    data = json.dumps(html).replace("</", "<\\/")
-    path = tmp_path_factory.mktemp("measured") / "page.html"
-    path.write_text(PAGE.replace("<script>", f'<script type="application/json" id="outputs">{data}</script><script>', 1),
-                    encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1300, "height": 900})
-        pg.errors = []
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.goto(path.as_uri())
-        pg.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
+    html = output_page([w._repr_mimebundle_()[0]["text/html"] for w in views])
+    with open_page(html, tmp_path_factory.mktemp("measured"), views_ready(4), width=1300) as pg:
         pg.prof, pg.views = prof, views
         yield pg
-        browser.close()
 
 
 def _view(page, i):

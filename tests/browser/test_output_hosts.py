@@ -5,11 +5,9 @@ script appended outside the view, here to the one element that holds every outpu
 in a page that carries only the editor theme's --vscode-* variables, dark here), with every
 network request refused. The view draws, follows that theme,
 and keeps the CUDA tokens at 4.5:1 contrast or more."""
-import json
-
 import pytest
 
-from browser_env import CHROMIUM, CHROMIUM_ARGS, CONTRAST
+from browser_env import CONTRAST, open_page, output_page, views_ready
 
 pytestmark = pytest.mark.browser
 
@@ -24,56 +22,23 @@ kernel rms_norm(X: tensor<f32>[M, D], G: tensor<f32>[1, D], Y: tensor<f32>[M, D]
 """
 
 # what VS Code's dark theme gives a notebook output's page (a few of its variables)
-HOST = """<!doctype html><html><head><meta charset="utf-8"><style>
+THEME = """<style>
 :root { --vscode-editor-background: #1e1e1e; --vscode-editor-foreground: #d4d4d4;
         --vscode-descriptionForeground: #a0a0a0; --vscode-editorWidget-background: #252526;
         --vscode-panel-border: #3c3c3c; --vscode-textLink-foreground: #3794ff; }
 body { background: var(--vscode-editor-background); color: var(--vscode-editor-foreground); margin: 8px; }
-</style></head><body class="vscode-dark"><div id="out"></div><script>
-  const out = document.getElementById("out");
-  const carried = ["type", "src", "nonce", "noModule", "async"];
-  for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
-    const cell = document.createElement("div");
-    out.append(cell);
-    cell.innerHTML = html;                              // scripts inserted so do not run...
-    for (const old of [...cell.getElementsByTagName("script")]) {   // ...so the host re-creates them
-      const fresh = document.createElement("script");
-      fresh.text = old.innerText;
-      for (const k of carried) { const v = old[k] || old.getAttribute(k); if (v) fresh.setAttribute(k, v); }
-      out.appendChild(fresh);                           // not in the view: its parent is every output's
-      out.removeChild(fresh);
-    }
-  }
-</script></body></html>"""
+</style>"""
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
     import tilenb
-    from playwright.sync_api import sync_playwright
     from tilenb.notebook import views
     k = tilenb.compile(RMS, backend="cpu").rms_norm
     outputs = [w._repr_mimebundle_()[0]["text/html"] for w in views(k, "threads,lifetimes,barriers,cuda")]
-    data = json.dumps(outputs).replace("</", "<\\/")
-    page_html = HOST.replace('<script>', f'<script type="application/json" id="outputs">{data}</script><script>', 1)
-    path = tmp_path_factory.mktemp("host") / "vscode_like.html"
-    path.write_text(page_html, encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.refused, page.errors = [], []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-
-        def refuse(route):
-            if not route.request.url.startswith("file:"):
-                page.refused.append(route.request.url)
-                return route.abort()
-            return route.continue_()
-        page.route("**/*", refuse)
-        page.goto(path.as_uri())
-        page.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
+    html = output_page(outputs, "vscode-outside", head=THEME, body_class="vscode-dark")
+    with open_page(html, tmp_path_factory.mktemp("host"), views_ready(4)) as page:
         yield page
-        browser.close()
 
 
 def test_the_views_draw_with_no_error_and_no_request(host):

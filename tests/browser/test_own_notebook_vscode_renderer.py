@@ -4,49 +4,21 @@ view of every kernel draws in place of its picture, with no script error and no 
 (VS Code itself is not installed here; its default display order puts text/html ahead of
 image/png, so this is the output it shows. A separate module from the live front-end tests, whose
 playwright session must end first.)"""
-import json
 import os
 
 import pytest
 
+from browser_env import open_page, output_page
 from jupyter_env import ROOT
 from test_own_notebook_in_both_front_ends import KERNELS, NOTEBOOK, VIEWS
 
 pytestmark = pytest.mark.browser
 
 
-# VS Code's built-in HTML output renderer, as its source reads (extensions/notebook-renderers):
-# each output item gets its own element; the HTML goes in through innerHTML; then every script in
-# it is made anew (its text from innerText; only type, src, nonce, noModule and async carried
-# over, not class), appended to the output's element rather than where it stood, and removed
-# again. Stricter than test_output_hosts.py's host, which puts each new script in the old one's
-# place with all its attributes.
-VSCODE = """<!doctype html><html><head><meta charset="utf-8"></head><body class="vscode-light"><div id="cells"></div><script>
-const carried = ["type", "src", "nonce", "noModule", "async"];
-for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
-  const item = document.createElement("div");
-  document.getElementById("cells").append(item);
-  const el = document.createElement("div");
-  el.innerHTML = html;
-  item.append(el);
-  for (const old of Array.from(el.getElementsByTagName("script"))) {
-    const fresh = document.createElement("script");
-    fresh.text = old.innerText;
-    for (const k of carried) { const v = old[k] || old.getAttribute(k); if (v) fresh.setAttribute(k, v); }
-    el.appendChild(fresh);
-    el.removeChild(fresh);
-  }
-}
-</script></body></html>"""
-
-
 @pytest.fixture(scope="module")
 def vscode_page(tmp_path_factory):
     import nbclient
     import nbformat
-    from playwright.sync_api import sync_playwright
-
-    from browser_env import CHROMIUM, CHROMIUM_ARGS
     nb = nbformat.read(str(NOTEBOOK), as_version=4)
     env_backend = os.environ.get("TILENB_BACKEND")
     os.environ["TILENB_BACKEND"] = "cpu"
@@ -61,27 +33,12 @@ def vscode_page(tmp_path_factory):
     # VS Code's default display order puts text/html before image/png and text/plain
     outputs = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code"
                for o in c.get("outputs", []) if "text/html" in o.get("data", {})]
-    data = json.dumps(outputs).replace("</", "<\\/")
-    path = tmp_path_factory.mktemp("vscode") / "outputs.html"
-    path.write_text(VSCODE.replace("<script>", f'<script type="application/json" id="outputs">{data}</script><script>', 1),
-                    encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.errors, page.refused = [], []
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-
-        def refuse(route):
-            if route.request.url.startswith("file:"):
-                return route.continue_()
-            page.refused.append(route.request.url)
-            return route.abort()
-        page.route("**/*", refuse)
-        page.goto(path.as_uri())
-        page.wait_for_function(f"document.querySelectorAll('.tilenb-view .tn-root').length === {len(KERNELS) * len(VIEWS)}",
-                               timeout=30000)
+    # VS Code's built-in HTML output renderer: each script made anew and appended to its output's
+    # element (test_output_hosts.py appends it to the element of every output, in a dark theme)
+    html = output_page(outputs, "vscode", body_class="vscode-light")
+    drawn = f"document.querySelectorAll('.tilenb-view .tn-root').length === {len(KERNELS) * len(VIEWS)}"
+    with open_page(html, tmp_path_factory.mktemp("vscode"), drawn, timeout_ms=30000) as page:
         yield page
-        browser.close()
 
 
 def test_in_vscodes_html_renderer_every_view_draws_instead_of_its_picture(vscode_page):

@@ -3,11 +3,9 @@ by the keyboard: a 1-row slice drawn as one strip whose bands are labelled by th
 per-warp table a single Tab stop whose rows the arrow keys walk, Tab and Escape leaving the view
 (README: keys stay in a view until Escape or Tab), and two copies of one view in a page both
 drawing; the part of a slice known to lie outside its tensor greyed."""
-import json
-
 import pytest
 
-from browser_env import CHROMIUM, CHROMIUM_ARGS
+from browser_env import open_page, output_page, views_ready
 from support.programs import GEMM_32
 
 pytestmark = pytest.mark.browser
@@ -27,23 +25,6 @@ kernel edge(X: tensor<f32>[8, 60], Y: tensor<f32>[8, 60]) {
 }
 """
 
-PAGE = """<!doctype html><html><head><meta charset="utf-8"></head><body><button id="before">before</button>
-<div id="out"></div><button id="after">after</button><script>
-  const out = document.getElementById("out");
-  for (const html of JSON.parse(document.getElementById("outputs").textContent)) {
-    const cell = document.createElement("div");
-    out.append(cell);
-    cell.innerHTML = html;
-    for (const old of [...cell.querySelectorAll("script")]) {
-      const s = document.createElement("script");
-      for (const a of old.attributes) s.setAttribute(a.name, a.value);
-      s.textContent = old.textContent;
-      old.replaceWith(s);
-    }
-  }
-</script></body></html>"""
-
-
 def _threadmap(src, name):
     import tilenb
     from tilenb.notebook import views
@@ -52,25 +33,15 @@ def _threadmap(src, name):
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    from playwright.sync_api import sync_playwright
     row, gemm = _threadmap(ROW, "scale"), _threadmap(GEMM_32, "gemm")
     html = [w._repr_mimebundle_()[0]["text/html"] for w in (row, gemm)]
     html.append(html[1])                                 # the same view twice in one page
     html.append(_threadmap(EDGE, "edge")._repr_mimebundle_()[0]["text/html"])
-    data = json.dumps(html).replace("</", "<\\/")
-    path = tmp_path_factory.mktemp("keys") / "page.html"
-    path.write_text(PAGE.replace("<script>", f'<script type="application/json" id="outputs">{data}</script><script>', 1),
-                    encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1200, "height": 900})
-        pg.errors = []
-        pg.on("pageerror", lambda e: pg.errors.append(str(e)))
-        pg.goto(path.as_uri())
-        pg.wait_for_function("document.querySelectorAll('.tilenb-view[data-tilenb-ready]').length === 4", timeout=20000)
+    # a button before the outputs and one after, for the focus to leave the views to
+    page_html = output_page(html, before='<button id="before">before</button>\n', after='<button id="after">after</button>')
+    with open_page(page_html, tmp_path_factory.mktemp("keys"), views_ready(4)) as pg:
         pg.row_runs, pg.gemm = row.copies[row.selected]["runs"], gemm.copies[gemm.selected]
         yield pg
-        browser.close()
 
 
 def view(page, i):
