@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from support import fake_cupy
-from support.programs import AXPY
+from support.programs import AXPY as SRC
 import tilenb
 import tilenb.api
 import tilenb.runtime.gpu.cuda as tc
@@ -147,9 +147,9 @@ def _next_call(rnd, last):
 @given(rnd=st.randoms(use_true_random=False), seed=st.integers(0, 3))
 def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(cp, rnd, seed):
     tilenb.api.clear_caches()
-    fast = tilenb.compile(AXPY, backend="cuda").axpy
+    fast = tilenb.compile(SRC, backend="cuda").axpy
     tilenb.api.clear_caches()
-    slow = tilenb.compile(AXPY, backend="cuda").axpy
+    slow = tilenb.compile(SRC, backend="cuda").axpy
     assert fast._repeat is not slow._repeat
     slow._repeat = None                  # no cache: every call takes the full path
     pool = _pool(cp, np.random.default_rng(seed))
@@ -176,7 +176,7 @@ def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(c
 def test_a_hot_entry_is_checked_in_full_and_other_entries_still_hit(cp):
     """The latest hit is compared first, then the cache: alternating signatures each keep
     their own entry, and a call that differs from the hot one in one dtype misses both."""
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     a, b = (cp.asarray(np.zeros(n, np.float32)) for n in (1000, 2004))
     k(a, a, a, 1.0)
     k(b, b, b, 1.0)
@@ -202,9 +202,9 @@ def test_on_the_gpu_repeats_with_values_equal_to_an_entrys_give_the_full_paths_r
     call's but is another type or sign give the results and errors of a kernel without the cache."""
     cupy = pytest.importorskip("cupy")
     tilenb.api.clear_caches()
-    fast = tilenb.compile(AXPY, backend="cuda").axpy
+    fast = tilenb.compile(SRC, backend="cuda").axpy
     tilenb.api.clear_caches()
-    slow = tilenb.compile(AXPY, backend="cuda").axpy
+    slow = tilenb.compile(SRC, backend="cuda").axpy
     slow._repeat = None
     rng = np.random.default_rng(11)
     n = 1000

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from support import fake_cupy
-from support.programs import AXPY
+from support.programs import AXPY as SRC
 import tilenb
 import tilenb.api
 import tilenb.runtime.gpu.cuda as tc
@@ -31,7 +31,7 @@ def _ptrs(args):
 
 
 def test_a_repeat_launches_the_new_arrays_with_the_packed_scalar_and_dims(cp):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 2.5)
     first = len(cp.launches)            # autotune: warm-up and timed runs of both variants, then the run
@@ -51,7 +51,7 @@ def test_a_repeat_launches_the_new_arrays_with_the_packed_scalar_and_dims(cp):
 
 
 def test_anything_the_checks_read_takes_the_full_path(cp):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
     n_entries = len(k._repeat)
@@ -82,7 +82,7 @@ def test_anything_the_checks_read_takes_the_full_path(cp):
 
 
 def test_a_repeat_is_queued_without_a_synchronize_or_events_and_reports_when_read(cp):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
     full = k.last_run
@@ -107,7 +107,7 @@ def test_a_repeat_is_queued_without_a_synchronize_or_events_and_reports_when_rea
 
 def test_timed_repeats_record_events_and_wait_for_them_only_when_read(cp, monkeypatch):
     monkeypatch.setattr(tc, "TIME_REPEATS", True)
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
     cp.calls.clear()
@@ -123,28 +123,28 @@ def test_timed_repeats_record_events_and_wait_for_them_only_when_read(cp, monkey
 
 def test_a_recompiled_text_launches_from_the_first_compiles_cache(cp):
     x, y, z = _arrays(cp, 1000)
-    tilenb.compile(AXPY, backend="cuda").axpy(x, y, z, 1.0)
+    tilenb.compile(SRC, backend="cuda").axpy(x, y, z, 1.0)
     n = len(cp.launches)
-    k2 = tilenb.compile(AXPY, backend="cuda").axpy       # a re-run cell: a new Module, same text
+    k2 = tilenb.compile(SRC, backend="cuda").axpy       # a re-run cell: a new Module, same text
     k2(x, y, z, 1.0)
     assert len(cp.launches) == n + 1                    # no autotuning, no checks: one launch
     assert "launched from the cache" in k2.last_run.note
-    k3 = tilenb.compile(AXPY + "\n", backend="cuda").axpy   # another text: its own full launch
+    k3 = tilenb.compile(SRC + "\n", backend="cuda").axpy   # another text: its own full launch
     k3(x, y, z, 1.0)
     assert "launched from the cache" not in k3.last_run.note
     tilenb.api.clear_caches()
-    k4 = tilenb.compile(AXPY, backend="cuda").axpy
+    k4 = tilenb.compile(SRC, backend="cuda").axpy
     k4(x, y, z, 1.0)
     assert "launched from the cache" not in k4.last_run.note
 
 
 def test_debug_keywords_and_host_arrays(cp):
     x, y, z = _arrays(cp, 1000)
-    kd = tilenb.compile(AXPY, backend="cuda", debug=True).axpy
+    kd = tilenb.compile(SRC, backend="cuda", debug=True).axpy
     kd(x, y, z, 1.0)
     kd(x, y, z, 1.0)
     assert "launched from the cache" not in kd.last_run.note and not kd._repeat
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     k(x, y, z, 1.0, variant={"TILE": 512})              # keywords: the launch() path, cached there too
     k(x, y, z, 1.0, variant={"TILE": 512})
     assert "launched from the cache" in k.last_run.note and k.last_run.variant == {"TILE": 512}
@@ -158,7 +158,7 @@ def test_debug_keywords_and_host_arrays(cp):
 
 
 def test_a_misaligned_array_goes_through_an_aligned_copy_every_time(cp):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     base = np.zeros(1001, np.float32)
     off = cp.ndarray(base[1:])                          # 4 bytes past a 16-byte boundary (numpy aligns to 16+)
@@ -171,7 +171,7 @@ def test_a_misaligned_array_goes_through_an_aligned_copy_every_time(cp):
 
 
 def test_a_new_shape_or_dtype_on_the_fast_path_is_checked_and_launched_with_its_own_dims(cp):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 2.5)
     k(x, y, z, 2.5)
@@ -205,7 +205,7 @@ def test_gpu_arrays_that_are_not_cupy_arrays_pass_their_pointers_in_argument_ord
             self.a = a
             self.__cuda_array_interface__ = a.__cuda_array_interface__
 
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(Gpu(x), y, Gpu(z), -1.5)
     k(Gpu(x), y, Gpu(z), -1.5)
@@ -230,7 +230,7 @@ def test_a_repeat_calls_the_devices_function_with_positional_arguments(cp, monke
     def kernel(self):                                   # what RawKernel.kernel gives: the device's Function
         return lambda grid, block, args, shared_mem=0: direct.append((grid, block, args, shared_mem))
     monkeypatch.setattr(fn_type, "kernel", property(kernel), raising=False)
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 1.0)
     n = len(cp.launches)
@@ -242,7 +242,7 @@ def test_a_repeat_calls_the_devices_function_with_positional_arguments(cp, monke
 
 
 def test_scalars_and_dims_are_packed_once_as_cupy_would_where_cupy_can(cp, monkeypatch):
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     x, y, z = _arrays(cp, 1000)
     k(x, y, z, 2.5)
     k(x, y, z, 2.5)

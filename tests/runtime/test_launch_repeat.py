@@ -5,7 +5,7 @@ checked again. GPU tests (marker `gpu`); without a GPU they skip."""
 import numpy as np
 import pytest
 
-from support.programs import AXPY
+from support.programs import AXPY as SRC
 import tilenb
 from tilenb import LaunchError
 
@@ -13,7 +13,7 @@ from tilenb import LaunchError
 @pytest.mark.gpu
 def test_repeat_calls_use_new_pointers_and_values_and_new_shapes_are_checked():
     cp = pytest.importorskip("cupy")
-    k = tilenb.compile(AXPY, backend="cuda").axpy
+    k = tilenb.compile(SRC, backend="cuda").axpy
     rng = np.random.default_rng(7)
     a_of = {}                                  # scalar values are part of the key: one per shape
     for n in (1000, 1000, 1000, 2004, 2004):   # repeats, then a new shape, then its repeat
