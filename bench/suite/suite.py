@@ -1126,22 +1126,10 @@ def precompile(mod, arch: str, jobs: int, only=None):
 
 # ---- the CPU check (no GPU): kernels against numpy at small shapes ------------------------------
 def cpu_check(jobs: int):
-    import ml_dtypes
+    from numpy_check import Check
     mod = tilenb.compile(SK.program(), backend="cpu")
-    rng = np.random.default_rng(0)
-    bad = 0
-
-    def arr(shape, dt="f32"):
-        a = rng.standard_normal(shape).astype(np.float32)
-        return a.astype({"f32": np.float32, "bf16": ml_dtypes.bfloat16, "f16": np.float16}[dt])
-
-    def check(label, got, ref, tol):
-        nonlocal bad
-        g, r = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-        err = np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-300)
-        ok = bool(err <= tol) and not np.isnan(g).any()
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} {label:44s} rel err {err:.2e} (tol {tol:.0e})", flush=True)
+    ck = Check(seed=0)
+    arr, check = ck.arr, ck.check
 
     n = 70004
     x, y = arr(n), arr(n)
@@ -1204,6 +1192,7 @@ def cpu_check(jobs: int):
                   SK.ref_attention(q, k, v, 1.0 / math.sqrt(D), causal=True), 2e-2)
     for name in ("add_f32", "rms_norm_f32", "gemm_f16", "attention_bf16"):
         tilenb.compile(SK.kernel_text(name), backend="cpu")   # each compile case stands alone
+    bad = ck.failures
     # the Triton peers through Triton's interpreter, where triton is installed (the GPU machine;
     # not the project's environment here): same kernels, CPU, ragged shapes, numpy references
     import importlib.util

@@ -424,23 +424,11 @@ class HostTensor:
 
 def interpret_check() -> int:
     import numpy as np
-    import ml_dtypes
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))   # tilenb
     from tilenb.examples import suite_kernels as SK
-    rng = np.random.default_rng(1)
-    bad = 0
-    dts = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-
-    def arr(shape, dt):
-        return rng.standard_normal(shape).astype(np.float32).astype(dts[dt])
-
-    def check(label, got, ref, tol):
-        nonlocal bad
-        g, r = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-        err = np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-300)
-        ok = bool(err <= tol) and not np.isnan(g).any()
-        bad += not ok
-        print(f"{'ok  ' if ok else 'FAIL'} triton {label:40s} rel err {err:.2e} (tol {tol:.0e})", flush=True)
+    from numpy_check import Check        # beside this file: numpy and ml_dtypes only
+    ck = Check(seed=1, prefix="triton ", width=40)
+    arr, check = ck.arr, ck.check
 
     H = HostTensor
     global FUSED_MAX_ELEMS
@@ -474,8 +462,8 @@ def interpret_check() -> int:
         o = np.full((2, 45, 64), np.nan, np.float32).astype(q.dtype)
         attention(H(q), H(k_), H(v), H(o), 0.125, config=cfg)
         check(f"attention f16 H=2 N=45 Nk={nk} D=64", o, SK.ref_attention(q, k_, v, 0.125), 2e-2)
-    print(f"triton interpreter check: {bad} failure(s)")
-    return 1 if bad else 0
+    print(f"triton interpreter check: {ck.failures} failure(s)")
+    return 1 if ck.failures else 0
 
 
 if __name__ == "__main__":
