@@ -128,34 +128,21 @@ def test_halo_assigned_whole_over_a_filled_tile_is_named():
     assert "`h[:] = ...`" in r.report
 
 
+def _scan_without_a_barrier(which):
+    """block_scan's solution with one of its loop's two barriers left out, the one after the read
+    `add = buf[t - step]` (`which="read"`) or after the write `buf[t] = v` ("write"): the source
+    and the lines of that read and write."""
+    sig = puzzles.get("block_scan").signature + " {\n"
+    lines = SOLUTIONS[SOLUTIONS.index(sig) + len(sig):].split("\n}\n", 1)[0].split("\n")
+    barriers = [i for i, l in enumerate(lines) if l.strip() == "barrier()"]
+    assert len(barriers) == 3, "block_scan's solution: one barrier before the loop, two in it"
+    del lines[barriers[1 if which == "read" else 2]]
+    src = _src("block_scan", "\n".join(lines))
+    return src, _line_of(src, "add = buf[t - step]"), _line_of(src, "buf[t] = v", 2)
+
+
 def test_missing_barrier_in_the_scan_is_named_with_its_lines():
-    body = """
-  let t = ctx.thread
-  let i = ctx.block.x * 128 + t
-  var buf: tile<i32>[128]
-  var v = 0
-  if i < N {
-    v = X[i]
-  }
-  buf[t] = v
-  barrier()
-  var step = 1
-  while step < 128 {
-    var add = 0
-    if t >= step {
-      add = buf[t - step]
-    }
-    v += add
-    buf[t] = v
-    barrier()
-    step = step * 2
-  }
-  if i < N {
-    Y[i] = v
-  }"""
-    src = _src("block_scan", body)
-    read = _line_of(src, "add = buf[t - step]")
-    write = _line_of(src, "buf[t] = v", 2)
+    src, read, write = _scan_without_a_barrier("read")
     r = puzzles.check("block_scan", src)
     assert r.status == "wrong"
     assert f"a race: a barrier() is missing between line {read} and line {write}" in r.summary
@@ -164,33 +151,7 @@ def test_missing_barrier_in_the_scan_is_named_with_its_lines():
 
 def test_loop_carried_missing_barrier_in_the_scan_names_the_next_turn():
     # the barrier after the write is gone: the write races with the next turn's read, on an earlier line
-    body = """
-  let t = ctx.thread
-  let i = ctx.block.x * 128 + t
-  var buf: tile<i32>[128]
-  var v = 0
-  if i < N {
-    v = X[i]
-  }
-  buf[t] = v
-  barrier()
-  var step = 1
-  while step < 128 {
-    var add = 0
-    if t >= step {
-      add = buf[t - step]
-    }
-    barrier()
-    v += add
-    buf[t] = v
-    step = step * 2
-  }
-  if i < N {
-    Y[i] = v
-  }"""
-    src = _src("block_scan", body)
-    read = _line_of(src, "add = buf[t - step]")
-    write = _line_of(src, "buf[t] = v", 2)
+    src, read, write = _scan_without_a_barrier("write")
     assert read < write
     r = puzzles.check("block_scan", src)
     assert r.status == "wrong"
