@@ -105,11 +105,12 @@ def views_ready(n):
 
 @contextmanager
 def open_page(html, folder, ready, *, width=1200, height=900, timeout_ms=20000):
-    """Headless chromium, its viewport `width` x `height` CSS pixels, on the page `html` (written
-    to folder/page.html and opened from the file), every request for other than a file: URL
-    refused; returns once the page expression `ready` holds (playwright's TimeoutError after
-    `timeout_ms`). The page's `errors` lists its uncaught errors' messages, `refused` the URLs it
-    was refused. The browser closes when the block ends."""
+    """A with-block's page: headless chromium, its viewport `width` x `height` CSS pixels, on the
+    page `html` (written to `folder`/page.html, `folder` a pathlib.Path, and opened from the
+    file), every request for other than a file: URL refused, handed over once the page
+    expression `ready` holds (playwright's TimeoutError after `timeout_ms`). The page's `errors`
+    lists its uncaught errors' messages, `refused` the URLs it was refused. The browser closes
+    when the block ends."""
     from playwright.sync_api import sync_playwright
     path = folder / "page.html"
     path.write_text(html, encoding="utf-8")
