@@ -27,7 +27,8 @@ The decisions, in the order they depend on each other:
    else where the dot needs them; after the tiles, 128-byte aligned.
 6. Streamed loops (`_Lower.stream`): on "sm_90", a loop whose dots' staged slices are all B
    operands of dots on the mma row layout, with uniform coordinates and wgmma shapes, streams
-   them by TMA into a ring of swizzled stages after the scratch (when two stages fit).
+   them by TMA into a ring of swizzled stages after the scratch (when two stages fit); its
+   warpgroups' ping-pong and its waits besides CTA barriers: `analysis.pingpong`.
 7. The fallbacks: a ring that does not fit takes its loop back to cp.async; double buffers that
    would push the CTA past the target's opt-in limit are given up for staging where each dot is.
 
@@ -59,6 +60,7 @@ from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, 
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .rings import PINGPONG_BARRIERS, Ring, RingOp, Wait  # noqa: F401 (the generator reads them here too)
+from .pingpong import decide, ring_waits
 from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
                         mma_dot, mma_register_tiles, plain_accumulation, rows_layout, shape2, statement_parts)
 
@@ -297,9 +299,7 @@ class KernelLowering:
     # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
     # that slice written in the dot (the two forms are one program to every path)
     inline_views: Dict[int, ir.Slice] = field(default_factory=dict)
-    # the waits of the streamed loops besides CTA barriers (mbarriers, the ping-pong's named
-    # barriers), in source order: what the barriers view lists with their reasons (`ring_waits`)
-    waits: Tuple[Wait, ...] = ()
+    waits: Tuple[Wait, ...] = ()     # the streamed loops' other waits (`pingpong.ring_waits`): the barriers view's
 
     def lowering_of(self, loop) -> str:
         """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
@@ -762,100 +762,10 @@ class _Lower:
             # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
             # stage one turn late
             ring.defer = SWITCHES.stream_defer and ring.ahead <= stages - 2 and self._defer_safe(ring)
-            ring.pingpong, ring.pingpong_why = self._pingpong(ring)
+            ring.pingpong, ring.pingpong_why = decide(ring, self.T, self.f, self.routes, dot_staged_views(self.kir),
+                                                      tile_statement)
             total += ring.nbytes
         return total
-
-    def _pingpong(self, ring: Ring) -> Tuple[bool, str]:
-        """Whether the two warpgroups of the CTA take turns issuing the loop's products
-        (`Ring.pingpong`; the protocol and its proof of progress: codegen/sm90/streamed.py,
-        "Ping-pong"), and why or why not. It applies where each warpgroup's products and softmax
-        are its own (two warpgroups, each owning 64 rows of every dot's result on the mma row
-        layout), the turn's two products are back to back across the turn boundary (the deferred
-        P V then the next Q K^T: `Ring.defer`, exactly two streamed slices), and nothing in the
-        loop body waits for the whole CTA: no CTA barrier is placed in it, and every statement is
-        a tile statement on the row layout with no dot through shared scratch (those reduce or
-        exchange through shared memory), a scalar `let` or a view the dots read; no nested loop,
-        `if`, jump, atomic or barrier()."""
-        if not SWITCHES.stream_pingpong:
-            return False, "off (TILENB_STREAM_PINGPONG=1 turns it on)"
-        if self.T != 256:
-            return False, f"not with {self.T} threads: it needs two warpgroups (256 threads)"
-        for rop in ring.ops:
-            r = self._route_of_dot(rop.dot)
-            lay = r.lay if r is not None else None
-            if not (isinstance(lay, MmaLayout) and lay.rows_mode and lay.M == 128 and lay.W == 8 and lay.WN == 1):
-                return False, ("its dots' rows do not split between the warpgroups (it needs results of 128 rows on "
-                               "the mma row layout, 64 a warpgroup)")
-        if len(ring.ops) != 2:
-            return False, f"it streams {len(ring.ops)} slices (it needs two: Q K^T's and P V's)"
-        if not ring.defer:
-            return False, ("the turn's last product is waited for in its own turn (it needs that product to retire "
-                           "at the next turn's first wait, so that the two products are issued back to back)")
-        views = dot_staged_views(self.kir)
-        for t in ir.walk_stmts(list(ring.loop.body)):
-            p = self.f.positions.get(id(t))
-            if self.f.barriers.get(p):
-                return False, f"a CTA barrier is placed in the loop (at line {t.span.line})"
-        for t in ring.loop.body:
-            if isinstance(t, ir.Let) and (not isinstance(t.sym.type, ir.TileT) or id(t.sym) in views):
-                continue
-            if isinstance(t, (ir.Let, ir.VarDecl, ir.Assign)) and tile_statement(t):
-                r = self.routes.get(id(t))
-                if r is not None and r.lay is not None and not r.scratch and r.error is None and not self.f.within(t):
-                    continue
-            return False, (f"the statement at line {t.span.line} is not a tile statement on the row layout "
-                           f"(it may wait for the whole CTA)")
-        return True, (f"warpgroups 0 and 1 take turns issuing their products (named barriers "
-                      f"{PINGPONG_BARRIERS[0]} and {PINGPONG_BARRIERS[1]}): one's P V and next Q K^T run on the "
-                      f"tensor cores while the other computes its softmax")
-
-    def ring_waits(self, ring: Ring) -> List[Wait]:
-        """The waits the generated code makes in a streamed loop (codegen/sm90/streamed.py), at
-        the top-level statement of its body that holds each dot: every warp waits on a slice's
-        "full" mbarrier before the dot that reads it; thread 0 waits on a stage's "empty"
-        mbarrier before it refills it (after the turn's first dot is issued); with the ping-pong,
-        each warpgroup waits at its named barrier before its products."""
-        out: List[Wait] = []
-
-        def stmt_of(d):
-            for st in ring.loop.body:
-                if any(x is d for e in ir.stmt_exprs(st) for x in ir.walk_expr(e)):
-                    return st
-            return None
-        S, A = ring.stages, ring.ahead
-        b0, b1 = PINGPONG_BARRIERS
-        for j, rop in enumerate(ring.ops):
-            st = stmt_of(rop.dot)
-            if st is None:
-                continue
-            line, pos = st.span.line, self.f.positions.get(id(st), -1)
-            name = f"{rop.slice.base.name} [{rop.rows}, {rop.cols}]"
-            out.append(Wait(line, pos, "within", "mbarrier", "every warp", f"full[stage][{j}]",
-                            f"before the dot reads {name} of this turn: its TMA copy (issued by thread 0 {A} turn(s) "
-                            f"ahead, into one of {S} stages) has landed"))
-            if ring.pingpong and j in (0, len(ring.ops) - 1):
-                turn = ("in turn 0 only: in later turns this Q K^T follows the previous turn's P V in the same "
-                        "turn at the tensor cores" if j == 0 else "every turn")
-                out.append(Wait(line, pos, "within", "named barrier", "each warpgroup",
-                                f"named barrier {b0} (warpgroup 0) / {b1} (warpgroup 1)",
-                                f"before this warpgroup issues its products ({turn}): warpgroup 0 waits at barrier "
-                                f"{b0} until warpgroup 1 has issued its own and arrived there, warpgroup 1 at barrier "
-                                f"{b1} the other way round, so that one warpgroup's softmax overlaps the other's "
-                                f"tensor-core work (warpgroup ping-pong)"))
-            if j == 0:
-                freed = ("after the next turn's first product waited, which retires the last one too"
-                         if ring.defer else "after the turn's last product")
-                out.append(Wait(line, pos, "within", "mbarrier", "thread 0", "empty[stage]",
-                                f"after this dot is issued, before thread 0 copies turn t + {A} (t: this turn) into "
-                                f"the stage turn t + {A} - {S} used: every warp has freed it ({freed})"))
-        return out
-
-    def _route_of_dot(self, d) -> Optional[Route]:
-        for r in self.routes.values():
-            if any(d is x for x in r.frag):
-                return r
-        return None
 
     def _defer_safe(self, ring: Ring) -> bool:
         """Whether the turn's last dot may retire at the next turn's first wait (wgmma groups retire
@@ -960,7 +870,7 @@ class _Lower:
         low.inline_views = {id(t.sym): t.value for t in ir.walk_stmts(kir.body)
                             if isinstance(t, ir.Let) and id(t.sym) in dot_staged_views(kir)}
         low.loops = self.loop_summary(low)
-        low.waits = tuple(w for ring in rings.values() for w in self.ring_waits(ring))
+        low.waits = tuple(w for ring in rings.values() for w in ring_waits(ring, self.f.positions))
         if gemm:
             low.moves = self.store_moves()
         return low
