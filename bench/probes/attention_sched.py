@@ -101,7 +101,7 @@ def main(argv=None):
     saved = {f: getattr(SWITCHES, f) for _, fs in sets for f in fs}
 
     # ---- generate and compile each setting's variants with its switches set
-    mods, applies = {}, {}
+    mods, applies = {}, {}      # (setting, kernel) -> module, its variants at the head dims asked for
     for label, fields in sets:
         if left() < 0.6 * a.budget_s and mods:
             print(f"budget: setting {label} not compiled", flush=True)
@@ -112,15 +112,9 @@ def main(argv=None):
         for name in names:
             mod = tilenb.compile(KERNELS[name] + f"\n// attention_sched setting {label}\n", backend="cuda")
             k = mod.kernels[name]
-            only = {}
-            for key, kir in k.checked.variants.items():
-                var = dict(key)
-                if var["D"] not in dims:
-                    continue
-                rings = k.analysis(arch="sm_90", **var).lowering.rings.values()
-                only[tuple(sorted(var.items()))] = any(r.pingpong for r in rings)
             mods[(label, name)] = mod
-            applies[(label, name)] = only
+            applies[(label, name)] = [tuple(sorted(dict(key).items())) for key in k.checked.variants
+                                      if dict(key)["D"] in dims]
             suite.precompile(mod, "sm_90", a.jobs, only={name})
         for f, v in saved.items():
             setattr(SWITCHES, f, v)
@@ -134,9 +128,12 @@ def main(argv=None):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     F = torch.nn.functional
     props = torch.cuda.get_device_properties(0)
+    from tilenb.runtime.gpu.cuda import device_target
+    dev = device_target()
     print(f"{props.name}, {props.multi_processor_count} SMs; {a.runs} runs of {a.reps} launches; "
           f"settings: {', '.join(lab for lab, _ in sets)}", flush=True)
     table, rows, skipped = [], [], []
+    longest = 0.0
     for shp in a.shapes.split(","):
         B, H, N = map(int, shp.split("x"))
         for D in dims:
@@ -150,9 +147,10 @@ def main(argv=None):
                 kern_names = [n for n in names if ("causal" in n) == causal]
                 if not kern_names:
                     continue
-                if left() < 20:
+                if left() < max(20.0, 1.5 * longest):     # the longest case so far, and a margin
                     skipped += [f"{n} {shp} d{D}" for n in kern_names]
                     continue
+                t_case = time.perf_counter()
                 flops = 4 * B * H * N * N * D // (2 if causal else 1)
                 peers, ref = {}, None
                 for pname, be in (("SDPA cuDNN", SDPBackend.CUDNN_ATTENTION), ("SDPA flash", SDPBackend.FLASH_ATTENTION)):
@@ -176,9 +174,13 @@ def main(argv=None):
                         # setting's switches, as the module's own text keeps its caches apart
                         for f, val in fields.items():
                             setattr(SWITCHES, f, val)
-                        for vkey, pp in applies[(label, name)].items():
+                        for vkey in applies[(label, name)]:
                             var = dict(vkey)
-                            if var["D"] != D or (label != "off" and not pp):
+                            if var["D"] != D:
+                                continue
+                            # the analysis for this device's own Target (its limits), as the launch makes it
+                            pp = any(r.pingpong for r in kern.analysis(arch=dev, **var).lowering.rings.values())
+                            if label != "off" and not pp:
                                 continue        # a variant the setting leaves alone is the "off" one
                             o.fill_(float("nan"))
                             kern(*args, variant=var)
@@ -223,6 +225,7 @@ def main(argv=None):
                         if off:
                             print(f"  {name} {shp} d{D} {key[2]}: off {off:.4f} ms, {key[1]} {med[key]:.4f} ms "
                                   f"({(off / med[key] - 1) * 100:+.1f}%, regs {gos[key][3]})", flush=True)
+                longest = max(longest, time.perf_counter() - t_case)
                 for key, ms in med.items():
                     if key in gos:
                         rows.append({"kernel": key[0], "setting": key[1], "variant": key[2], "shape": [B, H, N, D],
