@@ -304,3 +304,23 @@ def test_the_emulator_catches_an_arrival_left_over(pingpong, tmp_path):
     exe = build_sm90(bad, args, {"H": 1, "N": 100, "Nk": 100, "D": 64}, (1, 1), tmp_path)
     with pytest.raises(RuntimeError, match="arrivals left over"):
         run_sm90(exe, [a.copy() if isinstance(a, np.ndarray) else a for a in args], tmp_path, 1, 0)
+
+
+@needs_gxx
+def test_emulated_pingpong_loop_run_twice_in_a_cta(pingpong, tmp_path):
+    """The streamed loop inside `for<unroll 2>` over the heads: each CTA runs two ping-pong loops one
+    after the other, the second starting on the named barriers the first left (empty)."""
+    from test_streamed_sm90 import UNROLLED
+    variant = dict(BR=128, BC=64, D=64, NT=256)
+    H, N, Nk = 2, 150, 200
+    k, src = kernel("attention_bf16", "pp on, unrolled", text=UNROLLED)
+    assert ring_of(k.analysis(arch="sm_90", **variant)).pingpong
+    args = inputs(H, N, Nk, variant["D"], seed=11)
+    cpu = run_cpu(k, args, variant)
+    ks = generate(k.ir(**variant), src, 0, arch="sm_90")
+    # one loop a copy of the unrolled body: two a whole turn of the unrolled loop, one for the rest
+    assert ks.source.count("tnb_pp_arrive(1);") == 3
+    exe = build_sm90(ks, args, {"H": H, "N": N, "Nk": Nk, "D": variant["D"]}, (2, 1), tmp_path)
+    got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    run_sm90(exe, got, tmp_path, 1, 0)
+    assert_close(got[3], cpu[3].astype(np.float64), "two ping-pong loops in a CTA", rtol=2e-2, atol=2e-2)
