@@ -36,7 +36,8 @@ The pipeline, one stage per module:
                                  layouts, routes of tensor-core statements, scratch, stages, rings
                                  (gemm_loops.py: the GEMM loop shape and its records; tc_moves.py: the
                                  proven alignment of the tensor-core paths' 16-byte moves, and where a
-                                 run-time test remains)
+                                 run-time test remains; pingpong.py: a streamed loop's warpgroup
+                                 ping-pong and its waits besides CTA barriers)
     smem.build                   the shared-memory map: every region the generated kernel declares
     copies.copy_plans            global <-> shared moves: runs, sectors, wavefronts, layout fixes
 (layout.py is the layout algebra; partition.py the one thread -> element rule; divisibility.py the

@@ -49,10 +49,10 @@ any stages S >= 3 and ahead 1 <= A <= S - 2 (what `Ring.defer` requires):
 2. Every other wait of the loop depends only on earlier links of that chain or on hardware:
    - a "full" wait for turn t (K before unit t's Q K^T; V before unit t + 1's P V): thread 0
      issued turn t before the loop (t < A) or right after its unit t - A's arrival, so before
-     it waited at B[0] for unit t - A + 1 <= t; every warp of warpgroup 0 in unit t passed that
-     wait only after warp 0 reached it, and warpgroup 1's unit t (or the V wait after it)
-     starts after warpgroup 0's arrival after unit t, later still; the copy then lands by
-     itself;
+     it waited at B[0] for unit t - A + 1 <= t; a warp of warpgroup 0 waits for turn t only
+     after its own wait at B[0] for unit t, which completed only once warp 0 had reached its
+     wait there (after that issue), and warpgroup 1's unit t (or its V wait after it) starts
+     after warpgroup 0's arrival after unit t, later still; the copy then lands by itself;
    - thread 0's "empty" wait in the tail of warpgroup 0's unit i, for the stage of turn
      r = i + A - S <= i - 2: every warp frees turn r right after its own wait that closes
      unit r + 1 <= i - 1 (the deferred retire), with nothing but its own wgmma groups in
