@@ -6,7 +6,10 @@
 // (b.measured), and the barriers the code generator adds inside a line's code are listed with
 // theirs (measured.internal).
 //
-// Model traits read: kernel, barriers, lines, note, measured.
+// The other waits of the target's code (a streamed loop's mbarrier waits, its warpgroup
+// ping-pong's named barriers) are marked "wait" above the line whose code makes them.
+//
+// Model traits read: kernel, barriers, waits, lines, note, measured.
 
 function count(n) { return Number(n || 0).toLocaleString("en-US"); }
 
@@ -43,6 +46,26 @@ function draw(model, el) {
     marks.push(m);
     return m;
   };
+  // the other waits of the target's code (a streamed loop's mbarriers, its ping-pong's named
+  // barriers: model "waits"), marked above the line whose code makes them
+  const waits = model.get("waits") || [];
+  const wmark = (w) => {
+    const where = `${w.kind || "wait"} wait ${w.where || "within"} line ${label(w.line)}`;
+    const m = h("div", { class: "tn-bmark tn-wmark", tabindex: 0, role: "note", "data-line": w.line,
+      "aria-label": `${where} (${w.who || ""}, ${w.barrier || ""}): ${w.reason || ""}` },
+      h("span", { class: "tn-bgutter", "aria-hidden": "true" }),
+      h("span", { class: "tn-bbadge", "aria-hidden": "true", text: "wait" }),
+      h("span", { class: "tn-bwhere", "aria-hidden": "true", text: `${where} · ${w.who || ""} · ${w.barrier || ""}` }));
+    m.dataset.reason = w.reason || "";
+    m.dataset.where = "before";
+    marks.push(m);
+    return m;
+  };
+  const waitsAt = new Map();
+  for (const w of waits) {
+    if (!waitsAt.has(w.line)) waitsAt.set(w.line, []);
+    waitsAt.get(w.line).push(w);
+  }
   const before = new Map(), after = new Map();
   for (const b of bars) {
     const m = b.where === "after" ? after : before;
@@ -56,6 +79,7 @@ function draw(model, el) {
     if (prev !== null && line !== prev + 1) listing.append(h("div", { class: "tn-gap", text: "⋯" }));
     prev = line;
     for (const b of before.get(line) || []) listing.append(mark(b));
+    for (const w of waitsAt.get(line) || []) listing.append(wmark(w));
     const hasBar = before.has(line) || after.has(line);
     listing.append(h("div", { class: "tn-sline" + (hasBar ? " tn-synced" : ""), "data-line": line },
       h("span", { class: "tn-lno", text: String(lab) }), h("code", { class: "tn-stext", text: String(text) || " " })));
@@ -110,7 +134,7 @@ function draw(model, el) {
 function render({ model, el }) {
   const redraw = () => draw(model, el);
   redraw();
-  const keys = ["barriers", "lines", "note", "kernel", "measured"];
+  const keys = ["barriers", "waits", "lines", "note", "kernel", "measured"];
   for (const k of keys) model.on(`change:${k}`, redraw);
   return () => {
     for (const k of keys) model.off(`change:${k}`, redraw);

@@ -105,7 +105,7 @@ def test_analysis_json_shape_and_size(seed):
         d = k.analysis().to_json()
         json.dumps(d)
         assert set(d) == {"kernel", "threads", "footprint", "budget", "target", "tiles", "ruler", "regions", "smem",
-                          "loops", "barriers", "copies", "shared_traffic", "traffic", "dot_reads", "masks"}
+                          "loops", "barriers", "waits", "copies", "shared_traffic", "traffic", "dot_reads", "masks"}
         for r in d["regions"]:
             assert set(r) == {"name", "kind", "offset", "bytes", "lines", "spans", "space", "what"}
         for lp in d["loops"]:

@@ -1454,6 +1454,27 @@ inline void tnb_mbar_wait(unsigned bar, unsigned parity) {
 }
 inline void tnb_fence_async_smem() {}
 inline void tnb_fence_async_global() {}
+// named barriers (bar.sync / bar.arrive id, 256: the warpgroup ping-pong of a streamed loop):
+// a generation completes when 256 threads arrived, waiting or not; a CTA must end with every
+// named barrier empty (an arrival left over would corrupt the next use of the barrier)
+struct TnbNBar { int count = 0; unsigned long long gen = 0; };
+static std::map<int, TnbNBar> g_nbars;
+static void tnb_nbar(int id, bool wait) {
+  std::unique_lock<std::mutex> lk(g_mb_mu);
+  if (id <= 0 || id >= 16) tnb_die("named barrier: an id outside 1..15", (unsigned)id);
+  TnbNBar& b = g_nbars[id];
+  unsigned long long gen = b.gen;
+  if (++b.count == 256) { b.count = 0; b.gen++; g_mb_cv.notify_all(); return; }
+  if (wait && !g_mb_cv.wait_for(lk, std::chrono::seconds(60), [&] { return g_nbars[id].gen != gen; }))
+    tnb_die("deadlock: a named barrier never completes", (unsigned)id);
+}
+inline void tnb_pp_sync(int id) { tnb_nbar(id, true); }
+inline void tnb_pp_arrive(int id) { tnb_nbar(id, false); }
+static void tnb_nbars_empty() {
+  for (auto& kv : g_nbars) if (kv.second.count) tnb_die("named barrier: arrivals left over at the end of a CTA", (unsigned)kv.first);
+  g_nbars.clear();
+}
+static struct TnbNBarsAtExit { ~TnbNBarsAtExit() { tnb_nbars_empty(); } } g_nbars_at_exit;
 static inline unsigned tnb_emu_swz(unsigned a, int span) {
   int mask = span == 128 ? 7 : span == 64 ? 3 : span == 32 ? 1 : 0;
   return a ^ (((a >> 7) & mask) << 4);
@@ -1562,7 +1583,7 @@ static inline void tnb_wg_issue_rs(float* d, const unsigned* a, unsigned long lo
 EMU_MAIN = EMU.main_template({
     "ARGS": "  const int use_tma = std::atoi(argv[2]);\n  g_tma_early = std::atoi(argv[3]);",
     "MAPS": "@MAPS@",
-    "CTA_START": "    g_mbars.clear();",
+    "CTA_START": "    g_mbars.clear(); tnb_nbars_empty();",
     "THREAD_START": " t_wg_groups.clear(); t_wg_open.clear();",
     "THREAD_END": '      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");',
 })

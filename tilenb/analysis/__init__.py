@@ -13,6 +13,8 @@ CUDA code generator (which obeys it) and by the notebook widgets (which show it)
                   "mma.sync", "generic") and why (`lowering.LoopLowering`)
     a.ruler       for each source line with a statement: the regions alive there (tiles first)
     a.barriers    the CTA barriers, each with line, position, where, tile and reason
+    a.waits       the other waits of the target's code (`rings.Wait`: a streamed loop's mbarrier
+                  waits and its warpgroup ping-pong's named barriers), each with its reason
     a.copies      copy plans between tensors and tiles: thread -> element runs, vector width,
                   sectors (coalescing) and wavefronts (bank conflicts) per warp
     a.statements  thread ownership of every statement (`ownership.StatementPlan`), indexed by
@@ -34,7 +36,8 @@ The pipeline, one stage per module:
                                  layouts, routes of tensor-core statements, scratch, stages, rings
                                  (gemm_loops.py: the GEMM loop shape and its records; tc_moves.py: the
                                  proven alignment of the tensor-core paths' 16-byte moves, and where a
-                                 run-time test remains)
+                                 run-time test remains; pingpong.py: a streamed loop's warpgroup
+                                 ping-pong and its waits besides CTA barriers)
     smem.build                   the shared-memory map: every region the generated kernel declares
     copies.copy_plans            global <-> shared moves: runs, sectors, wavefronts, layout fixes
 (layout.py is the layout algebra; partition.py the one thread -> element rule; divisibility.py the
@@ -139,6 +142,12 @@ class Analysis:
     masks: Tuple[CornerMask, ...] = ()        # wheres decided per tile at their corners (analysis.masks)
 
     @property
+    def waits(self):
+        """The waits of the target's code besides CTA barriers (`lowering.KernelLowering.waits`:
+        a streamed loop's mbarrier waits and its ping-pong's named barriers); () for none."""
+        return self.lowering.waits if self.lowering is not None else ()
+
+    @property
     def copies(self) -> Tuple[CopyPlan, ...]:
         """The copy plans (`tilenb.analysis.copies`), computed from `statements` on first use
         and kept (one computation for every target's Analysis of the variant): the views need
@@ -207,7 +216,7 @@ class Analysis:
 
     def to_json(self) -> dict:
         """A JSON-ready dict: {"kernel", "threads", "footprint", "budget", "target", "tiles",
-        "ruler", "regions", "smem", "loops", "barriers", "copies", "shared_traffic", "traffic",
+        "ruler", "regions", "smem", "loops", "barriers", "waits", "copies", "shared_traffic", "traffic",
         "dot_reads", "masks"}, copies as runs [thread, row,
         col, length] (not per element); ruler entries of regions other than tiles carry their
         "kind"; "smem" holds the map's "array_bytes" and "dynamic"."""
@@ -233,6 +242,7 @@ class Analysis:
                       for lp in self.loops],
             "barriers": [{"line": b.line, "position": b.position, "where": b.where, "tile": b.tile,
                           "reason": b.reason} for b in self.barriers],
+            "waits": [w.to_json() for w in self.waits],
             "copies": [c.to_json() for c in self.copies],
             "shared_traffic": [t.to_json() for t in self.shared_traffic],
             "dot_reads": [d.to_json() for d in self.dot_reads],

@@ -27,7 +27,8 @@ The decisions, in the order they depend on each other:
    else where the dot needs them; after the tiles, 128-byte aligned.
 6. Streamed loops (`_Lower.stream`): on "sm_90", a loop whose dots' staged slices are all B
    operands of dots on the mma row layout, with uniform coordinates and wgmma shapes, streams
-   them by TMA into a ring of swizzled stages after the scratch (when two stages fit).
+   them by TMA into a ring of swizzled stages after the scratch (when two stages fit); its
+   warpgroups' ping-pong and its waits besides CTA barriers: `analysis.pingpong`.
 7. The fallbacks: a ring that does not fit takes its loop back to cp.async; double buffers that
    would push the CTA past the target's opt-in limit are given up for staging where each dot is.
 
@@ -58,7 +59,8 @@ from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, 
                          Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
                          split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
-from .rings import Ring, RingOp  # noqa: F401 (the generator reads them here too)
+from .rings import PINGPONG_BARRIERS, Ring, RingOp, Wait  # noqa: F401 (the generator reads them here too)
+from .pingpong import decide, ring_waits
 from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
                         mma_dot, mma_register_tiles, plain_accumulation, rows_layout, shape2, statement_parts)
 
@@ -297,6 +299,7 @@ class KernelLowering:
     # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
     # that slice written in the dot (the two forms are one program to every path)
     inline_views: Dict[int, ir.Slice] = field(default_factory=dict)
+    waits: Tuple[Wait, ...] = ()     # the streamed loops' other waits (`pingpong.ring_waits`): the barriers view's
 
     def lowering_of(self, loop) -> str:
         """How a loop of the kernel is lowered: one of `LOWERINGS` ("generic" for a loop it has not seen)."""
@@ -759,6 +762,8 @@ class _Lower:
             # the stage thread 0 refills must be freed a turn before: a deferred last dot frees its
             # stage one turn late
             ring.defer = SWITCHES.stream_defer and ring.ahead <= stages - 2 and self._defer_safe(ring)
+            ring.pingpong, ring.pingpong_why = decide(ring, self.T, self.f, self.routes, dot_staged_views(self.kir),
+                                                      tile_statement)
             total += ring.nbytes
         return total
 
@@ -865,6 +870,7 @@ class _Lower:
         low.inline_views = {id(t.sym): t.value for t in ir.walk_stmts(kir.body)
                             if isinstance(t, ir.Let) and id(t.sym) in dot_staged_views(kir)}
         low.loops = self.loop_summary(low)
+        low.waits = tuple(w for ring in rings.values() for w in ring_waits(ring, self.f.positions))
         if gemm:
             low.moves = self.store_moves()
         return low
@@ -930,7 +936,8 @@ class _Lower:
             names = ", ".join(f"{r.slice.base.name} [{r.rows}, {r.cols}]" for r in ring.ops)
             return ("streamed attention on wgmma",
                     f"its dots' tensor slices ({names}) stream by TMA into {ring.stages} stages, {ring.ahead} turn(s) "
-                    f"ahead; the dots run on wgmma with A from registers ({target})")
+                    f"ahead; the dots run on wgmma with A from registers ({target}); warpgroup ping-pong: "
+                    f"{ring.pingpong_why}")
         own = [d for t in _own_stmts(s.body) for e in ir.stmt_exprs(t) for d in ir.walk_expr(e) if mma_dot(d)]
         if own:
             lines = sorted({d.span.line for d in own})

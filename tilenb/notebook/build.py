@@ -104,6 +104,7 @@ def worst_copy(copies: Sequence[dict]) -> int:
 def _lines_in(a: dict) -> List[int]:
     out = [t["first_line"] for t in a.get("tiles", [])] + [t["last_line"] for t in a.get("tiles", [])]
     out += [r["line"] for r in a.get("ruler", [])] + [b["line"] for b in a.get("barriers", [])]
+    out += [w["line"] for w in a.get("waits", [])]
     out += [c["line"] for c in a.get("copies", [])] + [d["line"] for d in a.get("dot_reads", [])]
     return out
 
@@ -338,7 +339,8 @@ def make_views(kernel, show: Sequence[str] = DEFAULT_VIEWS, tune: Optional[dict]
                                               for lp in (a or {}).get("loops", [])]))
         elif view == "barriers":
             bars = [dict(b, reason=relabel(str(b.get("reason", "")), labels)) for b in (a or {}).get("barriers", [])]
-            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars,
+            waits = [dict(w, reason=relabel(str(w.get("reason", "")), labels)) for w in (a or {}).get("waits", [])]
+            out.append(W.BarrierView(kernel=name, lines=lines, note=why, barriers=bars, waits=waits,
                                      measured=({"ctas": measured["ctas"], "internal": measured["internal_barriers"]}
                                                if measured else {})))
         elif view == "timing":
@@ -451,7 +453,8 @@ def from_analysis(record: dict, source: str, show: Sequence[str] = DEFAULT_VIEWS
                                        budget=int(record.get("budget", STATIC_SMEM)), tiles=record.get("tiles", []),
                                        ruler=record.get("ruler", []), loops=record.get("loops", [])))
         elif view == "barriers":
-            out.append(W.BarrierView(kernel=name, lines=lines, barriers=record.get("barriers", [])))
+            out.append(W.BarrierView(kernel=name, lines=lines, barriers=record.get("barriers", []),
+                                     waits=record.get("waits", [])))
     return out
 
 

@@ -282,6 +282,16 @@ def _text_barriers(s) -> str:
         stall = f" [{barrier_share_text(m)}]" if m else ""
         return (f"{' ' * width}   ---- barrier {b.get('where') or 'before'} line {_label(labels, b['line'])}"
                 f"{tile}: {b.get('reason', '')}{stall}")
+    waits: Dict[int, list] = {}
+    for w in s.get("waits") or []:
+        waits.setdefault(int(w["line"]), []).append(w)
+    if waits:
+        n = sum(map(len, waits.values()))
+        out.append(f"  and {n} wait{'s' * (n != 1)} of the generated code besides them (mbarriers, named barriers)")
+
+    def wmark(w):
+        return (f"{' ' * width}   .... {w.get('kind', 'wait')} wait {w.get('where') or 'within'} line "
+                f"{_label(labels, w['line'])} ({w.get('who', '')}, {w.get('barrier', '')}): {w.get('reason', '')}")
     shown = set()
     prev = None
     meas = s.get("measured") or {}
@@ -294,6 +304,8 @@ def _text_barriers(s) -> str:
         prev = line
         for b in before.get(line, []):
             out.append(mark(b))
+        for w in waits.get(line, []):
+            out.append(wmark(w))
         out.append(f"{label:>{width}} | {text}")
         for b in after.get(line, []):
             out.append(mark(b))

@@ -95,10 +95,13 @@ class BarrierView(TileView):
     """The kernel's source with a mark where the compiler puts each CTA barrier, and why; with a
     profile, each barrier's `measured` share of the warp-stall samples, and `measured` holds
     {"ctas", "internal": [{"line", "share", "barrier_samples"}]} (the barriers the code
-    generator adds inside a line's code), else {}."""
+    generator adds inside a line's code), else {}. `waits`: the other waits of the target's code
+    (the analysis' "waits": a streamed loop's mbarrier waits and its warpgroup ping-pong's named
+    barriers, each with line, where, kind, who, barrier and reason), marked like the barriers."""
 
     _name = "barriers"
     barriers = t.List().tag(sync=True)
+    waits = t.List().tag(sync=True)
     measured = t.Dict().tag(sync=True)
 
 

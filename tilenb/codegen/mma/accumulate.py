@@ -242,6 +242,7 @@ class _Products:
         kk at panel kk / 4 (each `panel` bytes), 32 bytes in per step within it."""
         live, rop, addr = self.ring
         steps = self.K // 16
+        streamed.before_issue(self.g, live, rop)
         self.g.emit("tnb_wgmma_fence();  // the accumulators written above are seen by wgmma")
         a0, d0 = self.g.new("da"), self.g.new("db")
         self.g.emit(f"const unsigned long long {a0} = tnb_gdesc({self.sa[5]} + (tnb_warp >> 2) * {64 * 128}, 16, 1024, 1);"
@@ -293,6 +294,7 @@ class _Products:
                 self.mask_a(fk, k0)
             self.g.ind -= 1
             self.g.emit("}")
+        streamed.before_issue(self.g, live, rop)
         self.g.emit("tnb_wgmma_fence();  // the accumulators and A fragments written above are seen by wgmma")
         d0 = self.g.new("db")
         self.g.emit(f"const unsigned long long {d0} = {streamed.b_desc(rop, addr)};  // B's first k16 step")

@@ -116,9 +116,11 @@ def mma_loop_begin(g, s: ir.For, var: str, lo: str, hi: str):
         return
     if id(s) in g.mma_early_done:       # its ring was set up ahead (mma_ring_early)
         g.mma_early_done.discard(id(s))
+        streamed.loop_pingpong_start(g, g.mma_live_loops[id(s)])
         return
     if g.paths.loop(s) == "streamed attention on wgmma":
         g.mma_live_loops[id(s)] = streamed.loop_begin(g, s, g.stream.rings[id(s)], var, lo, hi)
+        streamed.loop_pingpong_start(g, g.mma_live_loops[id(s)])
         return
     it = g.new("tnb_it")
     g.emit(f"int {it} = 0;  // turns done: the parity of the double-buffered tensor-core operands")

@@ -24,6 +24,47 @@ first wait retires it too (wgmma groups retire in order), its stage is freed the
 waits once after its last turn; the tensor cores run P V and the next Q K^T back to back. The
 statements around the dots are unchanged.
 
+Ping-pong (`Ring.pingpong`, the analysis' decision; TILENB_STREAM_PINGPONG=1): in a CTA of two
+warpgroups, each owning 64 rows of every dot's result, with a deferred last dot, the warpgroups
+take turns at the tensor cores. A warpgroup's "unit" u is what it issues back to back: unit 0
+is turn 0's Q K^T; unit u (0 < u < n, n the loop's turns) is turn u - 1's P V then turn u's Q K^T;
+unit n is the last turn's P V. Warpgroup w waits at named barrier B[w] (`bar.sync B[w], 256`)
+right before a unit's first wgmma and arrives at the other's, B[1 - w] (`bar.arrive`), right
+after its last commit (before thread 0 refills the ring); warpgroup 1 arrives at B[0] once
+before the loop (when n > 0) and not after its unit n. So while one warpgroup computes the
+softmax of a turn, the other's P V and next Q K^T keep the tensor cores busy.
+
+Why no wait can hang, for any n >= 0 (the same in every thread: the loop's bounds are uniform),
+any stages S >= 3 and ahead 1 <= A <= S - 2 (what `Ring.defer` requires):
+1. The named barriers alone order the units: B[0] completes its generation g when warpgroup 1's
+   g-th arrival (g = 0: the one before the loop; else after its unit g - 1) meets warpgroup 0's
+   wait before its unit g; B[1] completes g when warpgroup 0's arrival after its unit g meets
+   warpgroup 1's wait before its unit g. Warpgroup 1 cannot arrive twice at B[0] before
+   warpgroup 0 waited there once (its next arrival follows its own wait at B[1], which needs
+   warpgroup 0's arrival after its unit g, past its wait at B[0]), nor warpgroup 0 twice at
+   B[1]: no generation mixes arrivals of two rounds. Arrivals and waits balance (n + 1 each at
+   either barrier), so the loop ends with both barriers empty (another loop, or this one again,
+   starts clean), and for n = 0 nothing is issued at all. The order of unit starts is the
+   chain 0@wg0 < 0@wg1 < 1@wg0 < 1@wg1 < ... (u@w: warpgroup w's unit u).
+2. Every other wait of the loop depends only on earlier links of that chain or on hardware:
+   - a "full" wait for turn t (K before unit t's Q K^T; V before unit t + 1's P V): thread 0
+     issued turn t before the loop (t < A) or right after its unit t - A's arrival, so before
+     it waited at B[0] for unit t - A + 1 <= t; a warp of warpgroup 0 waits for turn t only
+     after its own wait at B[0] for unit t, which completed only once warp 0 had reached its
+     wait there (after that issue), and warpgroup 1's unit t (or its V wait after it) starts
+     after warpgroup 0's arrival after unit t, later still; the copy then lands by itself;
+   - thread 0's "empty" wait in the tail of warpgroup 0's unit i, for the stage of turn
+     r = i + A - S <= i - 2: every warp frees turn r right after its own wait that closes
+     unit r + 1 <= i - 1 (the deferred retire), with nothing but its own wgmma groups in
+     between; warpgroup 0's other warps did so before they waited at B[0] for unit i, and
+     warpgroup 1 has passed its arrival after unit i - 1 (B[0]'s generation i completed), so
+     it frees turn r without waiting for anyone;
+   - `wgmma.wait_group` waits for the warpgroup's own products only; the loop body holds no
+     CTA barrier and no statement that would wait for the whole CTA (the analysis checks),
+     and on the bounds-checked copy path (`tnb_tma` = 0, with its __syncthreads) no ping-pong
+     instruction runs at all.
+   So each wait is released by events that precede it in the chain: no cycle of waits exists.
+
 Guarantees:
 - Results are the language's, as on the mma.sync path: elements of a slice outside its tensor
   read as 0 (TMA fills zeros), A's fragments are masked to the K range valid in both operands,
@@ -53,7 +94,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
-from ...analysis.lowering import Operand, Ring, RingOp
+from ...analysis.lowering import PINGPONG_BARRIERS, Operand, Ring, RingOp
 
 from ..generic import exprs
 
@@ -226,10 +267,57 @@ def b_desc_step(rop: RingOp, kk: str) -> str:
     return f"(unsigned long long)((({kk}) * {16 * rop.span}) >> 4)"
 
 
+def _pp_ids(ring: Ring) -> Tuple[int, int]:
+    return PINGPONG_BARRIERS
+
+
+def loop_pingpong_start(g, live: dict):
+    """Just before a ping-pong loop's `for` (`Ring.pingpong`): warpgroup 1 arrives once at
+    warpgroup 0's named barrier, so that warpgroup 0 issues first; not when the loop runs no
+    turn (nothing would consume the arrival)."""
+    ring = live["ring"]
+    if not ring.pingpong:
+        return
+    b0, _ = _pp_ids(ring)
+    g.emit(f"if ({live['use']} && {live['nk']} > 0 && tnb_warp >= 4) tnb_pp_arrive({b0});  "
+           "// ping-pong: warpgroup 0 issues its products first")
+
+
+def before_issue(g, live: dict, rop: RingOp):
+    """Right before a dot's wgmma group in a ping-pong loop: this warpgroup waits for its turn at
+    the tensor cores (its named barrier). The first dot waits only in turn 0: later turns' first
+    dots issue in the same turn at the tensor cores as the previous turn's last dot."""
+    ring = live["ring"]
+    if not ring.pingpong:
+        return
+    b0, b1 = _pp_ids(ring)
+    when = f" && {live['it']} == 0" if rop is ring.ops[0] else ""
+    g.emit(f"if ({live['use']}{when}) tnb_pp_sync(tnb_warp < 4 ? {b0} : {b1});  "
+           "// ping-pong: this warpgroup's turn at the tensor cores")
+
+
+def _pp_pass(g, live: dict, rop: RingOp):
+    """Right after a dot's wgmma group is committed in a ping-pong loop: the turn at the tensor
+    cores passes to the other warpgroup after each turn's first dot, and after the last turn's last
+    dot (warpgroup 0 only: warpgroup 1 has no later turn to hand on)."""
+    ring = live["ring"]
+    if not ring.pingpong:
+        return
+    b0, b1 = _pp_ids(ring)
+    if rop is ring.ops[0]:
+        g.emit(f"if ({live['use']}) tnb_pp_arrive(tnb_warp < 4 ? {b1} : {b0});  "
+               "// ping-pong: the other warpgroup's turn")
+    elif rop is ring.ops[-1]:
+        g.emit(f"if ({live['use']} && {live['it']} + 1 == {live['nk']} && tnb_warp < 4) tnb_pp_arrive({b1});  "
+               "// ping-pong: warpgroup 1's last turn")
+
+
 def after_issue(g, live: dict, rop: RingOp):
-    """After the first dot of a turn is issued: thread 0 starts the copies of turn it + ahead,
+    """After a dot is issued: in a ping-pong loop, the turn at the tensor cores passes
+    (`_pp_pass`); after the first dot of a turn, thread 0 starts the copies of turn it + ahead,
     into the stage freed `STAGES - ahead` turns before (waiting until every warp freed it)."""
     ring = live["ring"]
+    _pp_pass(g, live, rop)
     if ring.ops[0] is not rop:
         return
     S, A = ring.stages, ring.ahead
@@ -304,6 +392,18 @@ template <int N> __device__ __forceinline__ void tnb_reg_fence_u(unsigned* d) {
 """
 
 
+PINGPONG_FUNCS = r"""
+#ifdef TNB_SM90A
+// the warpgroup ping-pong of a streamed loop (two warpgroups, 256 threads): bar.sync waits at a
+// named barrier until the 128 threads of the other warpgroup have arrived there (bar.arrive)
+__device__ __forceinline__ void tnb_pp_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
+__device__ __forceinline__ void tnb_pp_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
+#endif
+"""
+
+
 def source_parts(st: Streaming) -> Tuple[str, List[str]]:
     """(device functions, tensor-map kernel parameters) of the rings."""
-    return REG_FENCES + "".join(st.functions.values()), [f"const __grid_constant__ tnb_tmap {t.param}" for t in st.tmaps]
+    pp = PINGPONG_FUNCS if any(r.pingpong for r in st.rings.values()) else ""
+    return (REG_FENCES + pp + "".join(st.functions.values()),
+            [f"const __grid_constant__ tnb_tmap {t.param}" for t in st.tmaps])
