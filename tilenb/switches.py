@@ -12,9 +12,10 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
     TILENB_STREAM_STAGES=n  a streamed-attention ring has n stages (where they fit)
     TILENB_STREAM_AHEAD=n   a streamed ring copies n turns ahead (1 .. stages - 1)
     TILENB_STREAM_DEFER=0   a streamed loop waits for every wgmma product in its own turn
-    TILENB_STREAM_PINGPONG=1  the two warpgroups of a streamed-attention CTA take turns at the
-                            tensor cores through a pair of named barriers (where the analysis
-                            allows it: `Ring.pingpong`); off by default until measured
+    TILENB_STREAM_PINGPONG=0  the two warpgroups of a streamed-attention CTA never take turns at
+                            the tensor cores (by default, 1, they take turns through a pair of
+                            named barriers where the analysis finds it safe and paying:
+                            `Ring.pingpong`); 2: wherever it is safe, paying or not (tests, probes)
     TILENB_BATCH_BYTES=n    a thread of a vector statement loads up to n bytes of vectors (and up to
                             8 * n / 128 chunks) before it computes any (the default: 128 bytes)
     TILENB_STORE_EVICT_FIRST=1  vector stores into a tensor the kernel never reads carry L2
@@ -42,7 +43,7 @@ class Switches:
     stream_stages: int = 0
     stream_ahead: int = 0
     stream_defer: bool = True
-    stream_pingpong: bool = False
+    stream_pingpong: int = 1          # 0 never, 1 where safe and paying, 2 wherever safe
     store_evict_first: bool = False
     batch_bytes: int = 0
 
@@ -63,7 +64,7 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     stream_stages=_count(env, "TILENB_STREAM_STAGES"),
                     stream_ahead=_count(env, "TILENB_STREAM_AHEAD"),
                     stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0",
-                    stream_pingpong=env.get("TILENB_STREAM_PINGPONG", "0") not in ("", "0"),
+                    stream_pingpong=_count(env, "TILENB_STREAM_PINGPONG") if env.get("TILENB_STREAM_PINGPONG") else 1,
                     store_evict_first=env.get("TILENB_STORE_EVICT_FIRST", "0") not in ("", "0"),
                     batch_bytes=_count(env, "TILENB_BATCH_BYTES"))
 

@@ -52,11 +52,11 @@ KERNELS = {"attention_bf16": SK.ATTENTION, "attention_tc_bf16": SK.ATTENTION_TC,
 def settings():
     """(label, {SWITCHES field: value}) of each setting measured."""
     from tilenb.switches import Switches
-    out = [("off", {"stream_pingpong": False}), ("pingpong", {"stream_pingpong": True})]
+    out = [("off", {"stream_pingpong": 0}), ("pingpong", {"stream_pingpong": 2})]
     if "stream_overlap" in Switches.__dataclass_fields__:
         out[0][1]["stream_overlap"] = False
         out[1][1]["stream_overlap"] = False
-        out.append(("pingpong+overlap", {"stream_pingpong": True, "stream_overlap": True}))
+        out.append(("pingpong+overlap", {"stream_pingpong": 2, "stream_overlap": True}))
     return out
 
 

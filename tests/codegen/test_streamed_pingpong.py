@@ -1,4 +1,4 @@
-"""The warpgroup ping-pong of streamed attention on sm_90 (`Ring.pingpong`, TILENB_STREAM_PINGPONG=1).
+"""The warpgroup ping-pong of streamed attention on sm_90 (`Ring.pingpong`, TILENB_STREAM_PINGPONG).
 
 The two warpgroups of a 256-thread CTA, each owning 64 rows of the scores, take turns issuing
 their products through two named barriers (tilenb/codegen/sm90/streamed.py, "Ping-pong", which
@@ -56,7 +56,8 @@ def kernel(name, tag, backend="cpu", text=None):
 
 @pytest.fixture
 def pingpong(monkeypatch):
-    monkeypatch.setattr(SWITCHES, "stream_pingpong", True)
+    """Wherever it is safe (2), so that every variant exercises the protocol, paying or not."""
+    monkeypatch.setattr(SWITCHES, "stream_pingpong", 2)
 
 
 def ring_of(a):
@@ -115,17 +116,30 @@ def test_other_targets_have_no_ring_and_no_waits(arch, pingpong):
     assert "tnb_pp_" not in k.cuda_source(arch=arch, BR=128, BC=64, D=64, NT=256)
 
 
-def test_off_by_default_with_its_reason():
-    assert SWITCHES.stream_pingpong is False
-    k, _ = kernel("attention_bf16", "pp default")
-    a = k.analysis(arch="sm_90", BR=128, BC=64, D=64, NT=256)
+def test_off_with_its_reason(monkeypatch):
+    monkeypatch.setattr(SWITCHES, "stream_pingpong", 0)
+    k, _ = kernel("attention_bf16", "pp off")
+    a = k.analysis(arch="sm_90", BR=128, BC=128, D=128, NT=256)
     ring = ring_of(a)
-    assert not ring.pingpong and ring.pingpong_why == "off (TILENB_STREAM_PINGPONG=1 turns it on)"
+    assert not ring.pingpong and ring.pingpong_why == "off (TILENB_STREAM_PINGPONG=0)"
     # the ring's mbarrier waits are listed all the same: every warp's full waits, thread 0's empty wait
     assert [(w.kind, w.who, w.barrier) for w in a.waits] == [
         ("mbarrier", "every warp", "full[stage][0]"), ("mbarrier", "thread 0", "empty[stage]"),
         ("mbarrier", "every warp", "full[stage][1]")]
-    assert "tnb_pp_" not in k.cuda_source(arch="sm_90", BR=128, BC=64, D=64, NT=256)
+    assert "tnb_pp_" not in k.cuda_source(arch="sm_90", BR=128, BC=128, D=128, NT=256)
+
+
+@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("variant", APPLIES, ids=vid)
+def test_by_default_only_where_it_pays(name, variant):
+    assert SWITCHES.stream_pingpong == 1
+    k, _ = kernel(name, "pp default")
+    ring = ring_of(k.analysis(arch="sm_90", **variant))
+    pays = variant["BC"] * variant["D"] >= 128 * 128
+    assert ring.pingpong == pays, ring.pingpong_why
+    if not pays:
+        assert ring.pingpong_why.startswith("it would not pay: the streamed [%d, %d] slice" % (variant["BC"], variant["D"]))
+    assert ("tnb_pp_sync(" in k.cuda_source(arch="sm_90", **variant)) == pays
 
 
 def test_a_last_product_waited_for_in_its_turn_keeps_the_warpgroups_apart(pingpong, monkeypatch):
@@ -167,9 +181,10 @@ def test_the_barriers_view_lists_the_named_barrier_waits_with_their_reasons(ping
 # ---- the generated code --------------------------------------------------------------------------
 @pytest.mark.parametrize("name", KERNELS)
 def test_only_the_variants_it_applies_to_change(name, monkeypatch):
+    monkeypatch.setattr(SWITCHES, "stream_pingpong", 0)
     off, _ = kernel(name, "pp compare")
     before = {vid(v): off.cuda_source(arch="sm_90", **v) for v in SPACE}
-    monkeypatch.setattr(SWITCHES, "stream_pingpong", True)
+    monkeypatch.setattr(SWITCHES, "stream_pingpong", 2)
     on, _ = kernel(name, "pp compare, on")
     for v in SPACE:
         src = on.cuda_source(arch="sm_90", **v)

@@ -14,10 +14,16 @@ def test_an_empty_environment_keeps_every_default_path():
 def test_each_variable_sets_its_field():
     sw = from_environment({"TILENB_ASYNC_COPY": "0", "TILENB_WGMMA_SS": "0", "TILENB_GEMM_STAGES": "3",
                            "TILENB_STREAM_STAGES": "2", "TILENB_STREAM_AHEAD": "1", "TILENB_STREAM_DEFER": "0",
-                           "TILENB_STREAM_PINGPONG": "1",
+                           "TILENB_STREAM_PINGPONG": "2",
                            "TILENB_STORE_EVICT_FIRST": "1", "TILENB_BATCH_BYTES": "256"})
     assert sw == Switches(async_copy=False, wgmma_ss=False, gemm_stages=3, stream_stages=2, stream_ahead=1,
-                          stream_defer=False, stream_pingpong=True, store_evict_first=True, batch_bytes=256)
+                          stream_defer=False, stream_pingpong=2, store_evict_first=True, batch_bytes=256)
+
+
+def test_pingpong_is_on_where_it_pays_unless_turned_off():
+    assert from_environment({}).stream_pingpong == 1
+    assert from_environment({"TILENB_STREAM_PINGPONG": "0"}).stream_pingpong == 0
+    assert from_environment({"TILENB_STREAM_PINGPONG": ""}).stream_pingpong == 1
 
 
 def test_a_count_that_is_not_a_number_names_the_variable():

@@ -4,10 +4,11 @@ decided here for `analysis.lowering` (which sets `Ring.pingpong` / `Ring.pingpon
 whose module docstring gives the protocol and why no wait can hang), listed by the barriers view.
 
 Guarantees: `decide` is a pure function of the ring, the thread count, the lowering's facts and
-routes and the switch `SWITCHES.stream_pingpong` (off: never applies); it applies only where the
-generator's proof holds (two warpgroups, 64 rows each on the mma row layout, a deferred last dot,
-two streamed slices, nothing in the loop body that waits for the whole CTA), and otherwise says
-which of these fails. `ring_waits` lists every mbarrier and named-barrier wait the generated loop
+routes and the switch `SWITCHES.stream_pingpong` (0: never applies; 2: wherever it is safe); it
+applies only where the generator's proof holds (two warpgroups, 64 rows each on the mma row
+layout, a deferred last dot, two streamed slices, nothing in the loop body that waits for the
+whole CTA), and by default (1) only where it pays (`PAYING_PRODUCT`), and otherwise says which of
+these fails. `ring_waits` lists every mbarrier and named-barrier wait the generated loop
 makes, at the top-level statement of the body whose code makes it, with its reason.
 """
 from __future__ import annotations
@@ -18,6 +19,14 @@ from .. import ir
 from ..switches import SWITCHES
 from .mma_tiles import MmaLayout
 from .rings import PINGPONG_BARRIERS, Ring, Wait
+
+
+# A warpgroup's products must be long enough to hide the other warpgroup's softmax: the ping-pong
+# applies by default where the streamed Q K^T slice holds at least this many elements (BC x D).
+# Measured on the H200 (bench/results/h200_attention_pingpong.txt, main ed2f911): BC 128 x D 128
+# gains 1.6-4.2% on every suite attention kernel but the causal one at 16k keys (-0.1%); BC 128 x
+# D 64 ranges from -5% to +4%, BC 64 x D 128 loses 31-34%, BC 64 x D 64 5-6%.
+PAYING_PRODUCT = 128 * 128
 
 
 def _route_of_dot(routes, d):
@@ -38,7 +47,7 @@ def decide(ring: Ring, T: int, facts, routes, views: Set[int], tile_statement: C
     view only the dots read (`views`: ids of such view symbols); no nested loop, `if`, jump,
     atomic or barrier(). `facts`: the lowering's `Facts`; `routes`: id(statement) -> `Route`."""
     if not SWITCHES.stream_pingpong:
-        return False, "off (TILENB_STREAM_PINGPONG=1 turns it on)"
+        return False, "off (TILENB_STREAM_PINGPONG=0)"
     if T != 256:
         return False, f"not with {T} threads: it needs two warpgroups (256 threads)"
     for rop in ring.ops:
@@ -64,6 +73,11 @@ def decide(ring: Ring, T: int, facts, routes, views: Set[int], tile_statement: C
                 continue
         return False, (f"the statement at line {t.span.line} is not a tile statement on the row layout "
                        f"(it may wait for the whole CTA)")
+    first = ring.ops[0]
+    if SWITCHES.stream_pingpong == 1 and first.rows * first.cols < PAYING_PRODUCT:
+        return False, (f"it would not pay: the streamed [{first.rows}, {first.cols}] slice gives each warpgroup's "
+                       f"products too little work to hide the other's softmax (it pays from {PAYING_PRODUCT} "
+                       f"elements, BC x D = 128 x 128, on the H200; TILENB_STREAM_PINGPONG=2 applies it anyway)")
     return True, (f"warpgroups 0 and 1 take turns issuing their products (named barriers "
                   f"{PINGPONG_BARRIERS[0]} and {PINGPONG_BARRIERS[1]}): one's P V and next Q K^T run on the "
                   f"tensor cores while the other computes its softmax")
