@@ -17,6 +17,14 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
     TILENB_STORE_EVICT_FIRST=1  vector stores into a tensor the kernel never reads carry L2
                             evict_first in every kernel without a dot (by default only in
                             kernels that re-read a tensor: codegen/cache_hints.py)
+    TILENB_GEMM_TMA_STORE=1 a wgmma accumulator's staged store leaves shared memory by TMA
+                            (bulk tensor store, one thread) where the analysis lets it
+                            (analysis/gemm_loops.plan_epilogue); threads store elsewhere
+    TILENB_GEMM_WG_EPILOGUE=1  each warpgroup stages and stores its own part of a wgmma
+                            accumulator's tile, synchronised by a named barrier of its 128
+                            threads instead of CTA-wide barriers
+    TILENB_GEMM_FULL_STAGE=1   a wgmma accumulator's staged store whose value reads only
+                            registers stages every element, without a valid-region test each
 
 Guarantees: the environment is read once, at import, into `SWITCHES`; every reader (the
 analysis' `lowering` and the code generator) reads its field of that one object when it
@@ -41,6 +49,9 @@ class Switches:
     stream_defer: bool = True
     store_evict_first: bool = False
     batch_bytes: int = 0
+    gemm_tma_store: bool = False
+    gemm_wg_epilogue: bool = False
+    gemm_full_stage: bool = False
 
 
 def _count(env: Mapping[str, str], name: str) -> int:
@@ -60,7 +71,10 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     stream_ahead=_count(env, "TILENB_STREAM_AHEAD"),
                     stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0",
                     store_evict_first=env.get("TILENB_STORE_EVICT_FIRST", "0") not in ("", "0"),
-                    batch_bytes=_count(env, "TILENB_BATCH_BYTES"))
+                    batch_bytes=_count(env, "TILENB_BATCH_BYTES"),
+                    gemm_tma_store=env.get("TILENB_GEMM_TMA_STORE", "0") not in ("", "0"),
+                    gemm_wg_epilogue=env.get("TILENB_GEMM_WG_EPILOGUE", "0") not in ("", "0"),
+                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "0") not in ("", "0"))
 
 
 SWITCHES = from_environment()

@@ -54,9 +54,9 @@ from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
-from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
-                         Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
-                         split_slice, split_warpgroups)
+from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, EpiloguePlan, GemmChoice,  # noqa: F401
+                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_epilogue,
+                         plan_shape, split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .rings import Ring, RingOp  # noqa: F401 (the generator reads them here too)
 from .mma_tiles import (MmaLayout, RowLayout, accumulated_dot, dot_staged_views, grid_layout, identity_dots,
@@ -293,6 +293,9 @@ class KernelLowering:
     # id(tile Assign) -> the proven alignment of its 16-byte row moves into a tensor (`tc_moves.Move`):
     # the stores a GEMM loop's accumulator may leave by in 16-byte rows (codegen/sm90/gemm.staged_store)
     moves: Dict[int, Move] = field(default_factory=dict)
+    # id(tile Assign) -> how that staged store leaves where an experiment switch asks for it
+    # (`gemm_loops.EpiloguePlan`; empty with the switches unset)
+    epilogues: Dict[int, EpiloguePlan] = field(default_factory=dict)
     # id(view Sym) -> the tensor slice of a `let` view only tensor-core dots read
     # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
     # that slice written in the dot (the two forms are one program to every path)
@@ -867,7 +870,22 @@ class _Lower:
         low.loops = self.loop_summary(low)
         if gemm:
             low.moves = self.store_moves()
+            if SWITCHES.gemm_tma_store or SWITCHES.gemm_wg_epilogue or SWITCHES.gemm_full_stage:
+                low.epilogues = self.epilogue_plans(gemm, gemm_layouts)
         return low
+
+    def epilogue_plans(self, gemm, layouts) -> Dict[int, EpiloguePlan]:
+        """The staged stores of wgmma accumulators that the experiment switches change
+        (`gemm_loops.plan_epilogue`), staged in the ring of the lowest offset."""
+        ring = min(gemm.values(), key=lambda ch: ch.ring_off)
+        room = ring.shape.stages * ring.shape.stage_bytes
+        out = {}
+        for s in ir.walk_stmts(self.kir.body):
+            p = plan_epilogue(self.kir, s, layouts, room, SWITCHES.gemm_tma_store, SWITCHES.gemm_wg_epilogue,
+                              SWITCHES.gemm_full_stage)
+            if p is not None:
+                out[id(s)] = p
+        return out
 
     def store_moves(self) -> Dict[int, Move]:
         """The row moves of every tile statement that writes a tensor slice of 2- or 4-byte

@@ -40,6 +40,14 @@ Guarantees:
   analysis' shared-memory map gives (`Analysis.smem`, kinds "ring stages" and "mbarriers"); the
   kernel's dynamic shared memory is that map's (`KernelSource.smem_bytes`).
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
+- The store of the accumulator's tile to a tensor (`staged_store`) goes through the ring's
+  shared memory and leaves in 16-byte rows. The experiment switches TILENB_GEMM_TMA_STORE,
+  TILENB_GEMM_WG_EPILOGUE and TILENB_GEMM_FULL_STAGE (`tilenb.switches`, off by default) change
+  how, for the stores the analysis plans (`tilenb.analysis.gemm_loops.EpiloguePlan`, read from
+  `KernelLowering.epilogues`; `planned_store`): bulk tensor stores (TMA) of swizzled boxes where
+  the launch allows (C's tensor map built: flag `tnb_tma_st`; the box 16-byte aligned; the valid
+  region the tile's part inside the tensor), each warpgroup its own part between named barriers,
+  every element staged without a test. Each writes exactly the elements the default path writes.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -385,12 +393,21 @@ def emit_manual_copy(g, op: Operand, base: str, off: str, box: Tuple[int, int], 
 class TmaSpec:
     """A tensor map the launcher builds (`tilenb.runtime.tma`) and passes by value: the tensor
     (its parameter name), its dtype, the copy's box in elements (innermost dimension first, one
-    entry per tensor dimension) and the swizzle span in bytes (32, 64 or 128)."""
+    entry per tensor dimension) and the swizzle span in bytes (32, 64 or 128); `flag`: the int
+    kernel parameter that says whether every map of that flag was built (`tnb_tma` for the GEMM
+    loops' copies; `tnb_tma_st` for the bulk tensor stores of TILENB_GEMM_TMA_STORE)."""
     tensor: str
     dtype: str
     box: Tuple[int, ...]
     swizzle: int
     param: str
+    flag: str = "tnb_tma"
+
+
+def tma_flags(tmaps) -> List[str]:
+    """The int flags a kernel with these tensor maps takes after them, in order: `tnb_tma`,
+    then the others in the order of their first map."""
+    return ["tnb_tma"] + [f for f in dict.fromkeys(t.flag for t in tmaps) if f != "tnb_tma"]
 
 
 @dataclass
@@ -411,6 +428,7 @@ class Lowering:
     tmaps: List[TmaSpec]
     functions: Dict[str, str]          # device function name -> C++ text
     smem_end: int                      # bytes of shared memory the pipelines need, from 0
+    stores: Dict[int, str] = None      # id(tile Assign) -> the tensor map of its bulk tensor store
 
 
 def prepare(g) -> Optional[Lowering]:
@@ -438,7 +456,16 @@ def prepare(g) -> Optional[Lowering]:
             loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
     tmaps = [t for t in tmaps if t.param in used]
-    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end)
+    stores: Dict[int, str] = {}
+    if loops:
+        for sid, plan in low.epilogues.items():     # TILENB_GEMM_TMA_STORE: C's tensor maps
+            if plan.tma:
+                param = f"tnb_st{len(stores)}"
+                tmaps.append(TmaSpec(plan.tensor, plan.dtype, (plan.box_cols, plan.rows) + (1,) * plan.fixed,
+                                     plan.span, param, "tnb_tma_st"))
+                stores[sid] = param
+                fns.update(tma_store_functions(plan.fixed + 2))
+    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end, stores)
 
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
@@ -447,7 +474,7 @@ def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
     text = PRELUDE_SM90 + functions
     text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
              '#error "this kernel has loops lowered to wgmma: compile it for sm_90a"\n#endif\n')
-    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in tmaps] + ["int tnb_tma"]
+    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in tmaps] + [f"int {f}" for f in tma_flags(tmaps)]
     return text, params
 
 
@@ -481,6 +508,9 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     pitch = lay.N * isz + 16                       # 16 bytes of padding: rows start in different banks
     ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
     room = ring.shape.stages * ring.shape.stage_bytes
+    plan = g.low.epilogues.get(id(s))
+    if plan is not None and plan.layout == lay:      # an experiment switch's epilogue (analysis.gemm_loops)
+        return planned_store(g, s, loc, value, mask, lay, plan, ring, (low.stores or {}).get(id(s)))
     if lay.M * pitch > room:
         return False
     M, N = lay.M, lay.N
@@ -529,4 +559,153 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     g.ind -= 1
     g.emit("}")
     g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
+    return True
+
+
+# ---- the experiment switches' epilogues (TILENB_GEMM_TMA_STORE, _WG_EPILOGUE, _FULL_STAGE) -------
+def tma_store_functions(rank: int) -> Dict[str, str]:
+    """Device functions of a bulk tensor store (shared -> global, TMA) of rank `rank`, its
+    commit and its waits (PTX ISA: cp.async.bulk.tensor, cp.async.bulk.commit_group,
+    cp.async.bulk.wait_group[.read])."""
+    cs = ", ".join(f"int c{i}" for i in range(rank))
+    ops = ", ".join(f"%{i + 1}" for i in range(rank))
+    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    name = f"tnb_tma_store_{rank}d"
+    return {
+        name: (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(const tnb_tmap* map, unsigned src, {cs}) {{\n"
+               f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{ops}}}], [%{rank + 1}];"\n'
+               f'               :: "l"(map), {ins}, "r"(src) : "memory");\n}}\n#endif\n'),
+        "tnb_bulk_wait": ("#ifdef TNB_SM90A\n"
+                          '__device__ __forceinline__ void tnb_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }\n'
+                          '__device__ __forceinline__ void tnb_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }\n'
+                          '__device__ __forceinline__ void tnb_bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }\n'
+                          "#endif\n"),
+    }
+
+
+def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) -> bool:
+    """The staged store of `staged_store` as the analysis' `EpiloguePlan` says (its docstring):
+    the tile, or each warpgroup's part of it, staged in the GEMM ring (swizzled TMA boxes or rows
+    padded by 16 bytes), then stored by bulk tensor stores where the launch allows, else by the
+    part's threads in 16-byte vectors (elements at the valid region's edges)."""
+    M, N = lay.M, lay.N
+    isz = plan.itemsize
+    V = 16 // isz
+    st = C.STORE_C[loc.dtype]
+    wgp = plan.per_warpgroup
+    PR, PC = plan.rows, plan.cols
+    tma = plan.tma and tmap is not None
+    pitch = N * isz + 16
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    buf = g.new("stg")
+    g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves "
+           + ("by TMA where the launch allows, else " if tma else "") + "in 16-byte rows"
+           + (f"; each warpgroup its own [{PR}, {PC}] part, between named barriers of its 128 threads" if wgp else ""))
+    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
+    g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+
+    def addr(i, j) -> str:
+        """Byte offset in the staging area of tile element (i, j)."""
+        if not tma:
+            return f"({i}) * {pitch} + ({j}) * {isz}"
+        i, j = f"(unsigned)({i})", f"(unsigned)({j})"       # tile coordinates, never negative
+        part = f"(({i}) / {PR}) * {N // PC} + ({j}) / {PC}" if wgp else "0"
+        li, lj = (f"(({i}) % {PR})", f"(({j}) % {PC})") if wgp else (f"({i})", f"({j})")
+        E = plan.box_cols
+        lin = (f"(({part}) * {PR * PC * isz} + ({lj} / {E}) * {PR * plan.span} + {li} * {plan.span} "
+               f"+ ({lj} % {E}) * {isz})")
+        return f"({lin} ^ ((({lin} >> 7) & {plan.span // 16 - 1}) << 4))"
+
+    exprs.prepare_regions(g, value)
+    vdt = value.type.dtype
+
+    def put(at):
+        v = exprs.elem_value(g, value, at, (M, N))
+        g.emit(f"*({st}*)({buf} + {addr(at.i, at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
+
+    smask = None if plan.full_stage else mask      # full_stage: any element may be staged (a register value)
+    masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=smask))
+    wg = g.new("wg")
+    if wgp:
+        g.emit(f"const int {wg} = tnb_warp >> 2;  // this thread's warpgroup: its part of the tile")
+    ok = None
+    if tma:
+        ok = g.new("tok")
+        col, row = loc.entries[-1][1], loc.entries[-2][1]
+        fixed = [e[1] for e in loc.entries[:-2]]
+        exts = loc.extents
+        conds = ["tnb_tma_st"]
+        move = g.low.moves.get(id(s))
+        if move is None or move.checked:
+            conds.append(f"(({col}) & {V - 1}) == 0")
+        conds += [f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(fixed, exts)]
+        conds += [f"{mr0} == (int)tnb_clamp(-({row}), 0, {M})", f"{mr1} == (int)tnb_clamp({exts[-2]} - ({row}), 0, {M})",
+                  f"{mc0} == (int)tnb_clamp(-({col}), 0, {N})", f"{mc1} == (int)tnb_clamp({exts[-1]} - ({col}), 0, {N})"]
+        g.emit(f"const bool {ok} = {' && '.join(conds)};  // a tensor map of {loc.sym.name} with a 16-byte aligned box, "
+               "and the valid region is the tile's part inside the tensor (what TMA writes)")
+        g.emit("#ifdef TNB_SM90A")
+        g.emit(f"if ({ok}) tnb_fence_async_smem();  // this thread's staged elements are seen by the copy engine")
+        g.emit("#endif")
+    sync = (f'asm volatile("bar.sync %0, 128;" :: "r"(1 + {wg}) : "memory");' if wgp else "__syncthreads();")
+    g.emit(f"{sync}  // codegen-internal: the staged {'part' if wgp else 'tile'} is complete")
+    if tma:
+        g.emit("#ifdef TNB_SM90A")
+        g.emit(f"if ({ok}) {{")
+        g.ind += 1
+        g.emit(f"if ({'(tnb_tid & 127)' if wgp else 'tnb_tid'} == 0) {{")
+        g.ind += 1
+        r0 = f"({wg} / {lay.GN}) * {PR}" if wgp else "0"
+        c0 = f"({wg} % {lay.GN}) * {PC}" if wgp else "0"
+        base = f"tnb_smem_u32({buf})" + (f" + {wg} * {PR * PC * isz}" if wgp else "")
+        rank = plan.fixed + 2
+        for q in range(PC // plan.box_cols):
+            cs = [f"(int)({col} + {c0} + {q * plan.box_cols})", f"(int)({row} + {r0})"] + [f"(int)({x})" for x in reversed(fixed)]
+            g.emit(f"tnb_tma_store_{rank}d(&{tmap}, {base} + {q * PR * plan.span}, {', '.join(cs)});")
+        g.emit("tnb_bulk_commit();")
+        if plan.in_loop:
+            g.emit("tnb_bulk_wait();  // inside a loop: the writes are done before a later turn's store")
+        else:
+            g.emit("tnb_bulk_wait_read();  // the copy engine has read the staged bytes (they may be reused)")
+        g.ind -= 1
+        g.emit("}")
+        g.ind -= 1
+        g.emit("} else")
+        g.emit("#endif")
+    g.emit("{")
+    g.ind += 1
+    k, r, c = g.new("k"), g.new("r"), g.new("c")
+    move = g.low.moves.get(id(s))
+    al = g.new("al")
+    if move is not None and not move.checked:
+        al = None
+        g.emit(f"// every row starts 16-byte aligned ({move.describe()})")
+    else:
+        g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{loc.index(0, 0)}]) % 16 == 0) && "
+               f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
+    first = "(tnb_tid & 127)" if wgp else "tnb_tid"
+    T = 128 if wgp else g.T
+    g.emit(f"for (int {k} = {first}; {k} < {PR * PC // V}; {k} += {T}) {{")
+    g.ind += 1
+    if wgp:
+        g.emit(f"const int {r} = ({wg} / {lay.GN}) * {PR} + {k} / {PC // V}, {c} = ({wg} % {lay.GN}) * {PC} + ({k} % {PC // V}) * {V};")
+    else:
+        g.emit(f"const int {r} = {k} / {PC // V}, {c} = ({k} % {PC // V}) * {V};")
+    g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
+    g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
+    g.ind += 1
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {addr(r, c)});")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    e = g.new("e")
+    g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {addr(r, e)});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+    if not plan.last:
+        g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
     return True
