@@ -103,7 +103,7 @@ def test_unset_switches_plan_nothing_and_change_no_code():
     low, plans = _plans(k, **tune)
     assert low.gemm and plans == []
     src = generate(k.ir(**tune), k.module.checked.source.text, arch="sm_90").source
-    assert "tnb_tma_st" not in src and "bar.sync" not in src
+    assert "tnb_tma_st" not in src and "bar.sync" not in src and "tnb_named_sync" not in src
     assert src.rstrip().endswith("__syncthreads();  // codegen-internal: the staging bytes may be reused\n  }\n}")
 
 
@@ -133,7 +133,7 @@ def test_each_switch_plans_the_suite_gemm_store(monkeypatch, tn):
             assert "tnb_bulk_wait_read();" in src and "tnb_bulk_wait();" not in src
         else:
             assert not stores and "tnb_tma_st" not in src
-        assert ("bar.sync" in src) == p.per_warpgroup
+        assert ("tnb_named_sync(1 + " in src) == p.per_warpgroup
         # the last statement: no barrier after the store
         assert not src.rstrip().rsplit("\n", 4)[-3].strip().startswith("__syncthreads")
         monkeypatch.undo()
@@ -150,7 +150,7 @@ def test_tma_store_only_into_a_tensor_nothing_else_touches(monkeypatch):
     # the first store (C) qualifies for the warpgroup epilogue only; it is not the last statement
     assert len(plans) == 1 and not plans[0].tma and plans[0].per_warpgroup and not plans[0].last
     src = generate(k.ir(), k.module.checked.source.text, arch="sm_90").source
-    assert "tnb_tma_store" not in src and "bar.sync" in src
+    assert "tnb_tma_store" not in src and "tnb_named_sync(1 + " in src
 
 
 def test_a_store_inside_a_loop_waits_for_the_writes(monkeypatch):
@@ -289,3 +289,37 @@ def test_the_store_maps_have_a_flag_of_their_own(monkeypatch):
     class Loops:
         tmaps = specs[:2]
     assert len(tma.extra_args(Loops, {"A": (0, (100, 320)), "B": (0, (320, 776))})) == 3
+
+
+# ---- the emulator of TMA, mbarriers, wgmma, bulk tensor stores and named barriers ---------------
+@pytest.mark.parametrize("which,persistent", [("all", False), ("tma", True), ("wg", True)])
+def test_emulated_kernel_matches_numpy_with_the_switch(monkeypatch, tmp_path, which, persistent):
+    """tests/codegen/test_gemm_sm90_edges.py's emulator (every CUDA thread an OS thread): both
+    store paths (tensor maps or not), the copy engine reading the staged bytes at issue or as late
+    as the issuing thread's wait allows; the persistent GEMM reuses the staging area tile after
+    tile. Shapes not tile multiples; C's elements outside the product keep their NaN."""
+    from support.cuda_emulator import available
+    if not available():
+        pytest.skip("no g++ for the emulator")
+    from test_gemm_sm90_edges import build_sm90, run_sm90
+    _set(monkeypatch, which)
+    M, N, K, TN = 150, 264, 72, 128
+    if persistent:
+        k = _kernel(SK.GEMM_PERSISTENT.replace("{T}", "f16"), "gemm_persistent_f16", f"emu {which}")
+    else:
+        k = _suite("f16", f"emu {which}")
+    tune = dict(TM=128, TN=TN, TK=64, GM=8, NT=256)
+    ks = generate(k.ir(**tune), k.module.checked.source.text, arch="sm_90")
+    assert ks.arch == "sm_90a"
+    assert ("tnb_tma_store_2d" in ks.source) == SWITCHES.gemm_tma_store
+    r = np.random.default_rng(5)
+    a, b = r.standard_normal((M, K)).astype(np.float16), r.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float16)
+    args, grid = ([a, b, c, 2], (2,)) if persistent else ([a, b, c], (2, 3))
+    exe = build_sm90(ks, args, dict(M=M, N=N, K=K), grid, tmp_path)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for tma in (1, 0):
+        for late in (0, 1):
+            got = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+            run_sm90(exe, got, tmp_path, tma, late)
+            _check(got[2], want, "f16", N)

@@ -465,6 +465,9 @@ def prepare(g) -> Optional[Lowering]:
                                      plan.span, param, "tnb_tma_st"))
                 stores[sid] = param
                 fns.update(tma_store_functions(plan.fixed + 2))
+        if any(p.per_warpgroup for p in low.epilogues.values()):
+            fns["tnb_named_sync"] = ('__device__ __forceinline__ void tnb_named_sync(unsigned id, unsigned n) '
+                                     '{ asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }\n')
     return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end, stores)
 
 
@@ -646,7 +649,7 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
         g.emit("#ifdef TNB_SM90A")
         g.emit(f"if ({ok}) tnb_fence_async_smem();  // this thread's staged elements are seen by the copy engine")
         g.emit("#endif")
-    sync = (f'asm volatile("bar.sync %0, 128;" :: "r"(1 + {wg}) : "memory");' if wgp else "__syncthreads();")
+    sync = f"tnb_named_sync(1 + {wg}, 128);" if wgp else "__syncthreads();"     # barrier 0 is __syncthreads
     g.emit(f"{sync}  // codegen-internal: the staged {'part' if wgp else 'tile'} is complete")
     if tma:
         g.emit("#ifdef TNB_SM90A")
