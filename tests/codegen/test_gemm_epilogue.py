@@ -134,6 +134,8 @@ def test_each_switch_plans_the_suite_gemm_store(monkeypatch, tn):
         else:
             assert not stores and "tnb_tma_st" not in src
         assert ("tnb_named_sync(1 + " in src) == p.per_warpgroup
+        # full staging of 2-byte elements: stmatrix, a warp's 16 rows x 16 columns an instruction
+        assert p.stmatrix == p.full_stage and src.count("tnb_stmatrix_x4(tnb_smem_u32") == int(p.full_stage)
         # the last statement: no barrier after the store
         assert not src.rstrip().rsplit("\n", 4)[-3].strip().startswith("__syncthreads")
         monkeypatch.undo()
@@ -292,7 +294,7 @@ def test_the_store_maps_have_a_flag_of_their_own(monkeypatch):
 
 
 # ---- the emulator of TMA, mbarriers, wgmma, bulk tensor stores and named barriers ---------------
-@pytest.mark.parametrize("which,persistent", [("all", False), ("tma", True), ("wg", True)])
+@pytest.mark.parametrize("which,persistent", [("all", False), ("full", False), ("tma", True), ("wg", True)])
 def test_emulated_kernel_matches_numpy_with_the_switch(monkeypatch, tmp_path, which, persistent):
     """tests/codegen/test_gemm_sm90_edges.py's emulator (every CUDA thread an OS thread): both
     store paths (tensor maps or not), the copy engine reading the staged bytes at issue or as late

@@ -1591,6 +1591,16 @@ inline void tnb_tma_store_5d(const tnb_tmap* m, unsigned s, int c0, int c1, int 
 inline void tnb_bulk_commit() {}
 inline void tnb_bulk_wait_read() { for (auto& j : t_bulk) j(); t_bulk.clear(); }
 inline void tnb_bulk_wait() { tnb_bulk_wait_read(); }
+// stmatrix .x4 (a warp together): lane l names row l % 8 of matrix l / 8 and holds, of each matrix
+// q, the two elements of row l / 4 at columns 2 (l % 4), + 1 in its register q
+inline void tnb_stmatrix_x4(unsigned a, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  Warp& w = my_warp(); int l = my_lane();
+  w.u[l][0] = r0; w.u[l][1] = r1; w.u[l][2] = r2; w.u[l][3] = r3;
+  w.bar.arrive_and_wait();
+  if (a % 16 || a + 16 > SMEM) tnb_die("stmatrix: a row address off 16 bytes or outside shared memory", a);
+  for (int c = 0; c < 4; ++c) { unsigned word = w.u[(l & 7) * 4 + c][l >> 3]; std::memcpy(g_smem + a + 4 * c, &word, 4); }
+  w.bar.arrive_and_wait();
+}
 // named barriers (bar.sync id, n): n threads of the CTA meet at barrier id
 static std::mutex g_nb_mu;
 static std::map<unsigned, std::shared_ptr<std::barrier<>>> g_named;

@@ -308,7 +308,8 @@ class EpiloguePlan:
       writes are done, not only its reads of shared memory, before a later turn's store.
     - last: the statement is the kernel's last top-level statement: no barrier after it.
     - full_stage: the value reads registers, scalars and constants alone, so every element is
-      staged without a valid-region test (the stores to the tensor keep theirs).
+      staged without a valid-region test (the stores to the tensor keep theirs); for 2-byte
+      elements by `stmatrix` (each warp 16 rows x 16 columns an instruction, `stmatrix`).
     """
     tensor: str
     dtype: str
@@ -327,6 +328,11 @@ class EpiloguePlan:
     @property
     def itemsize(self) -> int:
         return 2 if self.dtype in ("f16", "bf16") else 4
+
+    @property
+    def stmatrix(self) -> bool:
+        """Whether the full staging is written by stmatrix (2-byte elements, 16-column blocks a warp)."""
+        return self.full_stage and self.itemsize == 2 and self.layout.WN % 16 == 0
 
     @property
     def stage_bytes(self) -> int:

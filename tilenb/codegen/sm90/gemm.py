@@ -65,6 +65,7 @@ from ... import ir
 from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
 
 from .. import ctypes_ as C
+from ..values import At
 from ..generic import exprs, masks, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
@@ -465,6 +466,11 @@ def prepare(g) -> Optional[Lowering]:
                                      plan.span, param, "tnb_tma_st"))
                 stores[sid] = param
                 fns.update(tma_store_functions(plan.fixed + 2))
+        if any(p.stmatrix for p in low.epilogues.values()):
+            fns["tnb_stmatrix_x4"] = ("#ifdef TNB_SM90A\n__device__ __forceinline__ void tnb_stmatrix_x4(unsigned a, unsigned r0, "
+                                      "unsigned r1, unsigned r2, unsigned r3) {\n"
+                                      '  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"\n'
+                                      '               :: "r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");\n}\n#endif\n')
         if any(p.per_warpgroup for p in low.epilogues.values()):
             fns["tnb_named_sync"] = ('__device__ __forceinline__ void tnb_named_sync(unsigned id, unsigned n) '
                                      '{ asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }\n')
@@ -626,8 +632,47 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
         v = exprs.elem_value(g, value, at, (M, N))
         g.emit(f"*({st}*)({buf} + {addr(at.i, at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
 
-    smask = None if plan.full_stage else mask      # full_stage: any element may be staged (a register value)
-    masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=smask))
+    def stmatrix_sweep():
+        """Each warp writes its 16 rows 16 columns at a time (stmatrix .x4: four 8 x 8 matrices of
+        2-byte elements, lane l giving the address of row l % 8 of matrix l / 8; the fragment
+        a lane holds of each is the accumulator's: row l / 4, columns 2 (l % 4) and + 1)."""
+        m, n2, iw, jw, li, lj = g.new("m"), g.new("n2"), g.new("iw"), g.new("jw"), g.new("li"), g.new("lj")
+        nbs = lay.WN // 8
+        g.emit("// the staged tile written by stmatrix: a warp's 16 rows and 16 columns an instruction")
+        g.emit(f"const int {iw} = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16;  // the warp's first row")
+        g.emit(f"const int {jw} = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN};  // its first column")
+        g.emit(f"const int {li} = ((tnb_lane >> 3) & 1) * 8 + (tnb_lane & 7), {lj} = (tnb_lane >> 4) * 8;  "
+               "// the row this lane addresses, of matrix tnb_lane / 8")
+        g.emit("#pragma unroll")
+        g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
+        g.ind += 1
+        g.emit("#pragma unroll")
+        g.emit(f"for (int {n2} = 0; {n2} < {nbs // 2}; ++{n2}) {{")
+        g.ind += 1
+        regs = []
+        for q in range(4):
+            bits = []
+            for e in range(2):
+                i = f"{iw} + (tnb_lane >> 2) + {m} * 64 + {(q & 1) * 8}"
+                j = f"{jw} + (tnb_lane & 3) * 2 + (2 * {n2} + {q >> 1}) * 8 + {e}"
+                slot = f"({m} * {nbs} + 2 * {n2} + {q >> 1}) * 4 + {(q & 1) * 2 + e}"
+                v = exprs.elem_value(g, value, At(i, j, slot, lay, True), (M, N))
+                bits.append(C.store_bits(v, vdt, loc.dtype))
+            r = g.new("sm")
+            g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
+            regs.append(r)
+        g.emit(f"tnb_stmatrix_x4(tnb_smem_u32({buf}) + {addr(f'{iw} + {m} * 64 + {li}', f'{jw} + {n2} * 16 + {lj}')}, "
+               f"{', '.join(regs)});")
+        g.ind -= 1
+        g.emit("}")
+        g.ind -= 1
+        g.emit("}")
+
+    if plan.stmatrix:
+        masks.split(g, s, value, stmatrix_sweep)
+    else:
+        smask = None if plan.full_stage else mask      # full_stage: any element may be staged (a register value)
+        masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=smask))
     wg = g.new("wg")
     if wgp:
         g.emit(f"const int {wg} = tnb_warp >> 2;  // this thread's warpgroup: its part of the tile")
