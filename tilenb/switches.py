@@ -25,6 +25,10 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
                             threads instead of CTA-wide barriers
     TILENB_GEMM_FULL_STAGE=1   a wgmma accumulator's staged store whose value reads only
                             registers stages every element, without a valid-region test each
+                            (2-byte elements by stmatrix)
+    TILENB_GEMM_LEAN_SYNC=1 a GEMM pipeline that nothing before it in the kernel touches memory
+                            for starts without its entry barrier and proxy fence, and a staged
+                            store right after its GEMM loop without its first barrier
 
 Guarantees: the environment is read once, at import, into `SWITCHES`; every reader (the
 analysis' `lowering` and the code generator) reads its field of that one object when it
@@ -52,6 +56,7 @@ class Switches:
     gemm_tma_store: bool = False
     gemm_wg_epilogue: bool = False
     gemm_full_stage: bool = False
+    gemm_lean_sync: bool = False
 
 
 def _count(env: Mapping[str, str], name: str) -> int:
@@ -74,7 +79,8 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     batch_bytes=_count(env, "TILENB_BATCH_BYTES"),
                     gemm_tma_store=env.get("TILENB_GEMM_TMA_STORE", "0") not in ("", "0"),
                     gemm_wg_epilogue=env.get("TILENB_GEMM_WG_EPILOGUE", "0") not in ("", "0"),
-                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "0") not in ("", "0"))
+                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "0") not in ("", "0"),
+                    gemm_lean_sync=env.get("TILENB_GEMM_LEAN_SYNC", "0") not in ("", "0"))
 
 
 SWITCHES = from_environment()

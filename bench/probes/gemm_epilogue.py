@@ -1,15 +1,15 @@
 """Question: Do the GEMM epilogue switches (tilenb/switches.py: TILENB_GEMM_TMA_STORE,
-TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE) bring the suite's sm_90 GEMM closer to cuBLAS at
-4096³ and 8192³, f16 and bf16, and which combination wins?
+TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE, TILENB_GEMM_LEAN_SYNC) bring the suite's sm_90
+GEMM closer to cuBLAS at 4096³ and 8192³, f16 and bf16, and which combination wins?
 
 The suite's GEMM (tilenb/examples/suite_kernels.py, GEMM) at the tile shape and tile orders that
 won before (128 x 256, NT 256, TK 64; GM from --gm, by default the best of each shape in
 docs/benchmarks.md, "Records of issue 19": GM 4 and 8 at 4096³, GM 16 and 32 at 8192³) under each
 switch set of --sets: none (the default code), each switch alone, TMA store + warpgroup epilogue,
-all three. Against cuBLAS through torch.matmul in the same process, on the GPU this runs on.
+all four. Against cuBLAS through torch.matmul in the same process, on the GPU this runs on.
 
     python bench/probes/gemm_epilogue.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
-        [--gm 4096:4,8/8192:16,32] [--sets none,tma,wg,full,tma+wg,tma+wg+full]
+        [--gm 4096:4,8/8192:16,32] [--sets none,tma,wg,full,lean,tma+wg,tma+wg+full+lean]
         [--budget-s 400] [--out DIR] [--jobs N]
 
 What it guarantees:
@@ -17,7 +17,8 @@ What it guarantees:
   object the analysis and the generator read; its own source text, so no cache hands one set's
   code to another) and compiled first (NVRTC in `--jobs` processes); every variant then runs once
   through the public call with its output poisoned with NaN and is compared with cuBLAS's
-  (relative Frobenius error in float64; more than 2e-2 is reported and the variant not timed).
+  (relative Frobenius error in float64; more than 2e-2 is reported and the variant not timed),
+  and the CUDA it launched must carry the marks of exactly its switches (`code_matches`).
 - Times: `--runs` runs (default 5) per shape and dtype; each run times cuBLAS and then every
   variant, each the median of CUDA-event timings of `--reps` launches after warm-up, so a drift
   of the clocks falls on all alike. A variant's figure is the median over the runs, its % of
@@ -44,7 +45,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))                 # gemm_
 
 from gemm_order import kernel_text, time_ms  # noqa: E402
 
-SWITCH_OF = {"tma": "gemm_tma_store", "wg": "gemm_wg_epilogue", "full": "gemm_full_stage"}
+SWITCH_OF = {"tma": "gemm_tma_store", "wg": "gemm_wg_epilogue", "full": "gemm_full_stage", "lean": "gemm_lean_sync"}
+# what each switch puts in the generated CUDA of the suite's GEMM (tests/codegen/test_gemm_epilogue.py)
+MARK_OF = {"tma": "tnb_tma_store_2d(", "wg": "tnb_named_sync(1 + ", "full": "tnb_stmatrix_x4(tnb_smem_u32",
+           "lean": "nothing before this loop touches memory"}
+
+
+def code_matches(name: str, source: str) -> bool:
+    """Whether generated CUDA carries the marks of exactly the switches of set `name`."""
+    on = set() if name == "none" else set(name.split("+"))
+    return all((mark in source) == (x in on) for x, mark in MARK_OF.items())
 
 
 @contextlib.contextmanager
@@ -81,7 +91,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=20, help="launches a timing (the median is kept)")
     ap.add_argument("--tile", default="128x256", help="TMxTN")
     ap.add_argument("--gm", default="4096:4,8/8192:16,32", help="SHAPE:GM,GM/SHAPE:GM,...")
-    ap.add_argument("--sets", default="none,tma,wg,full,tma+wg,tma+wg+full")
+    ap.add_argument("--sets", default="none,tma,wg,full,lean,tma+wg,tma+wg+full+lean")
     ap.add_argument("--budget-s", type=float, default=400.0, help="no run starts later than this (compile included)")
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
@@ -144,7 +154,10 @@ def main(argv=None):
                                 print(f"  {dt} {n}^3 {lab}: differs from cuBLAS ({err:.2e}); not timed", flush=True)
                                 continue
                             go, ks, fn = suite.prepared_launch(k, None, args, v)
-                        gos[lab] = (dict(v, switches=name), go, err, int(fn.num_regs), "tnb_tma_store" in ks.source)
+                        if not code_matches(name, ks.source):
+                            print(f"  {dt} {n}^3 {lab}: its CUDA is not that of its switches; not timed", flush=True)
+                            continue
+                        gos[lab] = (dict(v, switches=name), go, err, int(fn.num_regs), ks.source.count("__syncthreads();"))
                     except Exception as e:  # report and go on
                         print(f"  {dt} {n}^3 {lab} FAILED: {type(e).__name__}: {str(e)[:300]}", flush=True)
             runs = {"cuBLAS": []}
@@ -161,7 +174,7 @@ def main(argv=None):
             print(f"{dt} {n}^3 cuBLAS {tc:.4f} ms ({flop / tc / 1e9:.0f} TFLOP/s), {len(runs['cuBLAS'])} runs "
                   f"{min(runs['cuBLAS']):.4f}-{max(runs['cuBLAS']):.4f} ms", flush=True)
             best = None
-            for lab, (v, _, err, regs, tma) in gos.items():
+            for lab, (v, _, err, regs, syncs) in gos.items():
                 t = statistics.median(runs[lab])
                 ratios = [c / x for c, x in zip(runs["cuBLAS"], runs[lab])]
                 pct = tc / t * 100
@@ -172,7 +185,7 @@ def main(argv=None):
                       flush=True)
                 results["rows"].append({"dtype": dt, "n": n, "variant": v, "ms": runs[lab], "cublas_ms": runs["cuBLAS"],
                                         "median_ms": t, "pct_of_cublas": pct, "rel_err": err, "regs": regs,
-                                        "tma_store_in_source": tma})
+                                        "syncthreads_in_source": syncs})
                 if best is None or t < best[1]:
                     best = (lab, t)
             if best is not None:

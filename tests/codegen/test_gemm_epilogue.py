@@ -1,6 +1,7 @@
-"""The experiment switches of a wgmma accumulator's staged store (tilenb/switches.py:
-TILENB_GEMM_TMA_STORE, TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE; the decision is
-`tilenb.analysis.gemm_loops.plan_epilogue`, the code `codegen/sm90/gemm.planned_store`).
+"""The experiment switches of a wgmma accumulator's staged store and of a GEMM pipeline's entry
+(tilenb/switches.py: TILENB_GEMM_TMA_STORE, TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE,
+TILENB_GEMM_LEAN_SYNC; the decisions are `tilenb.analysis.gemm_loops.plan_epilogue` and
+`entry_free`, the code `codegen/sm90/gemm.planned_store` and `emit_gemm_loop`).
 
 Without a GPU: which stores each switch changes and how (TMA only into a tensor no other
 statement reads or writes, a wait for the writes inside a loop, no barrier after the kernel's
@@ -33,7 +34,8 @@ SETS = {
     "tma": dict(gemm_tma_store=True),
     "wg": dict(gemm_wg_epilogue=True),
     "full": dict(gemm_full_stage=True),
-    "all": dict(gemm_tma_store=True, gemm_wg_epilogue=True, gemm_full_stage=True),
+    "lean": dict(gemm_lean_sync=True),
+    "all": dict(gemm_tma_store=True, gemm_wg_epilogue=True, gemm_full_stage=True, gemm_lean_sync=True),
 }
 
 # C wider than the product: the accumulator's valid region (B's N columns) is narrower than C
@@ -61,6 +63,19 @@ kernel back(A: tensor<f16>[M, K], B: tensor<f16>[K, N], C: tensor<f16>[M, N], D:
   C[ctx.block.x * 128 :+ 128, ctx.block.y * 128 :+ 128] = acc
   barrier()
   D[ctx.block.x * 128 :+ 128, ctx.block.y * 128 :+ 128] = C[ctx.block.x * 128 :+ 128, ctx.block.y * 128 :+ 128]
+}
+"""
+
+# the accumulator starts from a tensor: the pipeline keeps its entry barrier under TILENB_GEMM_LEAN_SYNC
+FROM_BIAS = """
+@launch(256)
+@grid(cdiv(M, 128), cdiv(N, 128))
+kernel from_bias(A: tensor<f16>[M, K], B: tensor<f16>[K, N], Bias: tensor<f32>[M, N], C: tensor<f16>[M, N]) {
+  var acc: tile<f32>[128, 128] = Bias[ctx.block.x * 128 :+ 128, ctx.block.y * 128 :+ 128]
+  for kt in range(0, K, 64) {
+    acc += dot(A[ctx.block.x * 128 :+ 128, kt :+ 64], B[kt :+ 64, ctx.block.y * 128 :+ 128])
+  }
+  C[ctx.block.x * 128 :+ 128, ctx.block.y * 128 :+ 128] = acc
 }
 """
 
@@ -119,7 +134,9 @@ def test_each_switch_plans_the_suite_gemm_store(monkeypatch, tn):
         lay = p.layout
         assert (lay.M, lay.N) == (128, tn) and p.tensor == "C" and p.last and not p.in_loop
         assert p.tma == SWITCHES.gemm_tma_store and p.full_stage == SWITCHES.gemm_full_stage
-        assert p.per_warpgroup == SWITCHES.gemm_wg_epilogue
+        assert p.per_warpgroup == SWITCHES.gemm_wg_epilogue and p.after_loop == SWITCHES.gemm_lean_sync
+        assert low.lean_entries == ({id(s) for s in k.ir(**tune).body if isinstance(s, ir.For)}
+                                    if SWITCHES.gemm_lean_sync else set())
         # each warpgroup holds 64 rows of the accumulator (m64 parts, split along M)
         assert (p.rows, p.cols) == ((64, tn) if p.per_warpgroup else (128, tn))
         if p.tma:
@@ -136,6 +153,9 @@ def test_each_switch_plans_the_suite_gemm_store(monkeypatch, tn):
         assert ("tnb_named_sync(1 + " in src) == p.per_warpgroup
         # full staging of 2-byte elements: stmatrix, a warp's 16 rows x 16 columns an instruction
         assert p.stmatrix == p.full_stage and src.count("tnb_stmatrix_x4(tnb_smem_u32") == int(p.full_stage)
+        # the lean entry and store: the barriers and the fence that nothing before them needs are gone
+        assert ("tnb_fence_async_global();" in src) != p.after_loop
+        assert src.count("every thread is past the GEMM loop's last use") == int(not p.after_loop)
         # the last statement: no barrier after the store
         assert not src.rstrip().rsplit("\n", 4)[-3].strip().startswith("__syncthreads")
         monkeypatch.undo()
@@ -163,6 +183,23 @@ def test_a_store_inside_a_loop_waits_for_the_writes(monkeypatch):
     assert len(plans) == 1 and plans[0].in_loop and plans[0].tma and not plans[0].last
     src = generate(k.ir(**tune), k.module.checked.source.text, arch="sm_90").source
     assert "tnb_bulk_wait();" in src and "tnb_bulk_wait_read();" not in src
+
+
+def test_lean_sync_keeps_the_barriers_something_needs(monkeypatch):
+    _set(monkeypatch, "lean")
+    k = _kernel(FROM_BIAS, "from_bias", "lean")
+    low, plans = _plans(k)
+    assert low.gemm and low.lean_entries == set()              # the accumulator was read from Bias first
+    assert len(plans) == 1 and plans[0].after_loop           # the store comes right after the loop
+    src = generate(k.ir(), k.module.checked.source.text, arch="sm_90").source
+    assert "tnb_fence_async_global();" in src
+    k = _kernel(SK.GEMM_PERSISTENT.replace("{T}", "f16"), "gemm_persistent_f16", "lean")
+    low, plans = _plans(k, TM=128, TN=256, TK=64, GM=8, NT=256)
+    assert low.lean_entries == set()                           # a loop inside a loop: a turn before it
+    assert len(plans) == 1 and plans[0].after_loop and plans[0].in_loop and not plans[0].last
+    k = _kernel(READ_BACK, "back", "lean")
+    low, plans = _plans(k)
+    assert len(low.lean_entries) == 1 and len(plans) == 1 and plans[0].after_loop   # the second store is no accumulator's
 
 
 def test_full_stage_only_for_a_register_value(monkeypatch):
@@ -294,7 +331,8 @@ def test_the_store_maps_have_a_flag_of_their_own(monkeypatch):
 
 
 # ---- the emulator of TMA, mbarriers, wgmma, bulk tensor stores and named barriers ---------------
-@pytest.mark.parametrize("which,persistent", [("all", False), ("full", False), ("tma", True), ("wg", True)])
+@pytest.mark.parametrize("which,persistent", [("all", False), ("full", False), ("tma", True), ("wg", True),
+                                               ("lean", True)])
 def test_emulated_kernel_matches_numpy_with_the_switch(monkeypatch, tmp_path, which, persistent):
     """tests/codegen/test_gemm_sm90_edges.py's emulator (every CUDA thread an OS thread): both
     store paths (tensor maps or not), the copy engine reading the staged bytes at issue or as late
@@ -325,3 +363,20 @@ def test_emulated_kernel_matches_numpy_with_the_switch(monkeypatch, tmp_path, wh
             got = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
             run_sm90(exe, got, tmp_path, tma, late)
             _check(got[2], want, "f16", N)
+
+
+def test_the_probe_tells_each_switch_set_by_its_code(monkeypatch):
+    # bench/probes/gemm_epilogue.py times a variant only if its CUDA is that of its switch set
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "probes"))
+    from gemm_epilogue import code_matches, switches
+    tune = dict(TM=128, TN=256, TK=64, GM=8, NT=256)
+    srcs = {}
+    for name in ("none", "tma", "wg", "full", "lean", "tma+wg", "tma+wg+full+lean"):
+        with switches(name):
+            k = _suite("f16", f"probe {name}")
+            srcs[name] = generate(k.ir(**tune), k.module.checked.source.text, arch="sm_90").source
+    assert not (SWITCHES.gemm_tma_store or SWITCHES.gemm_full_stage or SWITCHES.gemm_lean_sync)   # restored
+    for name, src in srcs.items():
+        assert [other for other in srcs if code_matches(other, src)] == [name]

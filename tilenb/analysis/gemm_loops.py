@@ -307,6 +307,9 @@ class EpiloguePlan:
     - in_loop: the statement lies inside a loop: the issuing thread waits until the copy engine's
       writes are done, not only its reads of shared memory, before a later turn's store.
     - last: the statement is the kernel's last top-level statement: no barrier after it.
+    - after_loop (TILENB_GEMM_LEAN_SYNC): the statement comes right after a GEMM loop of the
+      pipeline in the same block, whose last barrier already orders every use of the ring before
+      the staging: no barrier of its own before it.
     - full_stage: the value reads registers, scalars and constants alone, so every element is
       staged without a valid-region test (the stores to the tensor keep theirs); for 2-byte
       elements by `stmatrix` (each warp 16 rows x 16 columns an instruction, `stmatrix`).
@@ -324,6 +327,7 @@ class EpiloguePlan:
     box_cols: int
     span: int
     fixed: int              # the tensor's leading dimensions fixed by an index
+    after_loop: bool = False   # TILENB_GEMM_LEAN_SYNC: it follows its GEMM loop directly (no barrier before it)
 
     @property
     def itemsize(self) -> int:
@@ -364,14 +368,16 @@ def _box_cols(cols: int, isz: int) -> Optional[int]:
 
 
 def plan_epilogue(kir: ir.KernelIR, s, layouts: Dict[int, WgmmaLayout], room: int,
-                  tma_store: bool, per_warpgroup: bool, full_stage: bool) -> Optional[EpiloguePlan]:
+                  tma_store: bool, per_warpgroup: bool, full_stage: bool,
+                  lean: bool = False, loops: frozenset = frozenset()) -> Optional[EpiloguePlan]:
     """The `EpiloguePlan` of tile statement `s` when it is a store of a wgmma accumulator's tile
     (`layouts`: id(acc Sym) -> its layout) into a tensor slice whose last two subscripts are
     ranges of the layout's [M, N] and whose others are indices; `room`: bytes of the GEMM ring
     the staged tile may use. TMA only where the tensor is written by `s` alone and read by no
     statement (the copy engine's writes need no ordering with other accesses of the kernel).
+    `lean`, `loops` (ids of the GEMM loops on the pipeline): TILENB_GEMM_LEAN_SYNC's `after_loop`.
     None when the statement does not qualify or no switch asks for a change."""
-    if not (tma_store or per_warpgroup or full_stage) or not isinstance(s, ir.Assign) or s.op is not None:
+    if not (tma_store or per_warpgroup or full_stage or lean) or not isinstance(s, ir.Assign) or s.op is not None:
         return None
     t = s.target
     if not (isinstance(t, ir.Slice) and t.base.kind == "tensor" and not t.flat and isinstance(t.type, ir.TileT)):
@@ -397,11 +403,12 @@ def plan_epilogue(kir: ir.KernelIR, s, layouts: Dict[int, WgmmaLayout], room: in
         if any(ir.named_sym(e) is t.base for x in others for y in ir.stmt_exprs(x) for e in ir.walk_expr(y)):
             box = None       # another statement reads or writes the tensor
     full_stage = full_stage and _register_value(s.value, set(layouts))
-    if box is None and not per_warpgroup and not full_stage:
+    after = lean and _follows(kir.body, s, loops)
+    if box is None and not per_warpgroup and not full_stage and not after:
         return None
     in_loop, last = _position(kir.body, s)
     plan = EpiloguePlan(t.base.name, dt, lay, per_warpgroup, box is not None, full_stage, in_loop, last,
-                        rows, cols, box or 0, (box or 0) * isz, len(fixed))
+                        rows, cols, box or 0, (box or 0) * isz, len(fixed), after)
     if plan.stage_bytes > room:
         return None
     return plan
@@ -422,3 +429,30 @@ def _position(body, s) -> Tuple[bool, bool]:
                     return r
         return None
     return bool(inside(body, False)), False
+
+
+def _follows(body, s, loops) -> bool:
+    """Whether statement `s` comes right after one of the loops `loops` (ids) in the same block."""
+    for block in [body] + [b for x in ir.walk_stmts(body) for b in ir.child_blocks(x)]:
+        for prev, x in zip(block, block[1:]):
+            if x is s:
+                return id(prev) in loops
+    return False
+
+
+def entry_free(kir: ir.KernelIR, loop, acc_ids) -> bool:
+    """TILENB_GEMM_LEAN_SYNC: whether GEMM loop `loop` is a statement of the kernel's top level
+    before which no statement touches memory: only lets of scalars (reading no tensor element)
+    and wgmma accumulators (`acc_ids`) set to a constant. Its pipeline then needs no barrier and
+    no proxy fence before its mbarriers are set up (nothing earlier uses the ring's bytes or
+    wrote what its copies read)."""
+    for x in kir.body:
+        if x is loop:
+            return True
+        if isinstance(x, ir.Let) and isinstance(x.sym.type, ir.ScalarT) and not any(
+                isinstance(e, (ir.Element, ir.Slice, ir.Dot, ir.Reduce)) for e in ir.walk_expr(x.value)):
+            continue
+        if isinstance(x, ir.VarDecl) and id(x.sym) in acc_ids and isinstance(x.value, ir.Const):
+            continue
+        return False
+    return False

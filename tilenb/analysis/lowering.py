@@ -55,7 +55,7 @@ from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, EpiloguePlan, GemmChoice,  # noqa: F401
-                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_epilogue,
+                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, entry_free, match_loop, plan_epilogue,
                          plan_shape, split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .rings import Ring, RingOp  # noqa: F401 (the generator reads them here too)
@@ -296,6 +296,9 @@ class KernelLowering:
     # id(tile Assign) -> how that staged store leaves where an experiment switch asks for it
     # (`gemm_loops.EpiloguePlan`; empty with the switches unset)
     epilogues: Dict[int, EpiloguePlan] = field(default_factory=dict)
+    # ids of the GEMM loops whose pipeline needs no entry barrier nor fence (TILENB_GEMM_LEAN_SYNC,
+    # `gemm_loops.entry_free`; empty with the switch unset)
+    lean_entries: Set[int] = field(default_factory=set)
     # id(view Sym) -> the tensor slice of a `let` view only tensor-core dots read
     # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
     # that slice written in the dot (the two forms are one program to every path)
@@ -870,8 +873,10 @@ class _Lower:
         low.loops = self.loop_summary(low)
         if gemm:
             low.moves = self.store_moves()
-            if SWITCHES.gemm_tma_store or SWITCHES.gemm_wg_epilogue or SWITCHES.gemm_full_stage:
+            if SWITCHES.gemm_tma_store or SWITCHES.gemm_wg_epilogue or SWITCHES.gemm_full_stage or SWITCHES.gemm_lean_sync:
                 low.epilogues = self.epilogue_plans(gemm, gemm_layouts)
+            if SWITCHES.gemm_lean_sync:
+                low.lean_entries = {lid for lid, ch in gemm.items() if entry_free(self.kir, ch.loop.loop, set(gemm_layouts))}
         return low
 
     def epilogue_plans(self, gemm, layouts) -> Dict[int, EpiloguePlan]:
@@ -882,7 +887,7 @@ class _Lower:
         out = {}
         for s in ir.walk_stmts(self.kir.body):
             p = plan_epilogue(self.kir, s, layouts, room, SWITCHES.gemm_tma_store, SWITCHES.gemm_wg_epilogue,
-                              SWITCHES.gemm_full_stage)
+                              SWITCHES.gemm_full_stage, SWITCHES.gemm_lean_sync, frozenset(gemm))
             if p is not None:
                 out[id(s)] = p
         return out

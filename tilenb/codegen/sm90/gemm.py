@@ -42,12 +42,14 @@ Guarantees:
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
 - The store of the accumulator's tile to a tensor (`staged_store`) goes through the ring's
   shared memory and leaves in 16-byte rows. The experiment switches TILENB_GEMM_TMA_STORE,
-  TILENB_GEMM_WG_EPILOGUE and TILENB_GEMM_FULL_STAGE (`tilenb.switches`, off by default) change
-  how, for the stores the analysis plans (`tilenb.analysis.gemm_loops.EpiloguePlan`, read from
+  TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE and TILENB_GEMM_LEAN_SYNC (`tilenb.switches`,
+  off by default; the last also drops a pipeline's entry barrier and fence where nothing before
+  it touches memory: `KernelLowering.lean_entries`) change how, for the stores the analysis plans (`tilenb.analysis.gemm_loops.EpiloguePlan`, read from
   `KernelLowering.epilogues`; `planned_store`): bulk tensor stores (TMA) of swizzled boxes where
   the launch allows (C's tensor map built: flag `tnb_tma_st`; the box 16-byte aligned; the valid
   region the tile's part inside the tensor), each warpgroup its own part between named barriers,
-  every element staged without a test. Each writes exactly the elements the default path writes.
+  every element staged without a test (by stmatrix for 2-byte elements), no barrier before a
+  store right after its loop. Each writes exactly the elements the default path writes.
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -264,8 +266,11 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     inner = [f"(({lov}) & 7) == 0"] + ([] if b.k_inner else [f"(({b_n}) & 7) == 0"])
     g.emit(f"if (tnb_tma && {' && '.join(inner)}) {{")
     g.ind += 1
-    g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
-    g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
+    if id(s) in g.low.lean_entries:      # TILENB_GEMM_LEAN_SYNC (analysis.gemm_loops.entry_free)
+        g.emit("// nothing before this loop touches memory: no barrier or proxy fence before the mbarriers are set up")
+    else:
+        g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
+        g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
     g.emit("if (tnb_tid == 0) {")
     g.ind += 1
     g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
@@ -611,7 +616,10 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
            + ("by TMA where the launch allows, else " if tma else "") + "in 16-byte rows"
            + (f"; each warpgroup its own [{PR}, {PC}] part, between named barriers of its 128 threads" if wgp else ""))
     g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
-    g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+    if plan.after_loop:
+        g.emit("// right after the GEMM loop, whose last barrier every thread has passed: the ring's bytes are free")
+    else:
+        g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
 
     def addr(i, j) -> str:
         """Byte offset in the staging area of tile element (i, j)."""
