@@ -5,8 +5,12 @@ and the views.
 Guarantees: `match_loop(s, acc_ok)` recognizes the spec's GEMM loop shape (a plain `for` whose body
 is two tensor copies and `acc += dot(a, b)`, `GemmLoop`) or returns None; `plan_shape` chooses its
 wgmma tile shape, ring of stages and warpgroup split for a target (`Shape`) or returns None when
-no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. All are pure
-functions of the IR and the target; none raises.
+no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. Under the
+experiment switches of the GEMM epilogue (`tilenb.switches`; off by default, and then nothing
+below changes any decision), `epilogue_plans` says how each staged store of an accumulator's tile
+leaves (`EpiloguePlan`: TMA store, per warpgroup, full staging, no barrier after its loop) and
+which pipelines need no entry barrier (`entry_free`). All are pure functions of the IR, the
+target and the switches; none raises.
 """
 from __future__ import annotations
 
@@ -456,3 +460,21 @@ def entry_free(kir: ir.KernelIR, loop, acc_ids) -> bool:
             continue
         return False
     return False
+
+
+def epilogue_plans(kir: ir.KernelIR, gemm: Dict[int, GemmChoice], layouts: Dict[int, WgmmaLayout]):
+    """(id(statement) -> EpiloguePlan, ids of the loops `entry_free`) for the GEMM loops `gemm`
+    (id(For) -> GemmChoice) as the experiment switches (`SWITCHES`) ask; both empty with the
+    switches unset. Stores are staged in the ring of the lowest offset (`staged_store`'s)."""
+    sw = SWITCHES
+    plans: Dict[int, EpiloguePlan] = {}
+    if gemm and (sw.gemm_tma_store or sw.gemm_wg_epilogue or sw.gemm_full_stage or sw.gemm_lean_sync):
+        ring = min(gemm.values(), key=lambda ch: ch.ring_off)
+        room = ring.shape.stages * ring.shape.stage_bytes
+        for s in ir.walk_stmts(kir.body):
+            p = plan_epilogue(kir, s, layouts, room, sw.gemm_tma_store, sw.gemm_wg_epilogue, sw.gemm_full_stage,
+                              sw.gemm_lean_sync, frozenset(gemm))
+            if p is not None:
+                plans[id(s)] = p
+    lean = {lid for lid, ch in gemm.items() if entry_free(kir, ch.loop.loop, set(layouts))} if sw.gemm_lean_sync else set()
+    return plans, lean

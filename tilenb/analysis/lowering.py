@@ -55,7 +55,7 @@ from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
 from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, EpiloguePlan, GemmChoice,  # noqa: F401
-                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, entry_free, match_loop, plan_epilogue,
+                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, epilogue_plans, match_loop,
                          plan_shape, split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .rings import Ring, RingOp  # noqa: F401 (the generator reads them here too)
@@ -873,24 +873,8 @@ class _Lower:
         low.loops = self.loop_summary(low)
         if gemm:
             low.moves = self.store_moves()
-            if SWITCHES.gemm_tma_store or SWITCHES.gemm_wg_epilogue or SWITCHES.gemm_full_stage or SWITCHES.gemm_lean_sync:
-                low.epilogues = self.epilogue_plans(gemm, gemm_layouts)
-            if SWITCHES.gemm_lean_sync:
-                low.lean_entries = {lid for lid, ch in gemm.items() if entry_free(self.kir, ch.loop.loop, set(gemm_layouts))}
+            low.epilogues, low.lean_entries = epilogue_plans(kir, gemm, gemm_layouts)   # experiment switches
         return low
-
-    def epilogue_plans(self, gemm, layouts) -> Dict[int, EpiloguePlan]:
-        """The staged stores of wgmma accumulators that the experiment switches change
-        (`gemm_loops.plan_epilogue`), staged in the ring of the lowest offset."""
-        ring = min(gemm.values(), key=lambda ch: ch.ring_off)
-        room = ring.shape.stages * ring.shape.stage_bytes
-        out = {}
-        for s in ir.walk_stmts(self.kir.body):
-            p = plan_epilogue(self.kir, s, layouts, room, SWITCHES.gemm_tma_store, SWITCHES.gemm_wg_epilogue,
-                              SWITCHES.gemm_full_stage, SWITCHES.gemm_lean_sync, frozenset(gemm))
-            if p is not None:
-                out[id(s)] = p
-        return out
 
     def store_moves(self) -> Dict[int, Move]:
         """The row moves of every tile statement that writes a tensor slice of 2- or 4-byte
