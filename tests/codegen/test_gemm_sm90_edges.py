@@ -1601,6 +1601,8 @@ inline void tnb_stmatrix_x4(unsigned a, unsigned r0, unsigned r1, unsigned r2, u
   for (int c = 0; c < 4; ++c) { unsigned word = w.u[(l & 7) * 4 + c][l >> 3]; std::memcpy(g_smem + a + 4 * c, &word, 4); }
   w.bar.arrive_and_wait();
 }
+inline unsigned tnb_cvt2_f16(float lo, float hi) { return (unsigned)tnb_f2h(lo) | ((unsigned)tnb_f2h(hi) << 16); }
+inline unsigned tnb_cvt2_bf16(float lo, float hi) { return (unsigned)tnb_f2b(lo) | ((unsigned)tnb_f2b(hi) << 16); }
 // named barriers (bar.sync id, n): n threads of the CTA meet at barrier id
 static std::mutex g_nb_mu;
 static std::map<unsigned, std::shared_ptr<std::barrier<>>> g_named;

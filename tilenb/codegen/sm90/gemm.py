@@ -476,6 +476,11 @@ def prepare(g) -> Optional[Lowering]:
                                       "unsigned r1, unsigned r2, unsigned r3) {\n"
                                       '  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"\n'
                                       '               :: "r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");\n}\n#endif\n')
+        for p in low.epilogues.values():
+            if p.stmatrix:     # two f32 values to one word of 2-byte elements (cvt's first source: the high half)
+                fns[f"tnb_cvt2_{p.dtype}"] = (
+                    f"#ifdef TNB_SM90A\n__device__ __forceinline__ unsigned tnb_cvt2_{p.dtype}(float lo, float hi) {{\n"
+                    f'  unsigned r; asm("cvt.rn.{p.dtype}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;\n}}\n#endif\n')
         if any(p.per_warpgroup for p in low.epilogues.values()):
             fns["tnb_named_sync"] = ('__device__ __forceinline__ void tnb_named_sync(unsigned id, unsigned n) '
                                      '{ asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }\n')
@@ -658,16 +663,20 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
         g.emit(f"for (int {n2} = 0; {n2} < {nbs // 2}; ++{n2}) {{")
         g.ind += 1
         regs = []
+        pair = vdt in C.F32_FAMILY      # f32 values: both elements of a word converted by one cvt (f16x2 / bf16x2)
         for q in range(4):
-            bits = []
+            vals = []
             for e in range(2):
                 i = f"{iw} + (tnb_lane >> 2) + {m} * 64 + {(q & 1) * 8}"
                 j = f"{jw} + (tnb_lane & 3) * 2 + (2 * {n2} + {q >> 1}) * 8 + {e}"
                 slot = f"({m} * {nbs} + 2 * {n2} + {q >> 1}) * 4 + {(q & 1) * 2 + e}"
-                v = exprs.elem_value(g, value, At(i, j, slot, lay, True), (M, N))
-                bits.append(C.store_bits(v, vdt, loc.dtype))
+                vals.append(exprs.elem_value(g, value, At(i, j, slot, lay, True), (M, N)))
             r = g.new("sm")
-            g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
+            if pair:
+                g.emit(f"const unsigned {r} = tnb_cvt2_{loc.dtype}({vals[0]}, {vals[1]});")
+            else:
+                bits = [C.store_bits(v, vdt, loc.dtype) for v in vals]
+                g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
             regs.append(r)
         g.emit(f"tnb_stmatrix_x4(tnb_smem_u32({buf}) + {addr(f'{iw} + {m} * 64 + {li}', f'{jw} + {n2} * 16 + {lj}')}, "
                f"{', '.join(regs)});")
