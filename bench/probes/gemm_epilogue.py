@@ -10,7 +10,7 @@ all four. Against cuBLAS through torch.matmul in the same process, on the GPU th
 
     python bench/probes/gemm_epilogue.py [--shapes 4096,8192] [--dtypes f16,bf16] [--runs 5]
         [--gm 4096:4,8/8192:16,32] [--sets none,tma,wg,full,lean,tma+wg,tma+wg+full+lean]
-        [--budget-s 400] [--out DIR] [--jobs N]
+        [--ksweep 1024,2048,4096,8192] [--budget-s 400] [--out DIR] [--jobs N]
 
 What it guarantees:
 - Each switch set's module is generated with exactly those switches set (the one `SWITCHES`
@@ -23,7 +23,11 @@ What it guarantees:
   variant, each the median of CUDA-event timings of `--reps` launches after warm-up, so a drift
   of the clocks falls on all alike. A variant's figure is the median over the runs, its % of
   cuBLAS is cuBLAS's median over its median, the spread the range of the runs' own ratios.
-- `--budget-s` (default 400 s, compile included): no run starts past it (the figures then
+- With --ksweep, the first shape's winner, the same variant with the switches off and cuBLAS at
+  M = N = that shape and each K listed: a line through the times splits each into a cost per
+  unit of K and a fixed cost (the prologue and epilogue of each CTA's tile, the last partial
+  wave), the cost these switches are after.
+- `--budget-s` (default 400 s, compile included): no run (nor K of the sweep) starts past it (the figures then
   cover the runs done, and the lines say how many); the defaults end well inside 7 minutes on
   an H200. With --out, writes DIR/gemm_epilogue.json with every run's times.
 """
@@ -83,6 +87,60 @@ def parse_gm(text: str):
     return out
 
 
+def ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, n, t_start):
+    """The first shape's winner, the same variant with the switches off, and cuBLAS at M = N = n
+    and each K of --ksweep: a least-squares line t = fixed + per_k * K through each one's medians.
+    `fixed` is what a launch costs whatever the GEMM loop's length (each CTA's prologue and
+    epilogue, the last partial wave): the part of the time these switches address."""
+    ks = [int(x) for x in a.ksweep.split(",")]
+    out = {}
+    for dt, (v, _) in first_best.items():
+        who = {"cuBLAS": None, "switches off": (v, "none"), v["switches"]: (v, v["switches"])}
+        times = {w: [] for w in who}
+        for K in ks:
+            if time.perf_counter() - t_start > a.budget_s:
+                print(f"  (budget reached: K sweep of {dt} stops before K = {K})", flush=True)
+                break
+            A = torch.randn(n, K, device="cuda", dtype=torch.float32).to(tdt[dt])
+            B = torch.randn(K, n, device="cuda", dtype=torch.float32).to(tdt[dt])
+            C = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+            ref = torch.empty(n, n, device="cuda", dtype=tdt[dt])
+            args = [GpuArray(A), GpuArray(B), GpuArray(C)]
+            gos = {}
+            for w, spec in who.items():
+                if spec is None:
+                    gos[w] = lambda: torch.matmul(A, B, out=ref)
+                    continue
+                vv, name = spec
+                k = getattr(mods[(dt, name)], f"gemm_{dt}")
+                tune = {x: vv[x] for x in ("TM", "TN", "TK", "GM", "NT")}
+                with switches(name):
+                    k(*args, variant=tune)
+                    gos[w] = suite.prepared_launch(k, None, args, tune)[0]
+            per = {w: [] for w in gos}
+            for _ in range(a.runs):
+                for w, go in gos.items():
+                    per[w].append(time_ms(torch, go, a.reps))
+            for w in gos:
+                times[w].append(statistics.median(per[w]))
+            del A, B, C, ref, args, gos
+        done = ks[:min(len(t) for t in times.values())]
+        if len(done) < 2:
+            continue
+        fits = {}
+        for w, ts in times.items():
+            ts = ts[:len(done)]
+            mk, mt = statistics.fmean(done), statistics.fmean(ts)
+            per_k = sum((x - mk) * (y - mt) for x, y in zip(done, ts)) / sum((x - mk) ** 2 for x in done)
+            fits[w] = {"fixed_ms": mt - per_k * mk, "per_k_ms": per_k, "times_ms": ts}
+        print(f"{dt} M = N = {n}, K in {done}: " + "; ".join(
+            f"{w} fixed {f['fixed_ms'] * 1e3:.1f} us, per 1024 of K {f['per_k_ms'] * 1024:.4f} ms" for w, f in fits.items()),
+            flush=True)
+        out[dt] = {"variant": v, "K": done, "fit": fits}
+        torch.cuda.empty_cache()
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="4096,8192")
@@ -93,6 +151,8 @@ def main(argv=None):
     ap.add_argument("--gm", default="4096:4,8/8192:16,32", help="SHAPE:GM,GM/SHAPE:GM,...")
     ap.add_argument("--sets", default="none,tma,wg,full,lean,tma+wg,tma+wg+full+lean")
     ap.add_argument("--budget-s", type=float, default=400.0, help="no run starts later than this (compile included)")
+    ap.add_argument("--ksweep", default="1024,2048,4096,8192",
+                    help="K values of the fixed-cost fit at M = N = the first shape ('' for none)")
     ap.add_argument("--out", default="")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4)
     a = ap.parse_args(argv)
@@ -124,6 +184,7 @@ def main(argv=None):
     results = {"gpu": props.name, "sms": props.multi_processor_count, "torch": torch.__version__,
                "runs": a.runs, "reps": a.reps, "tile": a.tile, "rows": []}
     print(f"{props.name}, {props.multi_processor_count} SMs; up to {a.runs} runs of {a.reps} launches each", flush=True)
+    first_best = {}       # dtype -> (the variant that won at the first shape, its speed over switches off)
     for n in shapes:
         for dt in dts:
             torch.manual_seed(n)
@@ -190,8 +251,13 @@ def main(argv=None):
                     best = (lab, t)
             if best is not None:
                 print(f"  best at {dt} {n}^3: {best[0]} {tc / best[1] * 100:.1f}% of cuBLAS", flush=True)
+                if n == shapes[0]:
+                    first_best[dt] = (gos[best[0]][0], statistics.median(runs[f"GM{gos[best[0]][0]['GM']} none"]) /
+                                      best[1] if f"GM{gos[best[0]][0]['GM']} none" in runs else None)
             del A, B, C, ref, refd, args, gos
             torch.cuda.empty_cache()
+    if a.ksweep and time.perf_counter() - t_start < a.budget_s:
+        results["ksweep"] = ksweep(a, torch, suite, GpuArray, tdt, mods, first_best, shapes[0], t_start)
     results["wall_s"] = round(time.perf_counter() - t_start, 1)
     print(f"done in {results['wall_s']} s", flush=True)
     if a.out:
