@@ -43,13 +43,14 @@ Guarantees:
 - The store of the accumulator's tile to a tensor (`staged_store`) goes through the ring's
   shared memory and leaves in 16-byte rows. The experiment switches TILENB_GEMM_TMA_STORE,
   TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE and TILENB_GEMM_LEAN_SYNC (`tilenb.switches`,
-  off by default; the last also drops a pipeline's entry barrier and fence where nothing before
-  it touches memory: `KernelLowering.lean_entries`) change how, for the stores the analysis plans (`tilenb.analysis.gemm_loops.EpiloguePlan`, read from
-  `KernelLowering.epilogues`; `planned_store`): bulk tensor stores (TMA) of swizzled boxes where
-  the launch allows (C's tensor map built: flag `tnb_tma_st`; the box 16-byte aligned; the valid
-  region the tile's part inside the tensor), each warpgroup its own part between named barriers,
-  every element staged without a test (by stmatrix for 2-byte elements), no barrier before a
-  store right after its loop. Each writes exactly the elements the default path writes.
+  off by default) change how, for the stores the analysis plans (`KernelLowering.epilogues`,
+  `tilenb.analysis.gemm_loops.EpiloguePlan`; written by `planned_store`): bulk tensor stores
+  (TMA) of swizzled boxes where the launch allows (C's tensor map built: flag `tnb_tma_st`; the
+  box 16-byte aligned; the valid region the tile's part inside the tensor), each warpgroup its
+  own part between named barriers, every element staged without a test (by stmatrix for 2-byte
+  elements), no barrier before a store right after its loop. Each writes exactly the elements
+  the default path writes. TILENB_GEMM_LEAN_SYNC also drops a pipeline's entry barrier and
+  proxy fence where nothing before it touches memory (`KernelLowering.lean_entries`).
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -60,7 +61,7 @@ bits [4, 4 + log2(span / 16)) with the bits 3 above them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
@@ -434,7 +435,7 @@ class Lowering:
     tmaps: List[TmaSpec]
     functions: Dict[str, str]          # device function name -> C++ text
     smem_end: int                      # bytes of shared memory the pipelines need, from 0
-    stores: Dict[int, str] = None      # id(tile Assign) -> the tensor map of its bulk tensor store
+    stores: Dict[int, str] = field(default_factory=dict)   # id(tile Assign) -> its bulk tensor store's map
 
 
 def prepare(g) -> Optional[Lowering]:
@@ -529,7 +530,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     room = ring.shape.stages * ring.shape.stage_bytes
     plan = g.low.epilogues.get(id(s))
     if plan is not None and plan.layout == lay:      # an experiment switch's epilogue (analysis.gemm_loops)
-        return planned_store(g, s, loc, value, mask, lay, plan, ring, (low.stores or {}).get(id(s)))
+        return planned_store(g, s, loc, value, mask, lay, plan, ring, low.stores.get(id(s)))
     if lay.M * pitch > room:
         return False
     M, N = lay.M, lay.N
@@ -581,7 +582,7 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     return True
 
 
-# ---- the experiment switches' epilogues (TILENB_GEMM_TMA_STORE, _WG_EPILOGUE, _FULL_STAGE) -------
+# ---- the experiment switches' epilogues (TILENB_GEMM_TMA_STORE, _WG_EPILOGUE, _FULL_STAGE, _LEAN_SYNC)
 def tma_store_functions(rank: int) -> Dict[str, str]:
     """Device functions of a bulk tensor store (shared -> global, TMA) of rank `rank`, its
     commit and its waits (PTX ISA: cp.async.bulk.tensor, cp.async.bulk.commit_group,
