@@ -296,8 +296,8 @@ class GemmChoice:
 class EpiloguePlan:
     """How the staged store (`codegen/sm90/gemm.staged_store`) of tile statement
     `T[..., r :+ M, c :+ N] = value` writes its [M, N] tile, when an experiment switch
-    (`tilenb.switches`: TILENB_GEMM_TMA_STORE, TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE)
-    asks for more than the default path. The tile is split into `parts` of [rows, cols]
+    (`tilenb.switches`: TILENB_GEMM_TMA_STORE, TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE,
+    TILENB_GEMM_LEAN_SYNC) asks for more than the default path. The tile is split into parts of [rows, cols]
     elements: the whole tile, or (per_warpgroup) the [WM, WN] part each warpgroup holds of the
     accumulator layout `layout`, which that warpgroup stages and stores alone between named
     barriers of its 128 threads.
@@ -316,7 +316,7 @@ class EpiloguePlan:
       the staging: no barrier of its own before it.
     - full_stage: the value reads registers, scalars and constants alone, so every element is
       staged without a valid-region test (the stores to the tensor keep theirs); for 2-byte
-      elements by `stmatrix` (each warp 16 rows x 16 columns an instruction, `stmatrix`).
+      elements by `stmatrix` (each warp 16 rows x 16 columns an instruction).
     """
     tensor: str
     dtype: str
