@@ -609,18 +609,14 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
     padded by 16 bytes), then stored by bulk tensor stores where the launch allows, else by the
     part's threads in 16-byte vectors (elements at the valid region's edges)."""
     M, N = lay.M, lay.N
-    isz = plan.itemsize
-    V = 16 // isz
     st = C.STORE_C[loc.dtype]
     wgp = plan.per_warpgroup
-    PR, PC = plan.rows, plan.cols
     tma = plan.tma and tmap is not None
-    pitch = N * isz + 16
-    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
     buf = g.new("stg")
     g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves "
            + ("by TMA where the launch allows, else " if tma else "") + "in 16-byte rows"
-           + (f"; each warpgroup its own [{PR}, {PC}] part, between named barriers of its 128 threads" if wgp else ""))
+           + (f"; each warpgroup its own [{plan.rows}, {plan.cols}] part, between named barriers of its 128 threads"
+              if wgp else ""))
     g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
     if plan.after_loop:
         g.emit("// right after the GEMM loop, whose last barrier every thread has passed: the ring's bytes are free")
@@ -628,16 +624,7 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
         g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
 
     def addr(i, j) -> str:
-        """Byte offset in the staging area of tile element (i, j)."""
-        if not tma:
-            return f"({i}) * {pitch} + ({j}) * {isz}"
-        i, j = f"(unsigned)({i})", f"(unsigned)({j})"       # tile coordinates, never negative
-        part = f"(({i}) / {PR}) * {N // PC} + ({j}) / {PC}" if wgp else "0"
-        li, lj = (f"(({i}) % {PR})", f"(({j}) % {PC})") if wgp else (f"({i})", f"({j})")
-        E = plan.box_cols
-        lin = (f"(({part}) * {PR * PC * isz} + ({lj} / {E}) * {PR * plan.span} + {li} * {plan.span} "
-               f"+ ({lj} % {E}) * {isz})")
-        return f"({lin} ^ ((({lin} >> 7) & {plan.span // 16 - 1}) << 4))"
+        return stage_offset(plan, lay, tma, i, j)
 
     exprs.prepare_regions(g, value)
     vdt = value.type.dtype
@@ -646,99 +633,154 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
         v = exprs.elem_value(g, value, at, (M, N))
         g.emit(f"*({st}*)({buf} + {addr(at.i, at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
 
-    def stmatrix_sweep():
-        """Each warp writes its 16 rows 16 columns at a time (stmatrix .x4: four 8 x 8 matrices of
-        2-byte elements, lane l giving the address of row l % 8 of matrix l / 8; the fragment
-        a lane holds of each is the accumulator's: row l / 4, columns 2 (l % 4) and + 1)."""
-        m, n2, iw, jw, li, lj = g.new("m"), g.new("n2"), g.new("iw"), g.new("jw"), g.new("li"), g.new("lj")
-        nbs = lay.WN // 8
-        g.emit("// the staged tile written by stmatrix: a warp's 16 rows and 16 columns an instruction")
-        g.emit(f"const int {iw} = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16;  // the warp's first row")
-        g.emit(f"const int {jw} = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN};  // its first column")
-        g.emit(f"const int {li} = ((tnb_lane >> 3) & 1) * 8 + (tnb_lane & 7), {lj} = (tnb_lane >> 4) * 8;  "
-               "// the row this lane addresses, of matrix tnb_lane / 8")
-        g.emit("#pragma unroll")
-        g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
-        g.ind += 1
-        g.emit("#pragma unroll")
-        g.emit(f"for (int {n2} = 0; {n2} < {nbs // 2}; ++{n2}) {{")
-        g.ind += 1
-        regs = []
-        pair = vdt in C.F32_FAMILY      # f32 values: both elements of a word converted by one cvt (f16x2 / bf16x2)
-        for q in range(4):
-            vals = []
-            for e in range(2):
-                i = f"{iw} + (tnb_lane >> 2) + {m} * 64 + {(q & 1) * 8}"
-                j = f"{jw} + (tnb_lane & 3) * 2 + (2 * {n2} + {q >> 1}) * 8 + {e}"
-                slot = f"({m} * {nbs} + 2 * {n2} + {q >> 1}) * 4 + {(q & 1) * 2 + e}"
-                vals.append(exprs.elem_value(g, value, At(i, j, slot, lay, True), (M, N)))
-            r = g.new("sm")
-            if pair:
-                g.emit(f"const unsigned {r} = tnb_cvt2_{loc.dtype}({vals[0]}, {vals[1]});")
-            else:
-                bits = [C.store_bits(v, vdt, loc.dtype) for v in vals]
-                g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
-            regs.append(r)
-        g.emit(f"tnb_stmatrix_x4(tnb_smem_u32({buf}) + {addr(f'{iw} + {m} * 64 + {li}', f'{jw} + {n2} * 16 + {lj}')}, "
-               f"{', '.join(regs)});")
-        g.ind -= 1
-        g.emit("}")
-        g.ind -= 1
-        g.emit("}")
-
     if plan.stmatrix:
-        masks.split(g, s, value, stmatrix_sweep)
+        masks.split(g, s, value, lambda: stmatrix_stage(g, value, lay, loc.dtype, buf, addr))
     else:
         smask = None if plan.full_stage else mask      # full_stage: any element may be staged (a register value)
         masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=smask))
     wg = g.new("wg")
     if wgp:
         g.emit(f"const int {wg} = tnb_warp >> 2;  // this thread's warpgroup: its part of the tile")
-    ok = None
-    if tma:
-        ok = g.new("tok")
-        col, row = loc.entries[-1][1], loc.entries[-2][1]
-        fixed = [e[1] for e in loc.entries[:-2]]
-        exts = loc.extents
-        conds = ["tnb_tma_st"]
-        move = g.low.moves.get(id(s))
-        if move is None or move.checked:
-            conds.append(f"(({col}) & {V - 1}) == 0")
-        conds += [f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(fixed, exts)]
-        conds += [f"{mr0} == (int)tnb_clamp(-({row}), 0, {M})", f"{mr1} == (int)tnb_clamp({exts[-2]} - ({row}), 0, {M})",
-                  f"{mc0} == (int)tnb_clamp(-({col}), 0, {N})", f"{mc1} == (int)tnb_clamp({exts[-1]} - ({col}), 0, {N})"]
-        g.emit(f"const bool {ok} = {' && '.join(conds)};  // a tensor map of {loc.sym.name} with a 16-byte aligned box, "
-               "and the valid region is the tile's part inside the tensor (what TMA writes)")
-        g.emit("#ifdef TNB_SM90A")
-        g.emit(f"if ({ok}) tnb_fence_async_smem();  // this thread's staged elements are seen by the copy engine")
-        g.emit("#endif")
+    ok = tma_condition(g, s, loc, plan, lay, mask) if tma else None
     sync = f"tnb_named_sync(1 + {wg}, 128);" if wgp else "__syncthreads();"     # barrier 0 is __syncthreads
     g.emit(f"{sync}  // codegen-internal: the staged {'part' if wgp else 'tile'} is complete")
     if tma:
         g.emit("#ifdef TNB_SM90A")
         g.emit(f"if ({ok}) {{")
         g.ind += 1
-        g.emit(f"if ({'(tnb_tid & 127)' if wgp else 'tnb_tid'} == 0) {{")
-        g.ind += 1
-        r0 = f"({wg} / {lay.GN}) * {PR}" if wgp else "0"
-        c0 = f"({wg} % {lay.GN}) * {PC}" if wgp else "0"
-        base = f"tnb_smem_u32({buf})" + (f" + {wg} * {PR * PC * isz}" if wgp else "")
-        rank = plan.fixed + 2
-        for q in range(PC // plan.box_cols):
-            cs = [f"(int)({col} + {c0} + {q * plan.box_cols})", f"(int)({row} + {r0})"] + [f"(int)({x})" for x in reversed(fixed)]
-            g.emit(f"tnb_tma_store_{rank}d(&{tmap}, {base} + {q * PR * plan.span}, {', '.join(cs)});")
-        g.emit("tnb_bulk_commit();")
-        if plan.in_loop:
-            g.emit("tnb_bulk_wait();  // inside a loop: the writes are done before a later turn's store")
-        else:
-            g.emit("tnb_bulk_wait_read();  // the copy engine has read the staged bytes (they may be reused)")
-        g.ind -= 1
-        g.emit("}")
+        tma_issue(g, loc, plan, lay, tmap, buf, wg)
         g.ind -= 1
         g.emit("} else")
         g.emit("#endif")
     g.emit("{")
     g.ind += 1
+    threads_store(g, s, loc, plan, lay, buf, addr, mask, wg)
+    g.ind -= 1
+    g.emit("}")
+    if not plan.last:
+        g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
+    return True
+
+
+def stage_offset(plan, lay, tma: bool, i, j) -> str:
+    """C expression of the byte offset in the staging area of tile element (i, j): rows padded
+    by 16 bytes, or (tma) the part's TMA boxes one after the other, each `span`-byte rows
+    swizzled as TMA reads them (16-byte chunk c of row r at c ^ (r % 8) within 128 bytes)."""
+    isz = plan.itemsize
+    if not tma:
+        return f"({i}) * {lay.N * isz + 16} + ({j}) * {isz}"
+    PR, PC, E = plan.rows, plan.cols, plan.box_cols
+    i, j = f"(unsigned)({i})", f"(unsigned)({j})"       # tile coordinates, never negative
+    part = f"(({i}) / {PR}) * {lay.N // PC} + ({j}) / {PC}" if plan.per_warpgroup else "0"
+    li, lj = (f"(({i}) % {PR})", f"(({j}) % {PC})") if plan.per_warpgroup else (f"({i})", f"({j})")
+    lin = (f"(({part}) * {PR * PC * isz} + ({lj} / {E}) * {PR * plan.span} + {li} * {plan.span} "
+           f"+ ({lj} % {E}) * {isz})")
+    return f"({lin} ^ ((({lin} >> 7) & {plan.span // 16 - 1}) << 4))"
+
+
+def stmatrix_stage(g, value, lay, dtype: str, buf: str, addr):
+    """Stage the value's [M, N] tile (2-byte `dtype`) with stmatrix: each warp writes its 16 rows
+    16 columns at a time (stmatrix .x4: four 8 x 8 matrices of 2-byte elements, lane l giving the
+    address of row l % 8 of matrix l / 8; the fragment a lane holds of each is the accumulator's:
+    row l / 4, columns 2 (l % 4) and + 1). `addr(i, j)`: the staging offset of element (i, j)."""
+    m, n2, iw, jw, li, lj = g.new("m"), g.new("n2"), g.new("iw"), g.new("jw"), g.new("li"), g.new("lj")
+    nbs = lay.WN // 8
+    vdt = value.type.dtype
+    g.emit("// the staged tile written by stmatrix: a warp's 16 rows and 16 columns an instruction")
+    g.emit(f"const int {iw} = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16;  // the warp's first row")
+    g.emit(f"const int {jw} = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN};  // its first column")
+    g.emit(f"const int {li} = ((tnb_lane >> 3) & 1) * 8 + (tnb_lane & 7), {lj} = (tnb_lane >> 4) * 8;  "
+           "// the row this lane addresses, of matrix tnb_lane / 8")
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
+    g.ind += 1
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {n2} = 0; {n2} < {nbs // 2}; ++{n2}) {{")
+    g.ind += 1
+    regs = []
+    pair = vdt in C.F32_FAMILY      # f32 values: both elements of a word converted by one cvt (f16x2 / bf16x2)
+    for q in range(4):
+        vals = []
+        for e in range(2):
+            i = f"{iw} + (tnb_lane >> 2) + {m} * 64 + {(q & 1) * 8}"
+            j = f"{jw} + (tnb_lane & 3) * 2 + (2 * {n2} + {q >> 1}) * 8 + {e}"
+            slot = f"({m} * {nbs} + 2 * {n2} + {q >> 1}) * 4 + {(q & 1) * 2 + e}"
+            vals.append(exprs.elem_value(g, value, At(i, j, slot, lay, True), (lay.M, lay.N)))
+        r = g.new("sm")
+        if pair:
+            g.emit(f"const unsigned {r} = tnb_cvt2_{dtype}({vals[0]}, {vals[1]});")
+        else:
+            bits = [C.store_bits(v, vdt, dtype) for v in vals]
+            g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
+        regs.append(r)
+    g.emit(f"tnb_stmatrix_x4(tnb_smem_u32({buf}) + {addr(f'{iw} + {m} * 64 + {li}', f'{jw} + {n2} * 16 + {lj}')}, "
+           f"{', '.join(regs)});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+
+
+def tma_condition(g, s, loc, plan, lay, mask) -> str:
+    """Emit (and return the name of) the CTA-uniform test that the bulk tensor stores may write
+    this tile: C's tensor map built, the box's first column 16-byte aligned (unless proven), the
+    fixed indices inside the tensor and the valid region `mask` exactly the tile's part inside
+    the tensor; then, where it holds, each thread's proxy fence for its staged elements."""
+    M, N = lay.M, lay.N
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    ok = g.new("tok")
+    col, row = loc.entries[-1][1], loc.entries[-2][1]
+    fixed = [e[1] for e in loc.entries[:-2]]
+    exts = loc.extents
+    conds = ["tnb_tma_st"]
+    move = g.low.moves.get(id(s))
+    if move is None or move.checked:
+        conds.append(f"(({col}) & {16 // plan.itemsize - 1}) == 0")
+    conds += [f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(fixed, exts)]
+    conds += [f"{mr0} == (int)tnb_clamp(-({row}), 0, {M})", f"{mr1} == (int)tnb_clamp({exts[-2]} - ({row}), 0, {M})",
+              f"{mc0} == (int)tnb_clamp(-({col}), 0, {N})", f"{mc1} == (int)tnb_clamp({exts[-1]} - ({col}), 0, {N})"]
+    g.emit(f"const bool {ok} = {' && '.join(conds)};  // a tensor map of {loc.sym.name} with a 16-byte aligned box, "
+           "and the valid region is the tile's part inside the tensor (what TMA writes)")
+    g.emit("#ifdef TNB_SM90A")
+    g.emit(f"if ({ok}) tnb_fence_async_smem();  // this thread's staged elements are seen by the copy engine")
+    g.emit("#endif")
+    return ok
+
+
+def tma_issue(g, loc, plan, lay, tmap: str, buf: str, wg: str):
+    """The part's first thread: the bulk tensor stores of its boxes, their commit and the wait
+    (for the reads of shared memory; inside a loop, for the writes)."""
+    wgp = plan.per_warpgroup
+    PR, PC = plan.rows, plan.cols
+    col, row = loc.entries[-1][1], loc.entries[-2][1]
+    fixed = [e[1] for e in loc.entries[:-2]]
+    g.emit(f"if ({'(tnb_tid & 127)' if wgp else 'tnb_tid'} == 0) {{")
+    g.ind += 1
+    r0 = f"({wg} / {lay.GN}) * {PR}" if wgp else "0"
+    c0 = f"({wg} % {lay.GN}) * {PC}" if wgp else "0"
+    base = f"tnb_smem_u32({buf})" + (f" + {wg} * {PR * PC * plan.itemsize}" if wgp else "")
+    rank = plan.fixed + 2
+    for q in range(PC // plan.box_cols):
+        cs = [f"(int)({col} + {c0} + {q * plan.box_cols})", f"(int)({row} + {r0})"] + [f"(int)({x})" for x in reversed(fixed)]
+        g.emit(f"tnb_tma_store_{rank}d(&{tmap}, {base} + {q * PR * plan.span}, {', '.join(cs)});")
+    g.emit("tnb_bulk_commit();")
+    if plan.in_loop:
+        g.emit("tnb_bulk_wait();  // inside a loop: the writes are done before a later turn's store")
+    else:
+        g.emit("tnb_bulk_wait_read();  // the copy engine has read the staged bytes (they may be reused)")
+    g.ind -= 1
+    g.emit("}")
+
+
+def threads_store(g, s, loc, plan, lay, buf: str, addr, mask, wg: str):
+    """The part's threads store its staged rows: 16-byte vectors where the row is aligned and the
+    vector inside the valid region `mask`, element by element at its edges."""
+    M, N = lay.M, lay.N
+    V = 16 // plan.itemsize
+    st = C.STORE_C[loc.dtype]
+    wgp = plan.per_warpgroup
+    PR, PC = plan.rows, plan.cols
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
     k, r, c = g.new("k"), g.new("r"), g.new("c")
     move = g.low.moves.get(id(s))
     al = g.new("al")
@@ -770,8 +812,3 @@ def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) 
     g.emit("}")
     g.ind -= 1
     g.emit("}")
-    g.ind -= 1
-    g.emit("}")
-    if not plan.last:
-        g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
-    return True
