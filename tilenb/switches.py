@@ -21,6 +21,18 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
     TILENB_STORE_EVICT_FIRST=1  vector stores into a tensor the kernel never reads carry L2
                             evict_first in every kernel without a dot (by default only in
                             kernels that re-read a tensor: codegen/cache_hints.py)
+    TILENB_GEMM_TMA_STORE=1 a wgmma accumulator's staged store leaves shared memory by TMA
+                            (bulk tensor store, one thread) where the analysis lets it
+                            (analysis/gemm_loops.plan_epilogue); threads store elsewhere
+    TILENB_GEMM_WG_EPILOGUE=1  each warpgroup stages and stores its own part of a wgmma
+                            accumulator's tile, synchronised by a named barrier of its 128
+                            threads instead of CTA-wide barriers
+    TILENB_GEMM_FULL_STAGE=1   a wgmma accumulator's staged store whose value reads only
+                            registers stages every element, without a valid-region test each
+                            (2-byte elements by stmatrix)
+    TILENB_GEMM_LEAN_SYNC=1 a GEMM pipeline that nothing before it in the kernel touches memory
+                            for starts without its entry barrier and proxy fence, and a staged
+                            store right after its GEMM loop without its first barrier
 
 Guarantees: the environment is read once, at import, into `SWITCHES`; every reader (the
 analysis' `lowering` and the code generator) reads its field of that one object when it
@@ -46,6 +58,10 @@ class Switches:
     stream_pingpong: int = 1          # 0 never, 1 where safe and paying, 2 wherever safe
     store_evict_first: bool = False
     batch_bytes: int = 0
+    gemm_tma_store: bool = False
+    gemm_wg_epilogue: bool = False
+    gemm_full_stage: bool = False
+    gemm_lean_sync: bool = False
 
 
 def _count(env: Mapping[str, str], name: str) -> int:
@@ -66,7 +82,11 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     stream_defer=env.get("TILENB_STREAM_DEFER", "1") != "0",
                     stream_pingpong=_count(env, "TILENB_STREAM_PINGPONG") if env.get("TILENB_STREAM_PINGPONG") else 1,
                     store_evict_first=env.get("TILENB_STORE_EVICT_FIRST", "0") not in ("", "0"),
-                    batch_bytes=_count(env, "TILENB_BATCH_BYTES"))
+                    batch_bytes=_count(env, "TILENB_BATCH_BYTES"),
+                    gemm_tma_store=env.get("TILENB_GEMM_TMA_STORE", "0") not in ("", "0"),
+                    gemm_wg_epilogue=env.get("TILENB_GEMM_WG_EPILOGUE", "0") not in ("", "0"),
+                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "0") not in ("", "0"),
+                    gemm_lean_sync=env.get("TILENB_GEMM_LEAN_SYNC", "0") not in ("", "0"))
 
 
 SWITCHES = from_environment()

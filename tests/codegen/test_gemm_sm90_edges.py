@@ -54,6 +54,7 @@ import tilenb
 from tilenb import ir
 from tilenb.codegen import generate
 from tilenb.codegen.nvrtc import nvrtc_available, nvrtc_compile
+from tilenb.codegen.sm90.gemm import tma_flags
 
 BF16 = ml_dtypes.bfloat16
 NPDT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32}
@@ -1408,7 +1409,9 @@ SM90_EMU = r"""
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <barrier>
 #include <map>
+#include <memory>
 #include <mutex>
 #define TNB_SM90A 1
 #define __grid_constant__
@@ -1578,14 +1581,66 @@ static inline void tnb_wg_issue_rs(float* d, const unsigned* a, unsigned long lo
   t_wg_open.push_back(o);
   if (!g_tma_early) { tnb_wg_exec(t_wg_open.back()); t_wg_open.pop_back(); }
 }
+// bulk tensor stores (shared -> global): elements outside the tensor are not written; the copy
+// engine reads shared memory at issue (g_tma_early) or as late as the thread's wait allows
+thread_local std::vector<std::function<void()>> t_bulk;
+static void tnb_tma_st(const tnb_tmap* map, unsigned src, const int* c, int rank) {
+  tnb_tmap m = *map;
+  if (m.rank != rank) tnb_die("TMA store: another rank than its map's", rank);
+  if (src % (m.swz == 128 ? 1024 : m.swz == 64 ? 512 : 256)) tnb_die("TMA store: source off its swizzle pattern", src);
+  if (m.box[0] * m.esz > m.swz) tnb_die("TMA store: box rows wider than the swizzle span", m.box[0]);
+  int cc[5]; for (int i = 0; i < rank; ++i) cc[i] = c[i];
+  long long total = 1; for (int i = 0; i < rank; ++i) total *= m.box[i];
+  auto job = [=]() {
+    for (long long idx = 0; idx < total; ++idx) {
+      long long r = idx, off = 0; bool oob = false;
+      for (int i = 0; i < rank; ++i) {
+        long long g = cc[i] + r % m.box[i]; r /= m.box[i];
+        if (g < 0 || g >= m.dims[i]) oob = true; else off += g * m.strides[i];
+      }
+      unsigned a = tnb_emu_swz(src + (unsigned)(idx * m.esz), m.swz);
+      if (a + m.esz > SMEM) tnb_die("TMA store: a read outside shared memory", a);
+      if (!oob) std::memcpy(const_cast<unsigned char*>(m.base) + off, g_smem + a, m.esz);
+    }
+  };
+  if (g_tma_early) job(); else t_bulk.push_back(job);
+}
+inline void tnb_tma_store_2d(const tnb_tmap* m, unsigned s, int c0, int c1) { int c[] = {c0, c1}; tnb_tma_st(m, s, c, 2); }
+inline void tnb_tma_store_3d(const tnb_tmap* m, unsigned s, int c0, int c1, int c2) { int c[] = {c0, c1, c2}; tnb_tma_st(m, s, c, 3); }
+inline void tnb_tma_store_4d(const tnb_tmap* m, unsigned s, int c0, int c1, int c2, int c3) { int c[] = {c0, c1, c2, c3}; tnb_tma_st(m, s, c, 4); }
+inline void tnb_tma_store_5d(const tnb_tmap* m, unsigned s, int c0, int c1, int c2, int c3, int c4) { int c[] = {c0, c1, c2, c3, c4}; tnb_tma_st(m, s, c, 5); }
+inline void tnb_bulk_commit() {}
+inline void tnb_bulk_wait_read() { for (auto& j : t_bulk) j(); t_bulk.clear(); }
+inline void tnb_bulk_wait() { tnb_bulk_wait_read(); }
+// stmatrix .x4 (a warp together): lane l names row l % 8 of matrix l / 8 and holds, of each matrix
+// q, the two elements of row l / 4 at columns 2 (l % 4), + 1 in its register q
+inline void tnb_stmatrix_x4(unsigned a, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  Warp& w = my_warp(); int l = my_lane();
+  w.u[l][0] = r0; w.u[l][1] = r1; w.u[l][2] = r2; w.u[l][3] = r3;
+  w.bar.arrive_and_wait();
+  if (a % 16 || a + 16 > SMEM) tnb_die("stmatrix: a row address off 16 bytes or outside shared memory", a);
+  for (int c = 0; c < 4; ++c) { unsigned word = w.u[(l & 7) * 4 + c][l >> 3]; std::memcpy(g_smem + a + 4 * c, &word, 4); }
+  w.bar.arrive_and_wait();
+}
+inline unsigned tnb_cvt2_f16(float lo, float hi) { return (unsigned)tnb_f2h(lo) | ((unsigned)tnb_f2h(hi) << 16); }
+inline unsigned tnb_cvt2_bf16(float lo, float hi) { return (unsigned)tnb_f2b(lo) | ((unsigned)tnb_f2b(hi) << 16); }
+// named barriers (bar.sync id, n): n threads of the CTA meet at barrier id
+static std::mutex g_nb_mu;
+static std::map<unsigned, std::shared_ptr<std::barrier<>>> g_named;
+inline void tnb_named_sync(unsigned id, unsigned n) {
+  std::shared_ptr<std::barrier<>> b;
+  { std::lock_guard<std::mutex> lk(g_nb_mu); auto& p = g_named[id]; if (!p) p = std::make_shared<std::barrier<>>((std::ptrdiff_t)n); b = p; }
+  b->arrive_and_wait();
+}
 """
 
 EMU_MAIN = EMU.main_template({
     "ARGS": "  const int use_tma = std::atoi(argv[2]);\n  g_tma_early = std::atoi(argv[3]);",
     "MAPS": "@MAPS@",
-    "CTA_START": "    g_mbars.clear(); tnb_nbars_empty();",
-    "THREAD_START": " t_wg_groups.clear(); t_wg_open.clear();",
-    "THREAD_END": '      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");',
+    "CTA_START": "    g_mbars.clear(); tnb_nbars_empty(); g_named.clear();",
+    "THREAD_START": " t_wg_groups.clear(); t_wg_open.clear(); t_bulk.clear();",
+    "THREAD_END": ('      if (!t_wg_groups.empty() || !t_wg_open.empty()) tnb_die("wgmma groups left unretired at the end");\n'
+                   '      if (!t_bulk.empty()) tnb_die("bulk tensor stores never waited for");'),
 })
 
 _CTYPE = {"f16": "tnb_f16", "bf16": "tnb_bf16", "f32": "float", "f64": "double", "i8": "signed char", "i32": "int",
@@ -1648,7 +1703,7 @@ def build_sm90(ks, args, dims, grid, workdir) -> Path:
         for i in range(len(inner)):
             maps.append(f"  map{q}.dims[{i}] = {inner[i]}; map{q}.strides[{i}] = {strides[i]}; map{q}.box[{i}] = {t.box[i]};")
         call.append(f"map{q}")
-    call.append("use_tma")
+    call += ["use_tma"] * len(tma_flags(ks.tmaps))     # tnb_tma (and tnb_tma_st: the same choice)
     loads = [f'  std::snprintf(path, sizeof path, "%s/in{k}.bin", dir); auto t{k} = load(path, {a.nbytes});'
              for k, a in enumerate(tensors)]
     saves = [f'  std::snprintf(path, sizeof path, "%s/out{k}.bin", dir); save(path, t{k}, {a.nbytes});'

@@ -15,9 +15,13 @@ def test_each_variable_sets_its_field():
     sw = from_environment({"TILENB_ASYNC_COPY": "0", "TILENB_WGMMA_SS": "0", "TILENB_GEMM_STAGES": "3",
                            "TILENB_STREAM_STAGES": "2", "TILENB_STREAM_AHEAD": "1", "TILENB_STREAM_DEFER": "0",
                            "TILENB_STREAM_PINGPONG": "2",
-                           "TILENB_STORE_EVICT_FIRST": "1", "TILENB_BATCH_BYTES": "256"})
+                           "TILENB_STORE_EVICT_FIRST": "1", "TILENB_BATCH_BYTES": "256",
+                           "TILENB_GEMM_TMA_STORE": "1", "TILENB_GEMM_WG_EPILOGUE": "1", "TILENB_GEMM_FULL_STAGE": "1",
+                           "TILENB_GEMM_LEAN_SYNC": "1"})
     assert sw == Switches(async_copy=False, wgmma_ss=False, gemm_stages=3, stream_stages=2, stream_ahead=1,
-                          stream_defer=False, stream_pingpong=2, store_evict_first=True, batch_bytes=256)
+                          stream_defer=False, stream_pingpong=2, store_evict_first=True, batch_bytes=256,
+                          gemm_tma_store=True, gemm_wg_epilogue=True, gemm_full_stage=True, gemm_lean_sync=True)
+    assert from_environment({"TILENB_GEMM_TMA_STORE": "0", "TILENB_GEMM_WG_EPILOGUE": ""}) == Switches()
 
 
 def test_pingpong_is_on_where_it_pays_unless_turned_off():

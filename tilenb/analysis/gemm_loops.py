@@ -5,8 +5,12 @@ and the views.
 Guarantees: `match_loop(s, acc_ok)` recognizes the spec's GEMM loop shape (a plain `for` whose body
 is two tensor copies and `acc += dot(a, b)`, `GemmLoop`) or returns None; `plan_shape` chooses its
 wgmma tile shape, ring of stages and warpgroup split for a target (`Shape`) or returns None when
-no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. All are pure
-functions of the IR and the target; none raises.
+no pipeline holds it; `WgmmaLayout` is the wgmma accumulator's register layout. Under the
+experiment switches of the GEMM epilogue (`tilenb.switches`; off by default, and then nothing
+below changes any decision), `epilogue_plans` says how each staged store of an accumulator's tile
+leaves (`EpiloguePlan`: TMA store, per warpgroup, full staging, no barrier after its loop) and
+which pipelines need no entry barrier (`entry_free`). All are pure functions of the IR, the
+target and the switches; none raises.
 """
 from __future__ import annotations
 
@@ -285,3 +289,192 @@ class GemmChoice:
     @property
     def ring_end(self) -> int:
         return self.ring_off + self.shape.ring_bytes
+
+
+# ---- the epilogue: how a wgmma accumulator's staged store leaves (experiment switches) ----------
+@dataclass(frozen=True)
+class EpiloguePlan:
+    """How the staged store (`codegen/sm90/gemm.staged_store`) of tile statement
+    `T[..., r :+ M, c :+ N] = value` writes its [M, N] tile, when an experiment switch
+    (`tilenb.switches`: TILENB_GEMM_TMA_STORE, TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE,
+    TILENB_GEMM_LEAN_SYNC) asks for more than the default path. The tile is split into parts of [rows, cols]
+    elements: the whole tile, or (per_warpgroup) the [WM, WN] part each warpgroup holds of the
+    accumulator layout `layout`, which that warpgroup stages and stores alone between named
+    barriers of its 128 threads.
+
+    - tma: the staged part leaves shared memory by bulk tensor stores (TMA) of boxes of
+      [rows, box_cols] elements, issued by the part's first thread, where the launch allows it
+      (C's tensor map built, the first column 16-byte aligned, the value's valid region equal to
+      the part of the tile inside the tensor: TMA writes exactly the elements inside the tensor);
+      the staging area is then laid out as those boxes (`span`-byte swizzled rows), and the
+      threads' 16-byte stores read the same layout where TMA is not allowed.
+    - in_loop: the statement lies inside a loop: the issuing thread waits until the copy engine's
+      writes are done, not only its reads of shared memory, before a later turn's store.
+    - last: the statement is the kernel's last top-level statement: no barrier after it.
+    - after_loop (TILENB_GEMM_LEAN_SYNC): the statement comes right after a GEMM loop of the
+      pipeline in the same block, whose last barrier already orders every use of the ring before
+      the staging: no barrier of its own before it.
+    - full_stage: the value reads registers, scalars and constants alone, so every element is
+      staged without a valid-region test (the stores to the tensor keep theirs); for 2-byte
+      elements by `stmatrix` (each warp 16 rows x 16 columns an instruction).
+    """
+    tensor: str
+    dtype: str
+    layout: WgmmaLayout
+    per_warpgroup: bool
+    tma: bool
+    full_stage: bool
+    in_loop: bool
+    last: bool
+    rows: int
+    cols: int
+    box_cols: int
+    span: int
+    fixed: int              # the tensor's leading dimensions fixed by an index
+    after_loop: bool = False   # TILENB_GEMM_LEAN_SYNC: it follows its GEMM loop directly (no barrier before it)
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype in ("f16", "bf16") else 4
+
+    @property
+    def stmatrix(self) -> bool:
+        """Whether the full staging is written by stmatrix (2-byte elements, 16-column blocks a warp)."""
+        return self.full_stage and self.itemsize == 2 and self.layout.WN % 16 == 0
+
+    @property
+    def stage_bytes(self) -> int:
+        """Bytes of shared memory the staged tile needs (boxes; or rows padded by 16 bytes)."""
+        if self.tma:
+            return self.layout.M * self.layout.N * self.itemsize
+        return self.layout.M * (self.layout.N * self.itemsize + 16)
+
+
+def _register_value(e, acc_ids) -> bool:
+    """Whether value `e` reads only wgmma accumulators, scalars and constants (nothing outside
+    registers, so any element may be computed)."""
+    for x in ir.walk_expr(e):
+        if isinstance(x, (ir.Const, ir.Ctx, ir.Unary, ir.Binary, ir.Math, ir.Convert)):
+            continue
+        if isinstance(x, ir.Ref) and (id(x.sym) in acc_ids or isinstance(x.sym.type, ir.ScalarT)):
+            continue
+        return False
+    return True
+
+
+def _box_cols(cols: int, isz: int) -> Optional[int]:
+    """Elements a row of a TMA box holds over `cols` columns: the widest swizzle span (128, 64,
+    32 bytes) whose elements divide `cols`; None when none does."""
+    for span in (128, 64, 32):
+        if cols % (span // isz) == 0:
+            return span // isz
+    return None
+
+
+def plan_epilogue(kir: ir.KernelIR, s, layouts: Dict[int, WgmmaLayout], room: int,
+                  tma_store: bool, per_warpgroup: bool, full_stage: bool,
+                  lean: bool = False, loops: frozenset = frozenset()) -> Optional[EpiloguePlan]:
+    """The `EpiloguePlan` of tile statement `s` when it is a store of a wgmma accumulator's tile
+    (`layouts`: id(acc Sym) -> its layout) into a tensor slice whose last two subscripts are
+    ranges of the layout's [M, N] and whose others are indices; `room`: bytes of the GEMM ring
+    the staged tile may use. TMA only where the tensor is written by `s` alone and read by no
+    statement (the copy engine's writes need no ordering with other accesses of the kernel).
+    `lean`, `loops` (ids of the GEMM loops on the pipeline): TILENB_GEMM_LEAN_SYNC's `after_loop`.
+    None when the statement does not qualify or no switch asks for a change."""
+    if not (tma_store or per_warpgroup or full_stage or lean) or not isinstance(s, ir.Assign) or s.op is not None:
+        return None
+    t = s.target
+    if not (isinstance(t, ir.Slice) and t.base.kind == "tensor" and not t.flat and isinstance(t.type, ir.TileT)):
+        return None
+    parts = split_slice(t)
+    if parts is None:
+        return None
+    fixed, rr, cr = parts
+    lay = next((layouts[id(x.sym)] for x in ir.walk_expr(s.value)
+                if isinstance(x, ir.Ref) and id(x.sym) in layouts), None)
+    if lay is None or (rr.length, cr.length) != (lay.M, lay.N):
+        return None
+    dt = t.base.type.dtype
+    if dt not in ("f16", "bf16", "f32"):
+        return None
+    isz = 4 if dt == "f32" else 2
+    rows, cols = (lay.WM, lay.WN) if per_warpgroup else (lay.M, lay.N)
+    if per_warpgroup and cols % (16 // isz):
+        per_warpgroup, rows, cols = False, lay.M, lay.N
+    box = _box_cols(cols, isz) if tma_store else None
+    if box is not None:
+        others = [x for x in ir.walk_stmts(kir.body) if x is not s]
+        if any(ir.named_sym(e) is t.base for x in others for y in ir.stmt_exprs(x) for e in ir.walk_expr(y)):
+            box = None       # another statement reads or writes the tensor
+    full_stage = full_stage and _register_value(s.value, set(layouts))
+    after = lean and _follows(kir.body, s, loops)
+    if box is None and not per_warpgroup and not full_stage and not after:
+        return None
+    in_loop, last = _position(kir.body, s)
+    plan = EpiloguePlan(t.base.name, dt, lay, per_warpgroup, box is not None, full_stage, in_loop, last,
+                        rows, cols, box or 0, (box or 0) * isz, len(fixed), after)
+    if plan.stage_bytes > room:
+        return None
+    return plan
+
+
+def _position(body, s) -> Tuple[bool, bool]:
+    """(whether `s` lies inside a loop, whether it is the last statement of the kernel's top level)."""
+    if body and body[-1] is s:
+        return False, True
+
+    def inside(block, looped) -> Optional[bool]:
+        for x in block:
+            if x is s:
+                return looped
+            for b in ir.child_blocks(x):
+                r = inside(b, looped or isinstance(x, (ir.For, ir.While)))
+                if r is not None:
+                    return r
+        return None
+    return bool(inside(body, False)), False
+
+
+def _follows(body, s, loops) -> bool:
+    """Whether statement `s` comes right after one of the loops `loops` (ids) in the same block."""
+    for block in [body] + [b for x in ir.walk_stmts(body) for b in ir.child_blocks(x)]:
+        for prev, x in zip(block, block[1:]):
+            if x is s:
+                return id(prev) in loops
+    return False
+
+
+def entry_free(kir: ir.KernelIR, loop, acc_ids) -> bool:
+    """TILENB_GEMM_LEAN_SYNC: whether GEMM loop `loop` is a statement of the kernel's top level
+    before which no statement touches memory: only lets of scalars (reading no tensor element)
+    and wgmma accumulators (`acc_ids`) set to a constant. Its pipeline then needs no barrier and
+    no proxy fence before its mbarriers are set up (nothing earlier uses the ring's bytes or
+    wrote what its copies read)."""
+    for x in kir.body:
+        if x is loop:
+            return True
+        if isinstance(x, ir.Let) and isinstance(x.sym.type, ir.ScalarT) and not any(
+                isinstance(e, (ir.Element, ir.Slice, ir.Dot, ir.Reduce)) for e in ir.walk_expr(x.value)):
+            continue
+        if isinstance(x, ir.VarDecl) and id(x.sym) in acc_ids and isinstance(x.value, ir.Const):
+            continue
+        return False
+    return False
+
+
+def epilogue_plans(kir: ir.KernelIR, gemm: Dict[int, GemmChoice], layouts: Dict[int, WgmmaLayout]):
+    """(id(statement) -> EpiloguePlan, ids of the loops `entry_free`) for the GEMM loops `gemm`
+    (id(For) -> GemmChoice) as the experiment switches (`SWITCHES`) ask; both empty with the
+    switches unset. Stores are staged in the ring of the lowest offset (`staged_store`'s)."""
+    sw = SWITCHES
+    plans: Dict[int, EpiloguePlan] = {}
+    if gemm and (sw.gemm_tma_store or sw.gemm_wg_epilogue or sw.gemm_full_stage or sw.gemm_lean_sync):
+        ring = min(gemm.values(), key=lambda ch: ch.ring_off)
+        room = ring.shape.stages * ring.shape.stage_bytes
+        for s in ir.walk_stmts(kir.body):
+            p = plan_epilogue(kir, s, layouts, room, sw.gemm_tma_store, sw.gemm_wg_epilogue, sw.gemm_full_stage,
+                              sw.gemm_lean_sync, frozenset(gemm))
+            if p is not None:
+                plans[id(s)] = p
+    lean = {lid for lid, ch in gemm.items() if entry_free(kir, ch.loop.loop, set(layouts))} if sw.gemm_lean_sync else set()
+    return plans, lean

@@ -55,9 +55,9 @@ from ..types import DTYPES
 from ..target import ANY, Target, target as as_target
 from .divisibility import Divisibility
 from .lifetimes import gemm_accumulators
-from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, GemmChoice, GemmLoop,  # noqa: F401
-                         Operand, Shape, WgmmaLayout, contiguous_boxes, match_loop, plan_shape,
-                         split_slice, split_warpgroups)
+from .gemm_loops import (GEMM_MAX_STAGES, MAX_ACC_REGS, RING_ALIGN, EpiloguePlan, GemmChoice,  # noqa: F401
+                         GemmLoop, Operand, Shape, WgmmaLayout, contiguous_boxes, epilogue_plans, match_loop,
+                         plan_shape, split_slice, split_warpgroups)
 from .tc_moves import VECTOR_BYTES, Move, slice_move
 from .rings import PINGPONG_BARRIERS, Ring, RingOp, Wait  # noqa: F401 (the generator reads them here too)
 from .pingpong import decide, ring_waits
@@ -295,6 +295,12 @@ class KernelLowering:
     # id(tile Assign) -> the proven alignment of its 16-byte row moves into a tensor (`tc_moves.Move`):
     # the stores a GEMM loop's accumulator may leave by in 16-byte rows (codegen/sm90/gemm.staged_store)
     moves: Dict[int, Move] = field(default_factory=dict)
+    # id(tile Assign) -> how that staged store leaves where an experiment switch asks for it
+    # (`gemm_loops.EpiloguePlan`; empty with the switches unset)
+    epilogues: Dict[int, EpiloguePlan] = field(default_factory=dict)
+    # ids of the GEMM loops whose pipeline needs no entry barrier nor fence (TILENB_GEMM_LEAN_SYNC,
+    # `gemm_loops.entry_free`; empty with the switch unset)
+    lean_entries: Set[int] = field(default_factory=set)
     # id(view Sym) -> the tensor slice of a `let` view only tensor-core dots read
     # (`mma_tiles.dot_staged_views`): it has no tile, and the generator writes each of its reads as
     # that slice written in the dot (the two forms are one program to every path)
@@ -873,6 +879,7 @@ class _Lower:
         low.waits = tuple(w for ring in rings.values() for w in ring_waits(ring, self.f.positions))
         if gemm:
             low.moves = self.store_moves()
+            low.epilogues, low.lean_entries = epilogue_plans(kir, gemm, gemm_layouts)   # experiment switches
         return low
 
     def store_moves(self) -> Dict[int, Move]:

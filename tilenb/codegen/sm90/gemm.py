@@ -40,6 +40,17 @@ Guarantees:
   analysis' shared-memory map gives (`Analysis.smem`, kinds "ring stages" and "mbarriers"); the
   kernel's dynamic shared memory is that map's (`KernelSource.smem_bytes`).
 - Only sm_90 (compiled as sm_90a) takes this path; other targets keep mma.sync.
+- The store of the accumulator's tile to a tensor (`staged_store`) goes through the ring's
+  shared memory and leaves in 16-byte rows. The experiment switches TILENB_GEMM_TMA_STORE,
+  TILENB_GEMM_WG_EPILOGUE, TILENB_GEMM_FULL_STAGE and TILENB_GEMM_LEAN_SYNC (`tilenb.switches`,
+  off by default) change how, for the stores the analysis plans (`KernelLowering.epilogues`,
+  `tilenb.analysis.gemm_loops.EpiloguePlan`; written by `planned_store`): bulk tensor stores
+  (TMA) of swizzled boxes where the launch allows (C's tensor map built: flag `tnb_tma_st`; the
+  box 16-byte aligned; the valid region the tile's part inside the tensor), each warpgroup its
+  own part between named barriers, every element staged without a test (by stmatrix for 2-byte
+  elements), no barrier before a store right after its loop. Each writes exactly the elements
+  the default path writes. TILENB_GEMM_LEAN_SYNC also drops a pipeline's entry barrier and
+  proxy fence where nothing before it touches memory (`KernelLowering.lean_entries`).
 
 Hardware facts used (PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 and "Tensor copy" sections): wgmma m64nNk16 for f16/bf16 with N a multiple of 8 up to 256;
@@ -50,13 +61,14 @@ bits [4, 4 + log2(span / 16)) with the bits 3 above them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ... import ir
 from ...analysis.lowering import GemmLoop, Operand, Shape, WgmmaLayout
 
 from .. import ctypes_ as C
+from ..values import At
 from ..generic import exprs, masks, reductions, sweeps
 
 # The recognition of GEMM loops, their pipeline shapes and the ring offsets are the analysis'
@@ -255,8 +267,11 @@ def emit_gemm_loop(g, m: GemmLoop, shp: Shape, ring_off: int, tmap_a: str, tmap_
     inner = [f"(({lov}) & 7) == 0"] + ([] if b.k_inner else [f"(({b_n}) & 7) == 0"])
     g.emit(f"if (tnb_tma && {' && '.join(inner)}) {{")
     g.ind += 1
-    g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
-    g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
+    if id(s) in g.low.lean_entries:      # TILENB_GEMM_LEAN_SYNC (analysis.gemm_loops.entry_free)
+        g.emit("// nothing before this loop touches memory: no barrier or proxy fence before the mbarriers are set up")
+    else:
+        g.emit("tnb_fence_async_global();  // this thread's earlier global stores are seen by the copy engine's reads")
+        g.emit("__syncthreads();  // codegen-internal: earlier users of these bytes are done")
     g.emit("if (tnb_tid == 0) {")
     g.ind += 1
     g.emit(f"for (int s = 0; s < {S}; ++s) {{ tnb_mbar_init({bars} + 8 * s, 1); tnb_mbar_init({bars} + 8 * ({S} + s), {nw}); }}")
@@ -385,12 +400,21 @@ def emit_manual_copy(g, op: Operand, base: str, off: str, box: Tuple[int, int], 
 class TmaSpec:
     """A tensor map the launcher builds (`tilenb.runtime.tma`) and passes by value: the tensor
     (its parameter name), its dtype, the copy's box in elements (innermost dimension first, one
-    entry per tensor dimension) and the swizzle span in bytes (32, 64 or 128)."""
+    entry per tensor dimension) and the swizzle span in bytes (32, 64 or 128); `flag`: the int
+    kernel parameter that says whether every map of that flag was built (`tnb_tma` for the GEMM
+    loops' copies; `tnb_tma_st` for the bulk tensor stores of TILENB_GEMM_TMA_STORE)."""
     tensor: str
     dtype: str
     box: Tuple[int, ...]
     swizzle: int
     param: str
+    flag: str = "tnb_tma"
+
+
+def tma_flags(tmaps) -> List[str]:
+    """The int flags a kernel with these tensor maps takes after them, in order: `tnb_tma`,
+    then the others in the order of their first map."""
+    return ["tnb_tma"] + [f for f in dict.fromkeys(t.flag for t in tmaps) if f != "tnb_tma"]
 
 
 @dataclass
@@ -411,6 +435,7 @@ class Lowering:
     tmaps: List[TmaSpec]
     functions: Dict[str, str]          # device function name -> C++ text
     smem_end: int                      # bytes of shared memory the pipelines need, from 0
+    stores: Dict[int, str] = field(default_factory=dict)   # id(tile Assign) -> its bulk tensor store's map
 
 
 def prepare(g) -> Optional[Lowering]:
@@ -438,7 +463,29 @@ def prepare(g) -> Optional[Lowering]:
             loops[id(m.loop)] = Lowered(m, shp, ch.ring_off, ta, tb, name)
     used = {lw.tmap_a for lw in loops.values()} | {lw.tmap_b for lw in loops.values()}
     tmaps = [t for t in tmaps if t.param in used]
-    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end)
+    stores: Dict[int, str] = {}
+    if loops:
+        for sid, plan in low.epilogues.items():     # TILENB_GEMM_TMA_STORE: C's tensor maps
+            if plan.tma:
+                param = f"tnb_st{len(stores)}"
+                tmaps.append(TmaSpec(plan.tensor, plan.dtype, (plan.box_cols, plan.rows) + (1,) * plan.fixed,
+                                     plan.span, param, "tnb_tma_st"))
+                stores[sid] = param
+                fns.update(tma_store_functions(plan.fixed + 2))
+        if any(p.stmatrix for p in low.epilogues.values()):
+            fns["tnb_stmatrix_x4"] = ("#ifdef TNB_SM90A\n__device__ __forceinline__ void tnb_stmatrix_x4(unsigned a, unsigned r0, "
+                                      "unsigned r1, unsigned r2, unsigned r3) {\n"
+                                      '  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"\n'
+                                      '               :: "r"(a), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");\n}\n#endif\n')
+        for p in low.epilogues.values():
+            if p.stmatrix:     # two f32 values to one word of 2-byte elements (cvt's first source: the high half)
+                fns[f"tnb_cvt2_{p.dtype}"] = (
+                    f"#ifdef TNB_SM90A\n__device__ __forceinline__ unsigned tnb_cvt2_{p.dtype}(float lo, float hi) {{\n"
+                    f'  unsigned r; asm("cvt.rn.{p.dtype}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;\n}}\n#endif\n')
+        if any(p.per_warpgroup for p in low.epilogues.values()):
+            fns["tnb_named_sync"] = ('__device__ __forceinline__ void tnb_named_sync(unsigned id, unsigned n) '
+                                     '{ asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(n) : "memory"); }\n')
+    return Lowering(loops, dict(low.gemm_layouts), tmaps, fns, low.gemm_end, stores)
 
 
 def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
@@ -447,7 +494,7 @@ def source_parts(functions: str, tmaps: List[TmaSpec]) -> Tuple[str, List[str]]:
     text = PRELUDE_SM90 + functions
     text += ('#if defined(__CUDA_ARCH__) && !defined(TNB_SM90A)\n'
              '#error "this kernel has loops lowered to wgmma: compile it for sm_90a"\n#endif\n')
-    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in tmaps] + ["int tnb_tma"]
+    params = [f"const __grid_constant__ tnb_tmap {t.param}" for t in tmaps] + [f"int {f}" for f in tma_flags(tmaps)]
     return text, params
 
 
@@ -481,6 +528,9 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     pitch = lay.N * isz + 16                       # 16 bytes of padding: rows start in different banks
     ring = min(low.loops.values(), key=lambda lw: lw.ring_off)
     room = ring.shape.stages * ring.shape.stage_bytes
+    plan = g.low.epilogues.get(id(s))
+    if plan is not None and plan.layout == lay:      # an experiment switch's epilogue (analysis.gemm_loops)
+        return planned_store(g, s, loc, value, mask, lay, plan, ring, low.stores.get(id(s)))
     if lay.M * pitch > room:
         return False
     M, N = lay.M, lay.N
@@ -530,3 +580,235 @@ def staged_store(g, s, loc, value, mask, lay) -> bool:
     g.emit("}")
     g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
     return True
+
+
+# ---- the experiment switches' epilogues (TILENB_GEMM_TMA_STORE, _WG_EPILOGUE, _FULL_STAGE, _LEAN_SYNC)
+def tma_store_functions(rank: int) -> Dict[str, str]:
+    """Device functions of a bulk tensor store (shared -> global, TMA) of rank `rank`, its
+    commit and its waits (PTX ISA: cp.async.bulk.tensor, cp.async.bulk.commit_group,
+    cp.async.bulk.wait_group[.read])."""
+    cs = ", ".join(f"int c{i}" for i in range(rank))
+    ops = ", ".join(f"%{i + 1}" for i in range(rank))
+    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    name = f"tnb_tma_store_{rank}d"
+    return {
+        name: (f"#ifdef TNB_SM90A\n__device__ __forceinline__ void {name}(const tnb_tmap* map, unsigned src, {cs}) {{\n"
+               f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{ops}}}], [%{rank + 1}];"\n'
+               f'               :: "l"(map), {ins}, "r"(src) : "memory");\n}}\n#endif\n'),
+        "tnb_bulk_wait": ("#ifdef TNB_SM90A\n"
+                          '__device__ __forceinline__ void tnb_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }\n'
+                          '__device__ __forceinline__ void tnb_bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }\n'
+                          '__device__ __forceinline__ void tnb_bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }\n'
+                          "#endif\n"),
+    }
+
+
+def planned_store(g, s, loc, value, mask, lay, plan, ring, tmap: Optional[str]) -> bool:
+    """The staged store of `staged_store` as the analysis' `EpiloguePlan` says (its docstring):
+    the tile, or each warpgroup's part of it, staged in the GEMM ring (swizzled TMA boxes or rows
+    padded by 16 bytes), then stored by bulk tensor stores where the launch allows, else by the
+    part's threads in 16-byte vectors (elements at the valid region's edges)."""
+    M, N = lay.M, lay.N
+    st = C.STORE_C[loc.dtype]
+    wgp = plan.per_warpgroup
+    tma = plan.tma and tmap is not None
+    buf = g.new("stg")
+    g.emit("// the tile goes through shared memory (the GEMM ring, free now) and leaves "
+           + ("by TMA where the launch allows, else " if tma else "") + "in 16-byte rows"
+           + (f"; each warpgroup its own [{plan.rows}, {plan.cols}] part, between named barriers of its 128 threads"
+              if wgp else ""))
+    g.emit(f"unsigned char* const {buf} = (unsigned char*)(((unsigned long long)(tnb_smem + {ring.ring_off}) + 1023) & ~1023ull);")
+    if plan.after_loop:
+        g.emit("// right after the GEMM loop, whose last barrier every thread has passed: the ring's bytes are free")
+    else:
+        g.emit("__syncthreads();  // codegen-internal: every thread is past the GEMM loop's last use of these bytes")
+
+    def addr(i, j) -> str:
+        return stage_offset(plan, lay, tma, i, j)
+
+    exprs.prepare_regions(g, value)
+    vdt = value.type.dtype
+
+    def put(at):
+        v = exprs.elem_value(g, value, at, (M, N))
+        g.emit(f"*({st}*)({buf} + {addr(at.i, at.j)}) = {C.store_bits(v, vdt, loc.dtype)};")
+
+    if plan.stmatrix:
+        masks.split(g, s, value, lambda: stmatrix_stage(g, value, lay, loc.dtype, buf, addr))
+    else:
+        smask = None if plan.full_stage else mask      # full_stage: any element may be staged (a register value)
+        masks.split(g, s, value, lambda: sweeps.sweep(g, (M, N), lay, 1, put, mask=smask))
+    wg = g.new("wg")
+    if wgp:
+        g.emit(f"const int {wg} = tnb_warp >> 2;  // this thread's warpgroup: its part of the tile")
+    ok = tma_condition(g, s, loc, plan, lay, mask) if tma else None
+    sync = f"tnb_named_sync(1 + {wg}, 128);" if wgp else "__syncthreads();"     # barrier 0 is __syncthreads
+    g.emit(f"{sync}  // codegen-internal: the staged {'part' if wgp else 'tile'} is complete")
+    if tma:
+        g.emit("#ifdef TNB_SM90A")
+        g.emit(f"if ({ok}) {{")
+        g.ind += 1
+        tma_issue(g, loc, plan, lay, tmap, buf, wg)
+        g.ind -= 1
+        g.emit("} else")
+        g.emit("#endif")
+    g.emit("{")
+    g.ind += 1
+    threads_store(g, s, loc, plan, lay, buf, addr, mask, wg)
+    g.ind -= 1
+    g.emit("}")
+    if not plan.last:
+        g.emit("__syncthreads();  // codegen-internal: the staging bytes may be reused")
+    return True
+
+
+def stage_offset(plan, lay, tma: bool, i, j) -> str:
+    """C expression of the byte offset in the staging area of tile element (i, j): rows padded
+    by 16 bytes, or (tma) the part's TMA boxes one after the other, each `span`-byte rows
+    swizzled as TMA reads them (16-byte chunk c of row r at c ^ (r % 8) within 128 bytes)."""
+    isz = plan.itemsize
+    if not tma:
+        return f"({i}) * {lay.N * isz + 16} + ({j}) * {isz}"
+    PR, PC, E = plan.rows, plan.cols, plan.box_cols
+    i, j = f"(unsigned)({i})", f"(unsigned)({j})"       # tile coordinates, never negative
+    part = f"(({i}) / {PR}) * {lay.N // PC} + ({j}) / {PC}" if plan.per_warpgroup else "0"
+    li, lj = (f"(({i}) % {PR})", f"(({j}) % {PC})") if plan.per_warpgroup else (f"({i})", f"({j})")
+    lin = (f"(({part}) * {PR * PC * isz} + ({lj} / {E}) * {PR * plan.span} + {li} * {plan.span} "
+           f"+ ({lj} % {E}) * {isz})")
+    return f"({lin} ^ ((({lin} >> 7) & {plan.span // 16 - 1}) << 4))"
+
+
+def stmatrix_stage(g, value, lay, dtype: str, buf: str, addr):
+    """Stage the value's [M, N] tile (2-byte `dtype`) with stmatrix: each warp writes its 16 rows
+    16 columns at a time (stmatrix .x4: four 8 x 8 matrices of 2-byte elements, lane l giving the
+    address of row l % 8 of matrix l / 8; the fragment a lane holds of each is the accumulator's:
+    row l / 4, columns 2 (l % 4) and + 1). `addr(i, j)`: the staging offset of element (i, j)."""
+    m, n2, iw, jw, li, lj = g.new("m"), g.new("n2"), g.new("iw"), g.new("jw"), g.new("li"), g.new("lj")
+    nbs = lay.WN // 8
+    vdt = value.type.dtype
+    g.emit("// the staged tile written by stmatrix: a warp's 16 rows and 16 columns an instruction")
+    g.emit(f"const int {iw} = ((tnb_warp >> 2) / {lay.GN}) * {lay.WM} + (tnb_warp & 3) * 16;  // the warp's first row")
+    g.emit(f"const int {jw} = ((tnb_warp >> 2) % {lay.GN}) * {lay.WN};  // its first column")
+    g.emit(f"const int {li} = ((tnb_lane >> 3) & 1) * 8 + (tnb_lane & 7), {lj} = (tnb_lane >> 4) * 8;  "
+           "// the row this lane addresses, of matrix tnb_lane / 8")
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {m} = 0; {m} < {lay.mi}; ++{m}) {{")
+    g.ind += 1
+    g.emit("#pragma unroll")
+    g.emit(f"for (int {n2} = 0; {n2} < {nbs // 2}; ++{n2}) {{")
+    g.ind += 1
+    regs = []
+    pair = vdt in C.F32_FAMILY      # f32 values: both elements of a word converted by one cvt (f16x2 / bf16x2)
+    for q in range(4):
+        vals = []
+        for e in range(2):
+            i = f"{iw} + (tnb_lane >> 2) + {m} * 64 + {(q & 1) * 8}"
+            j = f"{jw} + (tnb_lane & 3) * 2 + (2 * {n2} + {q >> 1}) * 8 + {e}"
+            slot = f"({m} * {nbs} + 2 * {n2} + {q >> 1}) * 4 + {(q & 1) * 2 + e}"
+            vals.append(exprs.elem_value(g, value, At(i, j, slot, lay, True), (lay.M, lay.N)))
+        r = g.new("sm")
+        if pair:
+            g.emit(f"const unsigned {r} = tnb_cvt2_{dtype}({vals[0]}, {vals[1]});")
+        else:
+            bits = [C.store_bits(v, vdt, dtype) for v in vals]
+            g.emit(f"const unsigned {r} = (unsigned)({bits[0]}) | ((unsigned)({bits[1]}) << 16);")
+        regs.append(r)
+    g.emit(f"tnb_stmatrix_x4(tnb_smem_u32({buf}) + {addr(f'{iw} + {m} * 64 + {li}', f'{jw} + {n2} * 16 + {lj}')}, "
+           f"{', '.join(regs)});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")
+
+
+def tma_condition(g, s, loc, plan, lay, mask) -> str:
+    """Emit (and return the name of) the CTA-uniform test that the bulk tensor stores may write
+    this tile: C's tensor map built, the box's first column 16-byte aligned (unless proven), the
+    fixed indices inside the tensor and the valid region `mask` exactly the tile's part inside
+    the tensor; then, where it holds, each thread's proxy fence for its staged elements."""
+    M, N = lay.M, lay.N
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    ok = g.new("tok")
+    col, row = loc.entries[-1][1], loc.entries[-2][1]
+    fixed = [e[1] for e in loc.entries[:-2]]
+    exts = loc.extents
+    conds = ["tnb_tma_st"]
+    move = g.low.moves.get(id(s))
+    if move is None or move.checked:
+        conds.append(f"(({col}) & {16 // plan.itemsize - 1}) == 0")
+    conds += [f"({x}) >= 0 && ({x}) < {d}" for x, d in zip(fixed, exts)]
+    conds += [f"{mr0} == (int)tnb_clamp(-({row}), 0, {M})", f"{mr1} == (int)tnb_clamp({exts[-2]} - ({row}), 0, {M})",
+              f"{mc0} == (int)tnb_clamp(-({col}), 0, {N})", f"{mc1} == (int)tnb_clamp({exts[-1]} - ({col}), 0, {N})"]
+    g.emit(f"const bool {ok} = {' && '.join(conds)};  // a tensor map of {loc.sym.name} with a 16-byte aligned box, "
+           "and the valid region is the tile's part inside the tensor (what TMA writes)")
+    g.emit("#ifdef TNB_SM90A")
+    g.emit(f"if ({ok}) tnb_fence_async_smem();  // this thread's staged elements are seen by the copy engine")
+    g.emit("#endif")
+    return ok
+
+
+def tma_issue(g, loc, plan, lay, tmap: str, buf: str, wg: str):
+    """The part's first thread: the bulk tensor stores of its boxes, their commit and the wait
+    (for the reads of shared memory; inside a loop, for the writes)."""
+    wgp = plan.per_warpgroup
+    PR, PC = plan.rows, plan.cols
+    col, row = loc.entries[-1][1], loc.entries[-2][1]
+    fixed = [e[1] for e in loc.entries[:-2]]
+    g.emit(f"if ({'(tnb_tid & 127)' if wgp else 'tnb_tid'} == 0) {{")
+    g.ind += 1
+    r0 = f"({wg} / {lay.GN}) * {PR}" if wgp else "0"
+    c0 = f"({wg} % {lay.GN}) * {PC}" if wgp else "0"
+    base = f"tnb_smem_u32({buf})" + (f" + {wg} * {PR * PC * plan.itemsize}" if wgp else "")
+    rank = plan.fixed + 2
+    for q in range(PC // plan.box_cols):
+        cs = [f"(int)({col} + {c0} + {q * plan.box_cols})", f"(int)({row} + {r0})"] + [f"(int)({x})" for x in reversed(fixed)]
+        g.emit(f"tnb_tma_store_{rank}d(&{tmap}, {base} + {q * PR * plan.span}, {', '.join(cs)});")
+    g.emit("tnb_bulk_commit();")
+    if plan.in_loop:
+        g.emit("tnb_bulk_wait();  // inside a loop: the writes are done before a later turn's store")
+    else:
+        g.emit("tnb_bulk_wait_read();  // the copy engine has read the staged bytes (they may be reused)")
+    g.ind -= 1
+    g.emit("}")
+
+
+def threads_store(g, s, loc, plan, lay, buf: str, addr, mask, wg: str):
+    """The part's threads store its staged rows: 16-byte vectors where the row is aligned and the
+    vector inside the valid region `mask`, element by element at its edges."""
+    M, N = lay.M, lay.N
+    V = 16 // plan.itemsize
+    st = C.STORE_C[loc.dtype]
+    wgp = plan.per_warpgroup
+    PR, PC = plan.rows, plan.cols
+    mr0, mr1, mc0, mc1 = mask if mask is not None else (0, M, 0, N)
+    k, r, c = g.new("k"), g.new("r"), g.new("c")
+    move = g.low.moves.get(id(s))
+    al = g.new("al")
+    if move is not None and not move.checked:
+        al = None
+        g.emit(f"// every row starts 16-byte aligned ({move.describe()})")
+    else:
+        g.emit(f"const bool {al} = ((unsigned long long)(&{loc.ptr}[{loc.index(0, 0)}]) % 16 == 0) && "
+               f"((unsigned long long)(&{loc.ptr}[{loc.index(1, 0)}]) % 16 == 0);  // every row 16-byte aligned")
+    first = "(tnb_tid & 127)" if wgp else "tnb_tid"
+    T = 128 if wgp else g.T
+    g.emit(f"for (int {k} = {first}; {k} < {PR * PC // V}; {k} += {T}) {{")
+    g.ind += 1
+    if wgp:
+        g.emit(f"const int {r} = ({wg} / {lay.GN}) * {PR} + {k} / {PC // V}, {c} = ({wg} % {lay.GN}) * {PC} + ({k} % {PC // V}) * {V};")
+    else:
+        g.emit(f"const int {r} = {k} / {PC // V}, {c} = ({k} % {PC // V}) * {V};")
+    g.emit(f"if ({r} < {mr0} || {r} >= {mr1}) continue;")
+    g.emit(f"if ({al + ' && ' if al else ''}{c} >= {mc0} && {c} + {V} <= {mc1}) {{")
+    g.ind += 1
+    g.emit(f"*(uint4*)(&{loc.ptr}[{loc.index(r, c)}]) = *(const uint4*)({buf} + {addr(r, c)});")
+    g.ind -= 1
+    g.emit("} else {")
+    g.ind += 1
+    e = g.new("e")
+    g.emit(f"for (int {e} = {c}; {e} < {c} + {V}; ++{e}) if ({e} >= {mc0} && {e} < {mc1}) "
+           f"{loc.ptr}[{loc.index(r, e)}] = *(const {st}*)({buf} + {addr(r, e)});")
+    g.ind -= 1
+    g.emit("}")
+    g.ind -= 1
+    g.emit("}")

@@ -4,7 +4,8 @@ Guarantees: `extra_args(ks, tensors)` returns the arguments a generated kernel t
 runtime dims (`KernelSource.tmaps`, see `tilenb.codegen.sm90.gemm`): one 128-byte CUtensorMap
 per spec, passed by value, then the int flag `tnb_tma` (1: every map was built; 0: at least one
 tensor cannot be described by a tensor map, and the kernel takes its bounds-checked copy path,
-equally exact). It never raises for a tensor a map cannot describe. The maps are encoded with
+equally exact), then one such flag for each other `TmaSpec.flag` of the specs (`tnb_tma_st`, the
+bulk tensor stores of TILENB_GEMM_TMA_STORE: 0 sends those stores through the threads). It never raises for a tensor a map cannot describe. The maps are encoded with
 the CUDA driver's `cuTensorMapEncodeTiled` (CUDA 12+ driver API) and cached by everything
 that determines them (pointer, extents, dtype, box, swizzle).
 
@@ -102,14 +103,16 @@ def extra_args(ks, tensors: Dict[str, Tuple[int, Tuple[int, ...]]]) -> tuple:
     specs = getattr(ks, "tmaps", ())
     if not specs:
         return ()
-    out, ok = [], True
+    out, ok = [], {"tnb_tma": True}
     for t in specs:
         ptr, shape = tensors[t.tensor]
         blob = encode(int(ptr), tuple(int(s) for s in shape), t.dtype, tuple(t.box), t.swizzle)
+        flag = getattr(t, "flag", "tnb_tma")
+        ok.setdefault(flag, True)
         if blob is None:
-            ok = False
+            ok[flag] = False
             out.append(_ZERO)
         else:
             out.append(np.frombuffer(blob, dtype=_MAP_DTYPE))   # a one-element array: passed by value
-    out.append(np.int32(1 if ok else 0))
+    out += [np.int32(1 if v else 0) for v in ok.values()]      # tnb_tma, then the others (gemm.tma_flags)
     return tuple(out)
