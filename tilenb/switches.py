@@ -27,9 +27,11 @@ is what the tests, the corpus of generated CUDA and the benchmarks' records desc
     TILENB_GEMM_WG_EPILOGUE=1  each warpgroup stages and stores its own part of a wgmma
                             accumulator's tile, synchronised by a named barrier of its 128
                             threads instead of CTA-wide barriers
-    TILENB_GEMM_FULL_STAGE=1   a wgmma accumulator's staged store whose value reads only
-                            registers stages every element, without a valid-region test each
-                            (2-byte elements by stmatrix)
+    TILENB_GEMM_FULL_STAGE=0   a wgmma accumulator's staged store whose value reads only
+                            registers tests each element's valid region as it stages it (by
+                            default every element is staged without a test, 2-byte elements by
+                            stmatrix: 1.5-3.1% faster at 4096³ on the H200,
+                            bench/results/h200_gemm_epilogue.txt)
     TILENB_GEMM_LEAN_SYNC=1 a GEMM pipeline that nothing before it in the kernel touches memory
                             for starts without its entry barrier and proxy fence, and a staged
                             store right after its GEMM loop without its first barrier
@@ -60,7 +62,7 @@ class Switches:
     batch_bytes: int = 0
     gemm_tma_store: bool = False
     gemm_wg_epilogue: bool = False
-    gemm_full_stage: bool = False
+    gemm_full_stage: bool = True
     gemm_lean_sync: bool = False
 
 
@@ -85,7 +87,7 @@ def from_environment(env: Mapping[str, str] = os.environ) -> Switches:
                     batch_bytes=_count(env, "TILENB_BATCH_BYTES"),
                     gemm_tma_store=env.get("TILENB_GEMM_TMA_STORE", "0") not in ("", "0"),
                     gemm_wg_epilogue=env.get("TILENB_GEMM_WG_EPILOGUE", "0") not in ("", "0"),
-                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "0") not in ("", "0"),
+                    gemm_full_stage=env.get("TILENB_GEMM_FULL_STAGE", "1") != "0",
                     gemm_lean_sync=env.get("TILENB_GEMM_LEAN_SYNC", "0") not in ("", "0"))
 
 
