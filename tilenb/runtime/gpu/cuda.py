@@ -29,7 +29,10 @@ Guarantees:
   with them) only passes the new arrays and launches exactly what the full path would (the
   same variant, grid, block, shared memory and packed arguments:
   tests/runtime/test_launch_fast_path.py); any other call takes the full path, every check
-  included (a bad argument gets the same LaunchError as at a first call). The cache is kept with the checked kernel, so a Module compiled again from the same
+  included (a bad argument gets the same LaunchError as at a first call). A plain call
+  `kernel(*arrays)` of CuPy arrays alone is first compared with the latest hit by a check
+  written out for its number of arguments (`_straight`: the same comparison of that one entry,
+  without building a key), which launches it or steps aside to `run_cached`. The cache is kept with the checked kernel, so a Module compiled again from the same
   text shares it. A repeat is queued on the current stream and the call returns, as a CuPy
   kernel launch does (full launches wait for the kernel): later work on that stream, a copy
   to the host or a synchronize sees its result; a fault in the kernel surfaces at the next
@@ -609,6 +612,7 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
         if r is None:
             return tuple(key), args, ptrs
         kernel._hot = (key, r)
+        kernel._fast = _straight(kernel, key, r)
     if r.fixed or ptrs or r.tmaps:
         _launch_entry(kernel, r, args, ptrs)
         return True
@@ -626,6 +630,61 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
     kernel._pending = r
     return True
+
+
+_STRAIGHT: Dict[int, object] = {}   # number of arguments -> the factory of its straight-line check
+
+
+def _straight(kernel, key, r):
+    """The straight-line check of `Kernel.__call__` (`kernel._fast`) for the hot entry `r` under
+    `key`, or None where it does not apply: a call without a grid or variant whose arguments
+    are all CuPy arrays (no scalars, no other GPU objects, no tensor maps). It is `run_cached`'s
+    comparison with that one entry, unrolled for its number of arguments: a call launches from
+    it only when every argument is a CuPy array (`type(a) is cupy.ndarray`), their data
+    pointers are 16-byte aligned, the current device is the key's and each array's shape,
+    strides and dtype are those of the key (the dtype the same object: equal dtypes that are
+    two objects go on to `run_cached`), with the module's debug off and TIME_REPEATS off; any
+    other call returns False and takes `run_cached`, which decides as before. So it launches
+    nothing that `run_cached` would not launch from the same entry (the hypothesis test in
+    tests/runtime/test_launch_fast_path.py runs both against the full path)."""
+    if key[0] is not None or key[1] is not None or r.fixed or r.others or r.tmaps or TIME_REPEATS:
+        return None
+    n, extra = divmod(len(key) - 3, 3)
+    if extra or not 1 <= n <= 32:
+        return None
+    make = _STRAIGHT.get(n)
+    if make is None:
+        make = _STRAIGHT[n] = _straight_factory(n)
+    return make(_ND, key[2], kernel.module, r, r.fn, r.grid, r.block, r.tail, r.shared, *key[3:])
+
+
+def _straight_factory(n: int):
+    """Compile the factory of the straight-line check for calls of `n` arguments (see
+    `_straight`): Python source written out for that arity, so that the check is one chain of
+    comparisons with no loop and no key built."""
+    a = [f"a{i}" for i in range(n)]
+    consts = ", ".join(f"S{i}, T{i}, D{i}" for i in range(n))
+    test = " and ".join(f"type({x}) is ND" for x in a)
+    aligned = " | ".join(f"{x}.data.ptr" for x in a)
+    same = " and ".join(f"{x}.shape == S{i} and {x}.strides == T{i} and {x}.dtype is D{i}" for i, x in enumerate(a))
+    text = (f"def make(ND, DEV, M, R, FN, GRID, BLOCK, TAIL, SHARED, {consts}):\n"
+            f"    def fast(kernel, args):\n"
+            f"        if TIME_REPEATS or M.debug or len(args) != {n}:\n"
+            f"            return False\n"
+            f"        {', '.join(a)}, = args\n"
+            f"        if not ({test} and _get_device() == DEV and not (({aligned}) & 15) and {same}):\n"
+            f"            return False\n"
+            f"        try:\n"
+            f"            FN(GRID, BLOCK, args + TAIL, SHARED)\n"
+            f"        except _CP.cuda.driver.CUDADriverError as e:\n"
+            f"            raise LaunchError(f\"kernel '{{R.ks.symbol}}': the CUDA launch failed: {{e}}\") from None\n"
+            f"        R.timed = False\n"
+            f"        kernel._pending = R\n"
+            f"        return True\n"
+            f"    return fast\n")
+    space: dict = {}
+    exec(compile(text, f"<tilenb straight-line launch check, {n} arguments>", "exec"), globals(), space)
+    return space["make"]
 
 
 def _launch_entry(kernel, r, args, ptrs):
