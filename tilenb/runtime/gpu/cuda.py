@@ -151,29 +151,47 @@ def compile_target(ks, arch) -> Target:
 
 
 def cubin_path(ks, arch):
-    """The file `load_kernel` keeps the cubin of `ks` for target `arch` in."""
+    """A file that holds the cubin of `ks` for target `arch` (compiled when no cache has it), under
+    a name of its own (`cache_dir()/cubin/<sha of the source>_<arch>.cubin`, for tools such as
+    cuobjdump); made when first asked for, not at the launch (`load_kernel` loads the NVRTC
+    disk-cache file itself). Raises OSError where the cache directory cannot be written."""
+    from ...codegen import nvrtc  # noqa: PLC0415
+    tgt = compile_target(ks, arch)
+    path = _cubin_name(hashlib.sha256(ks.source.encode()).hexdigest(), tgt)
+    cubin = nvrtc.nvrtc_compile(ks.source, tgt)
+    if not path.exists() or path.read_bytes() != cubin:
+        _put_file(path, cubin, nvrtc.cached_file(cubin))
+    return path
+
+
+def _cubin_name(sha: str, tgt: Target):
     from ...codegen.nvrtc import cache_dir  # noqa: PLC0415
-    name = compile_target(ks, arch).nvrtc_arch()
-    return cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{name}.cubin"
+    return cache_dir() / "cubin" / f"{sha}_{tgt.nvrtc_arch()}.cubin"
 
 
 def load_kernel(ks, arch):
     """The CuPy RawKernel of a KernelSource for the target `arch` (a Target or a spelling of
     one; compiled once, cached); a source that names its own target (`ks.arch`, e.g. sm_90a for
-    wgmma) is compiled for that."""
+    wgmma) is compiled for that. The module is loaded from the file NVRTC's disk cache keeps the
+    cubin in (`nvrtc.cached_file`), so a cold launch writes the cubin once; where there is no
+    such file (an unwritable cache directory) from a file of its own (`cubin_path`), else a
+    temporary file."""
     cp = _cupy()
     from ...codegen import nvrtc  # noqa: PLC0415
     tgt = compile_target(ks, arch)
-    key = (hashlib.sha256(ks.source.encode()).hexdigest(), tgt.nvrtc_arch())
+    sha = hashlib.sha256(ks.source.encode()).hexdigest()
+    key = (sha, tgt.nvrtc_arch())
     with _lock:
         fn = _loaded.get(key)
     if fn is not None:
         return fn
     cubin = nvrtc.nvrtc_compile(ks.source, tgt)
-    path = cubin_path(ks, tgt)
+    path = nvrtc.cached_file(cubin)
     try:
-        if not path.exists() or path.read_bytes() != cubin:
-            _put_file(path, cubin, nvrtc.cached_file(cubin))
+        if path is None:
+            path = _cubin_name(sha, tgt)
+            if not path.exists() or path.read_bytes() != cubin:
+                _put_file(path, cubin)
         mod = cp.RawModule(path=str(path))
     except OSError:
         import tempfile  # noqa: PLC0415
