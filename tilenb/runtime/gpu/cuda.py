@@ -6,7 +6,9 @@ Guarantees:
   writes are copied back in place), CuPy arrays, or any GPU object with
   `__cuda_array_interface__` or DLPack (torch tensors): those are used in place, without a
   copy, unless their data pointer is not 16-byte aligned (then through an aligned copy, copied
-  back if written). It returns None and records a `RunReport` in `kernel.last_run`.
+  back if written). It returns None and records a `RunReport` in `kernel.last_run` (completed
+  when read: its bytes and FLOPs, `traffic.launch_traffic`, are computed then, from the shapes
+  and dims the launch had).
 - Compilation is cached by generated source, options and architecture, in memory and on disk
   (`tilenb.codegen.nvrtc.cache_dir()`): a re-run cell does not recompile.
 - @autotune: at the first call for a shape signature (runtime dims, dtypes, device), every
@@ -517,11 +519,14 @@ class _Repeat:
     tensors: tuple = ()             # (argument index, name, extents) of each tensor, for tensor maps
     tmaps: bool = False             # the kernel takes tensor maps (rebuilt per launch)
     timed: bool = False             # whether the latest launch from this entry recorded the events
+    traffic: object = None          # the launch's `_Traffic` (its bytes and FLOPs, filled into extra when read)
 
     def report(self, kernel):
         """The RunReport of the latest launch from this entry (built when someone reads
         `kernel.last_run`; when timed, it waits for the launch's end event first)."""
         from ..checks import RunReport  # noqa: PLC0415
+        if self.traffic is not None:
+            self.traffic.fill(self.extra)
         extra = dict(self.extra)
         note = self.note
         if self.timed:
@@ -740,7 +745,7 @@ def _launch_entry(kernel, r, args, ptrs):
     kernel._pending = r
 
 
-def _remember(kernel, rk, fn, ks, run, da, note, extra):
+def _remember(kernel, rk, fn, ks, run, da, note, extra, traffic=None):
     """Keep what a repeat of this full launch needs, under the call's key (see `run_cached`);
     nothing when the launch copied data in or back, or the arguments do not line up with the
     parameters as the checks saw them."""
@@ -776,7 +781,8 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
     r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed),
                 tuple(_prepack(v) for v in da.args[len(params):]), dict(run.tune),
                 note + " (a repeat of an earlier call: launched from the cache)", extra,
-                (cp.cuda.Event(), cp.cuda.Event()), tuple(others), tuple(tensors), bool(getattr(ks, "tmaps", ())))
+                (cp.cuda.Event(), cp.cuda.Event()), tuple(others), tuple(tensors), bool(getattr(ks, "tmaps", ())),
+                traffic=traffic)
     try:
         cache[key] = r
     except TypeError:
@@ -869,17 +875,54 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     ms = cp.cuda.get_elapsed_time(start, end)
     _copy_back(da)
     ctas = run.grid[0] * run.grid[1] * run.grid[2]
-    from .traffic import launch_traffic  # noqa: PLC0415
-    nbytes, flops, dims = launch_traffic(run.kir, run.bound, tuple(run.grid))
     extra = {"arch": arch, "smem_bytes": ks.smem_bytes, "kernel_ms": ms, "timings": timings,
-             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0,
-             "bytes": nbytes, "flops": flops, "dims": dims}
+             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0}
+    traffic = _Traffic(run.kir, run.bound, tuple(run.grid))
     if timings:
         if not hasattr(kernel, "timings") or not isinstance(getattr(kernel, "timings", None), dict):
             kernel.timings = {}
         kernel.timings[_signature(kernel, chosen, arch)] = timings
-    kernel.last_run = RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
-                                ms / 1e3, debug, extra)
+    kernel.last_run = None
+    kernel._pending = _Later(RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
+                                       ms / 1e3, debug, extra), traffic)
     if not debug:
-        _remember(kernel, repeat, fn, ks, run, da, note, extra)
+        _remember(kernel, repeat, fn, ks, run, da, note, extra, traffic)
     return None
+
+
+class _Traffic:
+    """The bytes, FLOPs and dims of a launch (`traffic.launch_traffic`), computed when a report
+    first needs them, from the shapes, dtypes and dims the launch had (the arguments themselves are
+    not kept). `fill(extra)` adds "bytes", "flops" and "dims" to a RunReport's extra dict."""
+
+    __slots__ = ("kir", "bound", "grid", "done")
+
+    def __init__(self, kir, bound, grid):
+        from types import SimpleNamespace as NS  # noqa: PLC0415
+        self.kir, self.grid, self.done = kir, grid, None
+        self.bound = NS(tensors={n: NS(shape=tuple(a.shape), dtype=a.dtype) for n, a in bound.tensors.items()},
+                        dims=dict(bound.dims))
+
+    def fill(self, extra: dict) -> dict:
+        if self.done is None:
+            from .traffic import launch_traffic  # noqa: PLC0415
+            self.done = launch_traffic(self.kir, self.bound, self.grid)
+            self.kir = self.bound = None
+        if "bytes" not in extra:
+            nbytes, flops, dims = self.done
+            extra.update(bytes=nbytes, flops=flops, dims=dict(dims))
+        return extra
+
+
+class _Later:
+    """A full launch's RunReport, completed when `kernel.last_run` is read (its traffic figures
+    are computed then, off the launch's way)."""
+
+    __slots__ = ("run", "traffic")
+
+    def __init__(self, run, traffic):
+        self.run, self.traffic = run, traffic
+
+    def report(self, kernel):
+        self.traffic.fill(self.run.extra)
+        return self.run
