@@ -665,9 +665,9 @@ def _straight(kernel, key, r):
     comparison with that one entry, unrolled for its number of arguments: a call launches from
     it only when every argument is a CuPy array (`type(a) is cupy.ndarray`), their data
     pointers are 16-byte aligned, the current device is the key's and each array's shape,
-    strides and dtype are those of the key (the dtype the same object: equal dtypes that are
-    two objects go on to `run_cached`), with the module's debug off and TIME_REPEATS off; any
-    other call returns False and takes `run_cached`, which decides as before. So it launches
+    strides and dtype equal those of the key (compared as one tuple, as the key's list is),
+    with the module's debug off and TIME_REPEATS off; any other call returns False and takes
+    `run_cached`, which decides as before. So it launches
     nothing that `run_cached` would not launch from the same entry (the hypothesis test in
     tests/runtime/test_launch_fast_path.py runs both against the full path)."""
     if key[0] is not None or key[1] is not None or r.fixed or r.others or r.tmaps or TIME_REPEATS:
@@ -678,24 +678,26 @@ def _straight(kernel, key, r):
     make = _STRAIGHT.get(n)
     if make is None:
         make = _STRAIGHT[n] = _straight_factory(n)
-    return make(_ND, key[2], kernel.module, r, r.fn, r.grid, r.block, r.tail, r.shared, *key[3:])
+    return make(_ND, tuple(key[3:]) + (key[2],), kernel.module, r, r.fn, r.grid, r.block, r.tail, r.shared)
 
 
 def _straight_factory(n: int):
     """Compile the factory of the straight-line check for calls of `n` arguments (see
-    `_straight`): Python source written out for that arity, so that the check is one chain of
-    comparisons with no loop and no key built."""
+    `_straight`): Python source written out for that arity, so that the check is the arrays'
+    types, then one comparison of a tuple of their shapes, strides and dtypes and the device with
+    the entry's, then their alignment: no loop and no key built."""
     a = [f"a{i}" for i in range(n)]
-    consts = ", ".join(f"S{i}, T{i}, D{i}" for i in range(n))
-    test = " and ".join(f"type({x}) is ND" for x in a)
+    types = " or ".join(f"type({x}) is not ND" for x in a)
+    facts = ", ".join(f"{x}.shape, {x}.strides, {x}.dtype" for x in a)
     aligned = " | ".join(f"{x}.data.ptr" for x in a)
-    same = " and ".join(f"{x}.shape == S{i} and {x}.strides == T{i} and {x}.dtype is D{i}" for i, x in enumerate(a))
-    text = (f"def make(ND, DEV, M, R, FN, GRID, BLOCK, TAIL, SHARED, {consts}):\n"
+    text = (f"def make(ND, SIG, M, R, FN, GRID, BLOCK, TAIL, SHARED):\n"
             f"    def fast(kernel, args):\n"
             f"        if TIME_REPEATS or M.debug or len(args) != {n}:\n"
             f"            return False\n"
             f"        {', '.join(a)}, = args\n"
-            f"        if not ({test} and _get_device() == DEV and not (({aligned}) & 15) and {same}):\n"
+            f"        if {types}:\n"
+            f"            return False\n"
+            f"        if ({facts}, _get_device()) != SIG or ({aligned}) & 15:\n"
             f"            return False\n"
             f"        try:\n"
             f"            FN(GRID, BLOCK, args + TAIL, SHARED)\n"
