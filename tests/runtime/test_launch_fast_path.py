@@ -312,3 +312,26 @@ def test_on_the_gpu_repeats_with_values_equal_to_an_entrys_give_the_full_paths_r
                 outs.append(("error", str(e)))
         assert outs[0] == outs[1], (grid, a, variant, outs[0][:1], outs[1][:1])
     assert hits == 3        # the second (@grid, 1.0), (4, 2.5) and (@grid, 2.5, TILE=512): the only exact repeats
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_straight_line_check_launches_new_arrays_and_steps_aside_for_a_reshape():
+    """Real CuPy arrays: repeats of `k(x, y, z)` with new arrays of the same signature launch from
+    the straight-line check and give numpy's result (at a length not a multiple of TILE); an
+    array reshaped in place between calls is refused as at a first call."""
+    cupy = pytest.importorskip("cupy")
+    tilenb.api.clear_caches()
+    k = tilenb.compile(SRC_ARRAYS, backend="cuda").axpy
+    rng = np.random.default_rng(5)
+    n = 1000
+    for i in range(4):
+        x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        dx, dy = cupy.asarray(x), cupy.asarray(y)
+        dz = cupy.full(n, cupy.nan, dtype=cupy.float32)
+        k(dx, dy, dz)
+        np.testing.assert_allclose(cupy.asnumpy(dz), x * np.float32(2.0) + y, rtol=1e-6, atol=1e-6)
+        assert (i == 0) == ("launched from the cache" not in k.last_run.note)
+    assert k._fast is not None
+    dz.shape = (2, 500)
+    with pytest.raises(tilenb.LaunchError, match="'Z'"):
+        k(dx, dy, dz)
