@@ -135,13 +135,14 @@ def launch_ab(batches=15, calls=5000):
         return (time.process_time() - t0) / calls * 1e6
 
     best = {"bare": [], "straight": [], "run_cached": []}
-    for _ in range(batches):
+    for i in range(batches):
         best["bare"].append(batch(lambda: noop((1, 1, 1), block, rargs)))
-        if straight is not None:
-            k._fast = straight
-            best["straight"].append(batch(lambda: k(x, y, z)))
-            k._fast = None
-        best["run_cached"].append(batch(lambda: k(x, y, z)))
+        for what in (("straight", "run_cached") if i % 2 else ("run_cached", "straight")):   # both orders
+            if what == "straight" and straight is None:
+                continue
+            k._fast = straight if what == "straight" else None
+            best[what].append(batch(lambda: k(x, y, z)))
+        k._fast = None
     assert "launched from the cache" in k.last_run.note
     bare = min(best["bare"])
     print(f"repeat call k(x, y, z), us of Python over a bare launch call ({kind}; best of {batches} x {calls}):")

@@ -254,6 +254,11 @@ def test_the_straight_line_check_launches_only_exact_repeats_of_its_entry(cp):
         mp.setattr(tc, "TIME_REPEATS", True)
         assert f(k, (a, a, a)) is False
     assert f(k, (a, a, a)) is True and r.timed is False
+    with pytest.MonkeyPatch.context() as mp:         # switched off: repeats go through run_cached alone
+        mp.setattr(tc, "STRAIGHT", False)
+        k._hot = k._fast = None
+        k(a, a, a)
+        assert k._fast is None and "launched from the cache" in k.last_run.note
 
 
 def test_a_hot_entry_is_checked_in_full_and_other_entries_still_hit(cp):

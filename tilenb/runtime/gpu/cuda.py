@@ -468,6 +468,7 @@ def _restore(saved):
 # ---- repeat launches: the minimum Python work for a call that repeats an earlier one -----------
 REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
 TIME_REPEATS = False         # True: repeats record CUDA events around the launch (last_run's kernel_ms)
+STRAIGHT = True              # False: no straight-line check is made for a hot entry (`_straight`; to compare)
 _SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
 _ND = None                   # cupy.ndarray; set with the two below by _bind_cupy() on first use
 _get_device = None           # cupy.cuda.runtime.getDevice
@@ -670,7 +671,7 @@ def _straight(kernel, key, r):
     `run_cached`, which decides as before. So it launches
     nothing that `run_cached` would not launch from the same entry (the hypothesis test in
     tests/runtime/test_launch_fast_path.py runs both against the full path)."""
-    if key[0] is not None or key[1] is not None or r.fixed or r.others or r.tmaps or TIME_REPEATS:
+    if not STRAIGHT or key[0] is not None or key[1] is not None or r.fixed or r.others or r.tmaps or TIME_REPEATS:
         return None
     n, extra = divmod(len(key) - 3, 3)
     if extra or not 1 <= n <= 32:
