@@ -35,18 +35,6 @@ kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N], a: f32) {
 }
 """
 
-# The same kernel without the scalar: calls of CuPy arrays alone launch a repeat through the
-# straight-line check of `Kernel.__call__` (`tc._straight`), which these tests run too.
-SRC_ARRAYS = """
-@autotune(TILE in [256, 512])
-@launch(128)
-@grid(cdiv(N, TILE))
-kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N]) {
-  let b = ctx.block.x * TILE
-  Z[b :+ TILE] = X[b :+ TILE] * 2.0 + Y[b :+ TILE]
-}
-"""
-
 # Values that equal one another under == (and hash alike) but that the checks treat differently
 # (a bool, a float or a numpy scalar where an int is asked for; a zero's sign) are kept in
 # groups, and a repeated call often swaps a value for another of its group.
@@ -174,6 +162,19 @@ def _next_call(rnd, last, plain=0.0):
     elif part == 3:
         vi = _pick(rnd, vi, VARIANT_GROUPS, len(VARIANTS))
     return picks, si, gi, vi                    # parts 4 and 5: the same call again
+
+
+# The same kernel without the scalar: calls of CuPy arrays alone launch a repeat through the
+# straight-line check of `Kernel.__call__` (`tc._straight`), which these tests run too.
+SRC_ARRAYS = """
+@autotune(TILE in [256, 512])
+@launch(128)
+@grid(cdiv(N, TILE))
+kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N]) {
+  let b = ctx.block.x * TILE
+  Z[b :+ TILE] = X[b :+ TILE] * 2.0 + Y[b :+ TILE]
+}
+"""
 
 
 @pytest.mark.parametrize("src", [SRC, SRC_ARRAYS], ids=["with-scalar", "arrays-only"])
