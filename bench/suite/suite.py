@@ -945,6 +945,15 @@ def w_launch():
     t_raw_sync = per_call(lambda: raw(grid, (ks.threads, 1, 1), rargs))
     t_raw_async = per_call(lambda: raw(grid, (ks.threads, 1, 1), rargs), sync_each=False)
     t_tl_kernel = per_call(tl_fast_cupy(k, (x, y, z)))
+    # the same public call without the straight-line check of the latest repeat (every repeat
+    # through run_cached's key), in this process, to compare (absent in trees without it)
+    t_tl_keyed = None
+    if hasattr(tc, "STRAIGHT"):
+        tc.STRAIGHT, k._fast = False, None
+        k(x, y, z)
+        t_tl_keyed = per_call(lambda: k(x, y, z))
+        tc.STRAIGHT = True
+        k._hot = k._fast = None          # the next hit makes the straight-line check anew
     import cProfile
     import io
     import pstats
@@ -961,6 +970,11 @@ def w_launch():
         peer_s=t_raw_sync, variant=var, notes=note)
     row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl, peer="cupy RawKernel call (async, no sync)",
         peer_s=t_raw_async, variant=var, notes="peer without a synchronize per call", extra={"headline": False})
+    if t_tl_keyed is not None:
+        row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl_keyed, peer="cupy RawKernel call + synchronize",
+            peer_s=t_raw_sync, variant=var, notes="tilenb row: the public call with the straight-line check off "
+            "(tilenb.runtime.gpu.cuda.STRAIGHT = False: each repeat through run_cached's key), to compare",
+            extra={"headline": False})
     row("launch_overhead", (n,), "f32", "launch", tilenb_s=t_tl_kernel, peer="cupy RawKernel call + synchronize",
         peer_s=t_raw_sync, variant=var, notes="tilenb row: the generated kernel launched from its prepared arguments "
         "(no checks): the floor of a launch through tilenb's CuPy Function", extra={"headline": False})

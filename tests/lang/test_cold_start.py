@@ -6,8 +6,9 @@
   instead of analysing the grammar; a corrupt, stale, unreadable or unwritable cache never
   changes what `parse` returns or raises.
 - The first launch: a @grid evaluated without the CPU executor (`launch._grid_int`) is the value
-  the executor gives, or is left to it; the cubin file a launch loads holds NVRTC's bytes (a hard
-  link to NVRTC's cache entry where possible), and a link never lets a write reach that entry.
+  the executor gives, or is left to it; the cubin file a launch loads is NVRTC's disk-cache entry
+  (the named file for tools, made when asked for, is a hard link to it where possible), and a
+  link never lets a write reach that entry.
 """
 import os
 import random
@@ -231,21 +232,41 @@ def stub_nvrtc(monkeypatch, tmp_path):
 
 
 def test_the_loaded_cubin_file_holds_nvrtc_s_bytes(stub_nvrtc, tmp_path):
+    """A cold launch writes the cubin once (NVRTC's disk-cache entry) and loads that file; the
+    file of its own name (`cubin_path`, for tools) is made when asked for, a hard link to it."""
     cp = stub_nvrtc
     k = tilenb.compile(SK.kernel_text("add_f32"), backend="cuda").add_f32
     x, y, z = (cp.asarray(np.ones(4096, np.float32)) for _ in range(3))
     k(x, y, z, variant={"TILE": 4096, "NT": 256})
     cached = list((tmp_path / "nvrtc").glob("*.cubin"))
-    loaded = list((tmp_path / "cubin").glob("*.cubin"))
-    assert len(cached) == 1 and len(loaded) == 1
-    assert cached[0].read_bytes() == CUBIN and loaded[0].read_bytes() == CUBIN
+    assert len(cached) == 1 and cached[0].read_bytes() == CUBIN
+    assert cp.loaded == [str(cached[0])]
+    assert not (tmp_path / "cubin").exists()         # not written on the way to the launch
     assert not list(tmp_path.rglob("*.tmp"))
-    # a second process: NVRTC's entry is read from disk, the loaded file is kept as it is
+    ks = tc.kernel_source(k, k.ir(TILE=4096, NT=256), tc.device_target())
+    named = tc.cubin_path(ks, tc.device_target())
+    assert named.parent == tmp_path / "cubin" and named.read_bytes() == CUBIN
+    assert os.path.samefile(named, cached[0])
+    # a second process: NVRTC's entry is read from disk and loaded; the named file is kept as it is
     tilenb.api.clear_caches()
-    before = os.stat(loaded[0]).st_mtime_ns
+    before = os.stat(named).st_mtime_ns
     k2 = tilenb.compile(SK.kernel_text("add_f32"), backend="cuda").add_f32
     k2(x, y, z, variant={"TILE": 4096, "NT": 256})
-    assert loaded[0].read_bytes() == CUBIN and os.stat(loaded[0]).st_mtime_ns == before
+    assert cp.loaded[-1] == str(cached[0]) and len(list((tmp_path / "nvrtc").glob("*.cubin"))) == 1
+    assert tc.cubin_path(ks, tc.device_target()) == named
+    assert named.read_bytes() == CUBIN and os.stat(named).st_mtime_ns == before
+
+
+def test_without_a_disk_cache_entry_the_launch_loads_a_file_of_its_own(stub_nvrtc, tmp_path, monkeypatch):
+    """NVRTC's result not kept on disk (its write failed): the launch writes the named file and
+    loads it."""
+    cp = stub_nvrtc
+    monkeypatch.setattr(nv, "cached_file", lambda data: None)
+    k = tilenb.compile(SK.kernel_text("add_f32"), backend="cuda").add_f32
+    x, y, z = (cp.asarray(np.ones(4096, np.float32)) for _ in range(3))
+    k(x, y, z, variant={"TILE": 4096, "NT": 256})
+    named = list((tmp_path / "cubin").glob("*.cubin"))
+    assert len(named) == 1 and named[0].read_bytes() == CUBIN and cp.loaded == [str(named[0])]
 
 
 def test_a_file_is_never_written_through_a_link(tmp_path):

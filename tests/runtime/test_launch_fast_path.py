@@ -119,17 +119,23 @@ def _pick(rnd, i, groups, n):
     return rnd.randrange(n)
 
 
-def _next_call(rnd, last):
+def _next_call(rnd, last, plain=0.0):
     """A call: mostly the latest again, unchanged or with one part drawn anew (an array, or the
     scalar, grid or variant swapped for one of its group), so that keys equal or nearly equal
-    an entry's; else a new call, mostly of arguments that launch."""
+    an entry's; else a new call, mostly of arguments that launch; with probability `plain` a
+    new call is a plain `k(*args)` (@grid, no variant: the calls the straight-line check takes)
+    and a call repeats the latest unchanged more often."""
     if last is None or rnd.random() < 0.2:
         picks = list(rnd.choice(TRIPLES)) if rnd.random() < 0.7 else [rnd.randrange(12) for _ in range(3)]
         si = rnd.choice([0, 5, 6, 10]) if rnd.random() < 0.6 else rnd.randrange(len(SCALARS))
         gi = rnd.choice([0, 1, 7]) if rnd.random() < 0.6 else rnd.randrange(len(GRIDS))
         vi = rnd.choice([0, 1, 5]) if rnd.random() < 0.6 else rnd.randrange(len(VARIANTS))
+        if rnd.random() < plain:
+            gi, vi = 0, 0
         return picks, si, gi, vi
     picks, si, gi, vi = last
+    if rnd.random() < plain / 2:                # plain: repeats more often (the hot entry's own calls)
+        return picks, si, gi, vi
     part = rnd.randrange(6)
     if part == 0:
         picks = list(picks)
@@ -143,13 +149,28 @@ def _next_call(rnd, last):
     return picks, si, gi, vi                    # parts 4 and 5: the same call again
 
 
+# The same kernel without the scalar: calls of CuPy arrays alone launch a repeat through the
+# straight-line check of `Kernel.__call__` (`tc._straight`), which these tests run too.
+SRC_ARRAYS = """
+@autotune(TILE in [256, 512])
+@launch(128)
+@grid(cdiv(N, TILE))
+kernel axpy(X: tensor<f32>[N], Y: tensor<f32>[N], Z: tensor<f32>[N]) {
+  let b = ctx.block.x * TILE
+  Z[b :+ TILE] = X[b :+ TILE] * 2.0 + Y[b :+ TILE]
+}
+"""
+
+
+@pytest.mark.parametrize("src", [SRC, SRC_ARRAYS], ids=["with-scalar", "arrays-only"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rnd=st.randoms(use_true_random=False), seed=st.integers(0, 3))
-def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(cp, rnd, seed):
+def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(cp, src, rnd, seed):
     tilenb.api.clear_caches()
-    fast = tilenb.compile(SRC, backend="cuda").axpy
+    fast = tilenb.compile(src, backend="cuda").axpy
     tilenb.api.clear_caches()
-    slow = tilenb.compile(SRC, backend="cuda").axpy
+    slow = tilenb.compile(src, backend="cuda").axpy
+    scalar = src is SRC
     assert fast._repeat is not slow._repeat
     slow._repeat = None                  # no cache: every call takes the full path
     pool = _pool(cp, np.random.default_rng(seed))
@@ -160,9 +181,9 @@ def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(c
             a = pool[rnd.randrange(5)]
             a._host = a._host.reshape(2, -1) if a._host.ndim == 1 else a._host.reshape(-1)
             continue
-        last = _next_call(rnd, last)
+        last = _next_call(rnd, last, plain=0.0 if scalar else 0.6)
         picks, si, gi, vi = last
-        args = [pool[i % len(pool)] for i in picks] + [SCALARS[si]]
+        args = [pool[i % len(pool)] for i in picks] + ([SCALARS[si]] if scalar else [])
         grid, variant = GRIDS[gi], VARIANTS[vi]
         entries = len(fast._repeat)
         got = _outcome(cp, fast, grid, args, variant, known)
@@ -171,6 +192,59 @@ def test_the_fast_path_launches_what_the_full_path_would_and_raises_its_errors(c
         if got[0] == "ok" and "launched from the cache" in fast.last_run.note:
             assert len(fast._repeat) == entries     # a repeat adds no entry
     assert slow._repeat is None
+    assert slow._fast is None
+
+
+def test_the_straight_line_check_launches_only_exact_repeats_of_its_entry(cp):
+    """`Kernel.__call__`'s straight-line check (made for a hot entry of CuPy arrays alone): an
+    exact repeat launches from it; an array of another shape, dtype or strides, a misaligned
+    one, a host array, the wrong number of arguments, another device, debug on or TIME_REPEATS
+    on make it step aside (False) without launching, and the call then does what the full path
+    does: launch another entry, or raise its LaunchError."""
+    k = tilenb.compile(SRC_ARRAYS, backend="cuda").axpy
+    a, b = (cp.asarray(np.zeros(n, np.float32)) for n in (1000, 2004))
+    k(a, a, a)
+    assert k._fast is None           # a first launch: no hot entry yet
+    k(a, a, a)
+    f = k._fast
+    assert f is not None and "launched from the cache" in k.last_run.note
+    n = len(cp.launches)
+    assert f(k, (a, a, a)) is True and len(cp.launches) == n + 1
+    g, block, packed, shared = cp.launches[-1]
+    assert packed[:3] == (a, a, a) and int(packed[3]) == 1000 and "launched from the cache" in k.last_run.note
+    base = np.zeros(1001, np.float32)
+    mis = cp.ndarray(base[1:])
+    others = [(b, a, a), (a, a, cp.asarray(np.zeros(1000, np.float64))), (a, cp.ndarray(np.zeros(2000, np.float32)[::2]), a),
+              (a, a, np.zeros(1000, np.float32)), (a, a), (a, a, a, a)]
+    if mis.data.ptr % 16:
+        others.append((a, mis, a))
+    for args in others:
+        n = len(cp.launches)
+        assert f(k, args) is False and len(cp.launches) == n, args
+    r = k._repeat[next(iter(k._repeat))]
+    a2 = cp.asarray(np.zeros(1000, np.float32).reshape(2, 500))
+    assert f(k, (a2, a, a)) is False
+    with pytest.raises(tilenb.LaunchError, match="has dtype float64"):
+        k(a, a, cp.asarray(np.zeros(1000, np.float64)))
+    k(a, cp.ndarray(np.zeros(2000, np.float32)[::2]), a)      # a strided view: the full path (a copy)
+    assert "launched from the cache" not in k.last_run.note
+    k.module.debug = True
+    assert f(k, (a, a, a)) is False
+    k.module.debug = False
+    cp.cuda.runtime.getDevice = lambda: 1
+    tc._get_device = cp.cuda.runtime.getDevice
+    assert f(k, (a, a, a)) is False
+    cp.cuda.runtime.getDevice = lambda: 0
+    tc._get_device = cp.cuda.runtime.getDevice
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tc, "TIME_REPEATS", True)
+        assert f(k, (a, a, a)) is False
+    assert f(k, (a, a, a)) is True and r.timed is False
+    with pytest.MonkeyPatch.context() as mp:         # switched off: repeats go through run_cached alone
+        mp.setattr(tc, "STRAIGHT", False)
+        k._hot = k._fast = None
+        k(a, a, a)
+        assert k._fast is None and "launched from the cache" in k.last_run.note
 
 
 def test_a_hot_entry_is_checked_in_full_and_other_entries_still_hit(cp):
@@ -229,3 +303,26 @@ def test_on_the_gpu_repeats_with_values_equal_to_an_entrys_give_the_full_paths_r
                 outs.append(("error", str(e)))
         assert outs[0] == outs[1], (grid, a, variant, outs[0][:1], outs[1][:1])
     assert hits == 3        # the second (@grid, 1.0), (4, 2.5) and (@grid, 2.5, TILE=512): the only exact repeats
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_straight_line_check_launches_new_arrays_and_steps_aside_for_a_reshape():
+    """Real CuPy arrays: repeats of `k(x, y, z)` with new arrays of the same signature launch from
+    the straight-line check and give numpy's result (at a length not a multiple of TILE); an
+    array reshaped in place between calls is refused as at a first call."""
+    cupy = pytest.importorskip("cupy")
+    tilenb.api.clear_caches()
+    k = tilenb.compile(SRC_ARRAYS, backend="cuda").axpy
+    rng = np.random.default_rng(5)
+    n = 1000
+    for i in range(4):
+        x, y = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        dx, dy = cupy.asarray(x), cupy.asarray(y)
+        dz = cupy.full(n, cupy.nan, dtype=cupy.float32)
+        k(dx, dy, dz)
+        np.testing.assert_allclose(cupy.asnumpy(dz), x * np.float32(2.0) + y, rtol=1e-6, atol=1e-6)
+        assert (i == 0) == ("launched from the cache" not in k.last_run.note)
+    assert k._fast is not None
+    dz.shape = (2, 500)
+    with pytest.raises(tilenb.LaunchError, match="'Z'"):
+        k(dx, dy, dz)

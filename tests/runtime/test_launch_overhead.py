@@ -293,3 +293,25 @@ def test_on_the_gpu_repeats_with_tensor_maps_and_scalars_give_numpys_result():
         assert np.abs(got - want).max() / np.abs(want).max() < 2e-3, (i, k0, s)
         assert ("launched from the cache" in k.last_run.note) == (i in (1, 2, 4)), i
     assert any(r.tmaps for r in k._repeat.values())
+
+
+@pytest.mark.parametrize("read_first", [True, False])
+def test_the_first_launch_s_bytes_and_flops_are_computed_when_its_report_is_read(cp, read_first):
+    """The full launch leaves its RunReport to be completed when `last_run` is read: the bytes,
+    FLOPs and dims then are launch_traffic's for the launch as it was (numbers computed here by
+    hand: three f32 tensors of 1000, X and Y read, Z written), whether the first report is read
+    before the repeats or never; the pending report holds none of the arguments."""
+    import gc
+    k = tilenb.compile(SRC, backend="cuda").axpy
+    x, y, z = _arrays(cp, 1000)
+    k(x, y, z, 2.5)
+    pending = k._pending
+    assert pending is not None and not any(r is x for r in gc.get_referents(*gc.get_referents(pending)))
+    want = {"bytes": 3 * 1000 * 4, "flops": 0, "dims": {"N": 1000}}
+    if read_first:
+        first = k.last_run
+        assert {n: first.extra[n] for n in want} == want and "launched from the cache" not in first.note
+    x2, y2, z2 = _arrays(cp, 1000, seed=1)
+    k(x2, y2, z2, 2.5)
+    rep = k.last_run
+    assert "launched from the cache" in rep.note and {n: rep.extra[n] for n in want} == want

@@ -29,6 +29,7 @@ class _Ptr:
 class FakeCupy:
     def __init__(self):
         self.launches = []
+        self.loaded = []          # the path of each RawModule made (the cubin files loaded)
         self.run = None
         self.calls = collections.Counter()
         cp = self
@@ -149,6 +150,7 @@ class FakeCupy:
         class RawModule:
             def __init__(self, path=None, code=None, options=()):
                 cp.calls["RawModule"] += 1
+                cp.loaded.append(path)
 
             def get_function(self, name):
                 return Function(name)

@@ -5,7 +5,8 @@ attributes and entries of `module.kernels`. `kernel[grid](*args)` launches on th
 backend after the launch checks (`tilenb.runtime.launch`), so a bad launch raises a
 `LaunchError` before anything runs. On the CUDA backend a call without keywords that repeats an
 earlier launch (same shapes, dtypes, scalars, grid, device) goes straight to the launch cache
-(`tilenb.runtime.gpu.cuda.run_cached`): it is queued on the current stream like a CuPy kernel launch
+(`tilenb.runtime.gpu.cuda.run_cached`; for a call of CuPy arrays alone, first the straight-line
+check of the latest repeat, `cuda._straight`): it is queued on the current stream like a CuPy kernel launch
 (a first launch, with its checks, waits for the kernel), and `kernel.last_run` is built when read.
 """
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Kernel:
         # again from the same text (a re-run cell) shares it (tilenb.runtime.gpu.cuda.run_cached).
         self._repeat = checked.__dict__.setdefault("_tilenb_repeat", {}) if module.backend == "cuda" else None
         self._hot = None       # (key, entry) of this kernel's latest repeat, compared first (run_cached)
+        self._fast = None      # the straight-line check of that entry for a plain call (cuda._straight)
 
     @property
     def last_run(self):
@@ -126,6 +128,9 @@ class Kernel:
         return launch
 
     def __call__(self, *args, **kw):
+        f = self._fast   # the latest repeat, checked in one straight line: True when it launched
+        if f is not None and not kw and f(self, args):
+            return None
         if not kw and self._repeat and _run_cached(self, None, args) is True:   # a repeat: no checks to redo
             return None
         return self._launch(None, args, **kw)

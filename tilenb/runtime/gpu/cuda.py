@@ -6,7 +6,9 @@ Guarantees:
   writes are copied back in place), CuPy arrays, or any GPU object with
   `__cuda_array_interface__` or DLPack (torch tensors): those are used in place, without a
   copy, unless their data pointer is not 16-byte aligned (then through an aligned copy, copied
-  back if written). It returns None and records a `RunReport` in `kernel.last_run`.
+  back if written). It returns None and records a `RunReport` in `kernel.last_run` (completed
+  when read: its bytes and FLOPs, `traffic.launch_traffic`, are computed then, from the shapes
+  and dims the launch had).
 - Compilation is cached by generated source, options and architecture, in memory and on disk
   (`tilenb.codegen.nvrtc.cache_dir()`): a re-run cell does not recompile.
 - @autotune: at the first call for a shape signature (runtime dims, dtypes, device), every
@@ -29,7 +31,10 @@ Guarantees:
   with them) only passes the new arrays and launches exactly what the full path would (the
   same variant, grid, block, shared memory and packed arguments:
   tests/runtime/test_launch_fast_path.py); any other call takes the full path, every check
-  included (a bad argument gets the same LaunchError as at a first call). The cache is kept with the checked kernel, so a Module compiled again from the same
+  included (a bad argument gets the same LaunchError as at a first call). A plain call
+  `kernel(*arrays)` of CuPy arrays alone is first compared with the latest hit by a check
+  written out for its number of arguments (`_straight`: the same comparison of that one entry,
+  without building a key), which launches it or steps aside to `run_cached`. The cache is kept with the checked kernel, so a Module compiled again from the same
   text shares it. A repeat is queued on the current stream and the call returns, as a CuPy
   kernel launch does (full launches wait for the kernel): later work on that stream, a copy
   to the host or a synchronize sees its result; a fault in the kernel surfaces at the next
@@ -148,29 +153,47 @@ def compile_target(ks, arch) -> Target:
 
 
 def cubin_path(ks, arch):
-    """The file `load_kernel` keeps the cubin of `ks` for target `arch` in."""
+    """A file that holds the cubin of `ks` for target `arch` (compiled when no cache has it), under
+    a name of its own (`cache_dir()/cubin/<sha of the source>_<arch>.cubin`, for tools such as
+    cuobjdump); made when first asked for, not at the launch (`load_kernel` loads the NVRTC
+    disk-cache file itself). Raises OSError where the cache directory cannot be written."""
+    from ...codegen import nvrtc  # noqa: PLC0415
+    tgt = compile_target(ks, arch)
+    path = _cubin_name(hashlib.sha256(ks.source.encode()).hexdigest(), tgt)
+    cubin = nvrtc.nvrtc_compile(ks.source, tgt)
+    if not path.exists() or path.read_bytes() != cubin:
+        _put_file(path, cubin, nvrtc.cached_file(cubin))
+    return path
+
+
+def _cubin_name(sha: str, tgt: Target):
     from ...codegen.nvrtc import cache_dir  # noqa: PLC0415
-    name = compile_target(ks, arch).nvrtc_arch()
-    return cache_dir() / "cubin" / f"{hashlib.sha256(ks.source.encode()).hexdigest()}_{name}.cubin"
+    return cache_dir() / "cubin" / f"{sha}_{tgt.nvrtc_arch()}.cubin"
 
 
 def load_kernel(ks, arch):
     """The CuPy RawKernel of a KernelSource for the target `arch` (a Target or a spelling of
     one; compiled once, cached); a source that names its own target (`ks.arch`, e.g. sm_90a for
-    wgmma) is compiled for that."""
+    wgmma) is compiled for that. The module is loaded from the file NVRTC's disk cache keeps the
+    cubin in (`nvrtc.cached_file`), so a cold launch writes the cubin once; where there is no
+    such file (an unwritable cache directory) from a file of its own (`cubin_path`), else a
+    temporary file."""
     cp = _cupy()
     from ...codegen import nvrtc  # noqa: PLC0415
     tgt = compile_target(ks, arch)
-    key = (hashlib.sha256(ks.source.encode()).hexdigest(), tgt.nvrtc_arch())
+    sha = hashlib.sha256(ks.source.encode()).hexdigest()
+    key = (sha, tgt.nvrtc_arch())
     with _lock:
         fn = _loaded.get(key)
     if fn is not None:
         return fn
     cubin = nvrtc.nvrtc_compile(ks.source, tgt)
-    path = cubin_path(ks, tgt)
+    path = nvrtc.cached_file(cubin)
     try:
-        if not path.exists() or path.read_bytes() != cubin:
-            _put_file(path, cubin, nvrtc.cached_file(cubin))
+        if path is None:
+            path = _cubin_name(sha, tgt)
+            if not path.exists() or path.read_bytes() != cubin:
+                _put_file(path, cubin)
         mod = cp.RawModule(path=str(path))
     except OSError:
         import tempfile  # noqa: PLC0415
@@ -445,6 +468,7 @@ def _restore(saved):
 # ---- repeat launches: the minimum Python work for a call that repeats an earlier one -----------
 REPEAT_CACHE_SIZE = 64       # keys kept per kernel (cleared when full)
 TIME_REPEATS = False         # True: repeats record CUDA events around the launch (last_run's kernel_ms)
+STRAIGHT = True              # False: no straight-line check is made for a hot entry (`_straight`; to compare)
 _SCALAR_TYPES = (int, float, bool, np.integer, np.floating, np.bool_)
 _ND = None                   # cupy.ndarray; set with the two below by _bind_cupy() on first use
 _get_device = None           # cupy.cuda.runtime.getDevice
@@ -496,11 +520,14 @@ class _Repeat:
     tensors: tuple = ()             # (argument index, name, extents) of each tensor, for tensor maps
     tmaps: bool = False             # the kernel takes tensor maps (rebuilt per launch)
     timed: bool = False             # whether the latest launch from this entry recorded the events
+    traffic: object = None          # the launch's `_Traffic` (its bytes and FLOPs, filled into extra when read)
 
     def report(self, kernel):
         """The RunReport of the latest launch from this entry (built when someone reads
         `kernel.last_run`; when timed, it waits for the launch's end event first)."""
         from ..checks import RunReport  # noqa: PLC0415
+        if self.traffic is not None:
+            self.traffic.fill(self.extra)
         extra = dict(self.extra)
         note = self.note
         if self.timed:
@@ -609,6 +636,7 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
         if r is None:
             return tuple(key), args, ptrs
         kernel._hot = (key, r)
+        kernel._fast = _straight(kernel, key, r)
     if r.fixed or ptrs or r.tmaps:
         _launch_entry(kernel, r, args, ptrs)
         return True
@@ -626,6 +654,63 @@ def run_cached(kernel, grid, args, variant=None, debug=None, look=True):
         raise LaunchError(f"kernel '{r.ks.symbol}': the CUDA launch failed: {e}") from None
     kernel._pending = r
     return True
+
+
+_STRAIGHT: Dict[int, object] = {}   # number of arguments -> the factory of its straight-line check
+
+
+def _straight(kernel, key, r):
+    """The straight-line check of `Kernel.__call__` (`kernel._fast`) for the hot entry `r` under
+    `key`, or None where it does not apply: a call without a grid or variant whose arguments
+    are all CuPy arrays (no scalars, no other GPU objects, no tensor maps). It is `run_cached`'s
+    comparison with that one entry, unrolled for its number of arguments: a call launches from
+    it only when every argument is a CuPy array (`type(a) is cupy.ndarray`), their data
+    pointers are 16-byte aligned, the current device is the key's and each array's shape,
+    strides and dtype equal those of the key (compared as one tuple, as the key's list is),
+    with the module's debug off and TIME_REPEATS off; any other call returns False and takes
+    `run_cached`, which decides as before. So it launches
+    nothing that `run_cached` would not launch from the same entry (the hypothesis test in
+    tests/runtime/test_launch_fast_path.py runs both against the full path)."""
+    if not STRAIGHT or key[0] is not None or key[1] is not None or r.fixed or r.others or r.tmaps or TIME_REPEATS:
+        return None
+    n, extra = divmod(len(key) - 3, 3)
+    if extra or not 1 <= n <= 32:
+        return None
+    make = _STRAIGHT.get(n)
+    if make is None:
+        make = _STRAIGHT[n] = _straight_factory(n)
+    return make(_ND, tuple(key[3:]) + (key[2],), kernel.module, r, r.fn, r.grid, r.block, r.tail, r.shared)
+
+
+def _straight_factory(n: int):
+    """Compile the factory of the straight-line check for calls of `n` arguments (see
+    `_straight`): Python source written out for that arity, so that the check is the arrays'
+    types, then one comparison of a tuple of their shapes, strides and dtypes and the device with
+    the entry's, then their alignment: no loop and no key built."""
+    a = [f"a{i}" for i in range(n)]
+    types = " or ".join(f"type({x}) is not ND" for x in a)
+    facts = ", ".join(f"{x}.shape, {x}.strides, {x}.dtype" for x in a)
+    aligned = " | ".join(f"{x}.data.ptr" for x in a)
+    text = (f"def make(ND, SIG, M, R, FN, GRID, BLOCK, TAIL, SHARED):\n"
+            f"    def fast(kernel, args):\n"
+            f"        if TIME_REPEATS or M.debug or len(args) != {n}:\n"
+            f"            return False\n"
+            f"        {', '.join(a)}, = args\n"
+            f"        if {types}:\n"
+            f"            return False\n"
+            f"        if ({facts}, _get_device()) != SIG or ({aligned}) & 15:\n"
+            f"            return False\n"
+            f"        try:\n"
+            f"            FN(GRID, BLOCK, args + TAIL, SHARED)\n"
+            f"        except _CP.cuda.driver.CUDADriverError as e:\n"
+            f"            raise LaunchError(f\"kernel '{{R.ks.symbol}}': the CUDA launch failed: {{e}}\") from None\n"
+            f"        R.timed = False\n"
+            f"        kernel._pending = R\n"
+            f"        return True\n"
+            f"    return fast\n")
+    space: dict = {}
+    exec(compile(text, f"<tilenb straight-line launch check, {n} arguments>", "exec"), globals(), space)
+    return space["make"]
 
 
 def _launch_entry(kernel, r, args, ptrs):
@@ -663,7 +748,7 @@ def _launch_entry(kernel, r, args, ptrs):
     kernel._pending = r
 
 
-def _remember(kernel, rk, fn, ks, run, da, note, extra):
+def _remember(kernel, rk, fn, ks, run, da, note, extra, traffic=None):
     """Keep what a repeat of this full launch needs, under the call's key (see `run_cached`);
     nothing when the launch copied data in or back, or the arguments do not line up with the
     parameters as the checks saw them."""
@@ -699,7 +784,8 @@ def _remember(kernel, rk, fn, ks, run, da, note, extra):
     r = _Repeat(fn, ks, tuple(run.grid), (ks.threads, 1, 1), shared, tuple(fixed),
                 tuple(_prepack(v) for v in da.args[len(params):]), dict(run.tune),
                 note + " (a repeat of an earlier call: launched from the cache)", extra,
-                (cp.cuda.Event(), cp.cuda.Event()), tuple(others), tuple(tensors), bool(getattr(ks, "tmaps", ())))
+                (cp.cuda.Event(), cp.cuda.Event()), tuple(others), tuple(tensors), bool(getattr(ks, "tmaps", ())),
+                traffic=traffic)
     try:
         cache[key] = r
     except TypeError:
@@ -792,17 +878,54 @@ def run_cuda(kernel, prepared, debug: bool = False, repeat=None):
     ms = cp.cuda.get_elapsed_time(start, end)
     _copy_back(da)
     ctas = run.grid[0] * run.grid[1] * run.grid[2]
-    from .traffic import launch_traffic  # noqa: PLC0415
-    nbytes, flops, dims = launch_traffic(run.kir, run.bound, tuple(run.grid))
     extra = {"arch": arch, "smem_bytes": ks.smem_bytes, "kernel_ms": ms, "timings": timings,
-             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0,
-             "bytes": nbytes, "flops": flops, "dims": dims}
+             "symbol": ks.symbol, "wall_s": time.perf_counter() - t0}
+    traffic = _Traffic(run.kir, run.bound, tuple(run.grid))
     if timings:
         if not hasattr(kernel, "timings") or not isinstance(getattr(kernel, "timings", None), dict):
             kernel.timings = {}
         kernel.timings[_signature(kernel, chosen, arch)] = timings
-    kernel.last_run = RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
-                                ms / 1e3, debug, extra)
+    kernel.last_run = None
+    kernel._pending = _Later(RunReport("cuda", kernel.name, dict(run.tune), note, tuple(run.grid), ks.threads, ctas,
+                                       ms / 1e3, debug, extra), traffic)
     if not debug:
-        _remember(kernel, repeat, fn, ks, run, da, note, extra)
+        _remember(kernel, repeat, fn, ks, run, da, note, extra, traffic)
     return None
+
+
+class _Traffic:
+    """The bytes, FLOPs and dims of a launch (`traffic.launch_traffic`), computed when a report
+    first needs them, from the shapes, dtypes and dims the launch had (the arguments themselves are
+    not kept). `fill(extra)` adds "bytes", "flops" and "dims" to a RunReport's extra dict."""
+
+    __slots__ = ("kir", "bound", "grid", "done")
+
+    def __init__(self, kir, bound, grid):
+        from types import SimpleNamespace as NS  # noqa: PLC0415
+        self.kir, self.grid, self.done = kir, grid, None
+        self.bound = NS(tensors={n: NS(shape=tuple(a.shape), dtype=a.dtype) for n, a in bound.tensors.items()},
+                        dims=dict(bound.dims))
+
+    def fill(self, extra: dict) -> dict:
+        if self.done is None:
+            from .traffic import launch_traffic  # noqa: PLC0415
+            self.done = launch_traffic(self.kir, self.bound, self.grid)
+            self.kir = self.bound = None
+        if "bytes" not in extra:
+            nbytes, flops, dims = self.done
+            extra.update(bytes=nbytes, flops=flops, dims=dict(dims))
+        return extra
+
+
+class _Later:
+    """A full launch's RunReport, completed when `kernel.last_run` is read (its traffic figures
+    are computed then, off the launch's way)."""
+
+    __slots__ = ("run", "traffic")
+
+    def __init__(self, run, traffic):
+        self.run, self.traffic = run, traffic
+
+    def report(self, kernel):
+        self.traffic.fill(self.run.extra)
+        return self.run
