@@ -275,6 +275,16 @@ def _bind_scalar(kname, sym, arg):
             pass
     if (isinstance(v, (bool, np.bool_, np.timedelta64, np.datetime64)) or not isinstance(v, numbers.Number)
             or isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)):
+        if not isinstance(v, (str, bytes, np.generic)) and hasattr(v, "shape") and hasattr(v, "dtype"):
+            # an array (a tensor given for a scalar, often an argument out of order): its shape
+            # and dtype say which one it is; its repr would print its elements over many lines
+            try:
+                shape = tuple(int(n) for n in v.shape)
+            except (TypeError, ValueError):
+                shape = v.shape
+            raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
+                              f"{type(arg).__name__} of shape {shape} and dtype {v.dtype} (an array; a scalar "
+                              f"parameter takes one value, such as a Python float or int)")
         raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
                           f"{type(arg).__name__} {arg!r}"[:300])
     if d.is_float:
