@@ -559,7 +559,17 @@ def _variant_tune(kernel, variant) -> Dict[str, int]:
 
 
 def prepare(kernel, grid, args, variant=None) -> Prepared:
-    """All backend-independent launch checks (see the module docstring)."""
+    """All backend-independent launch checks (see the module docstring). A LaunchError names
+    the kernel's source (its file, or the cell "In[4]" that defined it), whichever path
+    launches: a call, a debug launch, `profile`, `measure`."""
+    try:
+        return _prepare(kernel, grid, args, variant)
+    except LaunchError as e:
+        e.filename = kernel.module.filename
+        raise
+
+
+def _prepare(kernel, grid, args, variant=None) -> Prepared:
     ast_params = kernel.checked.ast.params
     if variant is not None:
         tune = _variant_tune(kernel, variant)
