@@ -18,7 +18,8 @@ Guarantees:
   the `%%tilekernel` line being line 1, then the source line and a caret), with no Python
   traceback, as it shows a `SyntaxError`; "Run All" stops there, as it does at a Python error.
   Nothing is bound: kernels and functions from earlier cells keep working. An error inside a
-  function brought in from an earlier cell names that cell ("In[3]:7"). A notebook cell that
+  function brought in from an earlier cell names that cell ("In[3]:7"), and the call that
+  brought it there by its cell too ("called at In[5]:2"). A notebook cell that
   fails on purpose carries the `raises-exception` tag (nbval, nbclient's allow_errors per cell).
 - Bad options (an unknown backend or view, a malformed --tune) fail the cell the same way.
 - "In[N]" is the cell's own execution count (the number in its prompt), whichever IPython
@@ -194,10 +195,13 @@ class CellCompiler:
                                      line_offset=0)
         except TileError as e:
             for d in e.diagnostics:
+                moved = False
                 if d.line is not None and d.line > nbody + self.HEADER_LINES:
                     cell, n = where(d.line)
                     if cell is not None:
-                        d.filename, d.line = cell, n
+                        d.filename, d.line, moved = cell, n, True
+                d.message = _CALLED_AT.sub(lambda m: _called_at(m, where, origin, moved), d.message)
+                d.args = (d.message,)
             raise
         module._tilenb_cell = (nbody, origin)
         if remember:
@@ -212,6 +216,19 @@ class CellCompiler:
             if f.span.line <= nbody + self.HEADER_LINES:
                 self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
                                                f.span.line)
+
+
+_CALLED_AT = re.compile(r"\(in '(\w+)', called at line (\d+)\)")
+
+
+def _called_at(m, where, origin: str, moved: bool) -> str:
+    """The checker's "(in 'f', called at line N)", N a line of the compiled text, as the user
+    sees it: a call in a function brought in from an earlier cell names that cell, and a call in
+    this cell names this cell when the error itself is shown in another one."""
+    cell, n = where(int(m.group(2)))
+    if cell is None and not moved:
+        return f"(in '{m.group(1)}', called at line {n})"
+    return f"(in '{m.group(1)}', called at {cell or origin}:{n})"
 
 
 class CellError(TileError):
@@ -326,8 +343,10 @@ class TileMagics:
             ns[opts.module] = module
         show = build.parse_views(opts.show, module.backend)
         if not module.kernels:
+            nbody = module._tilenb_cell[0] + self.cells.HEADER_LINES
+            own = sorted(n for n, f in module.checked.functions.items() if f.span.line <= nbody)
             display({"text/plain": "%%tilekernel: this cell defines no kernel"
-                     + (f" (functions: {', '.join(sorted(module.checked.functions))})" if module.checked.functions else "")},
+                     + (f" (functions: {', '.join(own)})" if own else "")},
                     raw=True)
             return None
         if not show:
