@@ -9,7 +9,9 @@ Guarantees:
   over a Python name that holds something other than a tilenb kernel or module (an import such
   as `np`, a variable, a built-in such as `sum`) prints one line to stderr naming it, and the
   requested views are displayed (default: threads, lifetimes, barriers, and timing on the CUDA
-  backend; `--show none` shows none; `--show all` all five).
+  backend; `--show none` shows none; `--show all` all five). A kernel named by a Python keyword
+  (`lambda`, `None`) is bound too, but no Python code can name it: one line on stderr says so and
+  how to reach it (`--module NAME`, then `NAME.kernels['lambda']`); `--module` refuses a keyword.
 - Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
   earlier successful cell defined (the latest definition wins; a cell's own definitions shadow
   earlier ones). Functions are not bound as Python names: they are not callable from Python.
@@ -30,6 +32,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import keyword
 import re
 import shlex
 import sys
@@ -95,8 +98,9 @@ def parse_options(line: str) -> Options:
             o.show = value(flag)
         elif flag == "--module":
             o.module = value(flag)
-            if not o.module.isidentifier():
-                raise TileError(f"--module needs a Python name, not {o.module!r}")
+            if not o.module.isidentifier() or keyword.iskeyword(o.module):
+                raise TileError(f"--module needs a Python name, not {o.module!r}"
+                                + (" (a Python keyword)" if keyword.iskeyword(o.module) else ""))
         elif w == "--debug":
             o.debug = True
         elif w in ("-h", "--help"):
@@ -336,7 +340,11 @@ class TileMagics:
         self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
-            _note_replaced(ns, name, "kernel")
+            if keyword.iskeyword(name):
+                _error(f"%%tilekernel: kernel '{name}' is a Python keyword, so Python code cannot name it; "
+                       f"rename it, or reach it through --module NAME as NAME.kernels['{name}']")
+            else:
+                _note_replaced(ns, name, "kernel")
             ns[name] = k
         if opts.module:
             _note_replaced(ns, opts.module, "--module")
