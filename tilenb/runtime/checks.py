@@ -232,8 +232,10 @@ def _bind_tensor(kname, sym, tt, arg, dims, dim_source, ast_type) -> ArrayArg:
         if isinstance(d, int):
             if ext != d:
                 via = f" ({shown} = {d} in this variant)" if isinstance(shown, str) else ""
-                raise LaunchError(f"kernel '{kname}': dimension {axis} of '{pname}' ({tt}) is {ext}; it must be "
+                err = LaunchError(f"kernel '{kname}': dimension {axis} of '{pname}' ({tt}) is {ext}; it must be "
                                   f"{d}{via}")
+                err.extent_wanted = (pname, axis, tt, ext, d, shown)    # for the message over all variants
+                raise err
         elif d in dims:
             if dims[d] != ext:
                 other, oaxis = dim_source[d]
@@ -577,20 +579,30 @@ def _prepare(kernel, grid, args, variant=None) -> Prepared:
         bound = bind_arguments(kir, args, ast_params)
         one = Launch(tune, kir, bound, resolve_grid(kir, grid, bound, source=kernel.module.checked.source))
         return Prepared(one, (one,), True)
-    fits, first_error = [], None
+    fits, errors = [], []
     for key, kir in kernel.checked.variants.items():
         try:
             bound = bind_arguments(kir, args, ast_params)
         except LaunchError as e:
-            if first_error is None:
-                first_error = e
+            errors.append(e)
             continue
         values = dict(key)
         fits.append(({n: values[n] for n, _ in kernel.checked.tune_space}, kir, bound))
     if not fits:
+        first_error = errors[0]
         if len(kernel.checked.variants) > 1:
-            first_error.message += " (no @autotune variant fits these arguments)"
-            first_error.args = (first_error.message,)
+            wanted = [getattr(e, "extent_wanted", None) for e in errors]
+            if all(w is not None and w[:4] == wanted[0][:4] for w in wanted):
+                # every variant refused the same extent: say every extent some variant takes
+                pname, axis, tt, ext, _, shown = wanted[0]
+                takes = sorted({w[4] for w in wanted})
+                listed = ", ".join(map(str, takes[:-1])) + f" or {takes[-1]}" if len(takes) > 1 else str(takes[0])
+                via = f" ({shown} in {takes})" if isinstance(shown, str) else ""
+                first_error = LaunchError(f"kernel '{kernel.name}': dimension {axis} of '{pname}' ({tt}) is {ext}; "
+                                          f"the @autotune variants take {listed}{via}")
+            else:
+                first_error.message += " (no @autotune variant fits these arguments)"
+                first_error.args = (first_error.message,)
         raise first_error
     launches, cluster_error = [], None
     for t, k, b in fits:
