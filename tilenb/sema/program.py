@@ -21,7 +21,8 @@ from .variants import _check_kernel
 def check_program(prog: A.Program, src: Source) -> CheckedProgram:
     """Check every function and kernel of `prog`. Raises the first TileError by position,
     carrying all of them in `.diagnostics`. A statement nested too deeply for the checker's
-    recursion is a TileSyntaxError at that statement."""
+    recursion is a TileSyntaxError at that statement; a chain of functions calling one another
+    too long to inline is a TileRuleError at the kernel's call that starts it, naming the chain."""
     try:
         return _check_program(prog, src)
     except RecursionError:
