@@ -1,6 +1,7 @@
-"""A kernel named by a Python keyword (valid in the tile language) is bound, but Python code
-cannot name it: the cell says so on stderr and how to reach it; `--module` refuses a keyword,
-which would bind a module no code can name."""
+"""%%tilekernel messages a newcomer met: a kernel named by a Python keyword (valid in the tile
+language) is bound, but Python code cannot name it, so the cell says so on stderr and how to
+reach it; `--module` refuses a keyword, which would bind a module no code can name; 'all' or
+'none' among views in --show is refused as standing alone."""
 import numpy as np
 import pytest
 
@@ -47,4 +48,15 @@ def test_module_refuses_a_keyword(ip, capsys):
     r = ip.run_cell(cell("k", "--module class"))
     capsys.readouterr()
     assert str(r.error_in_exec) == "%%tilekernel: --module needs a Python name, not 'class' (a Python keyword)"
+    assert "k" not in ip.user_ns
+
+
+@pytest.mark.parametrize("show,word", [("all,threads", "all"), ("none,threads", "none"), ("threads,all", "all")])
+def test_all_or_none_among_views_is_refused_as_standing_alone(ip, capsys, show, word):
+    """'all' and 'none' are whole values of --show; among views the message said 'unknown view
+    'all'' and then offered 'all' as a choice."""
+    r = ip.run_cell(cell("k", f"--show {show}").replace("--show none ", ""))
+    capsys.readouterr()
+    assert str(r.error_in_exec) == (f"%%tilekernel: '{word}' stands alone in --show ('--show {word}'); otherwise "
+                                    f"list views from threads, lifetimes, barriers, timing, cuda")
     assert "k" not in ip.user_ns
