@@ -103,6 +103,14 @@ def _list(mod) -> None:
         tune = k.tune_space
         a = analyze(kir)        # the shared-memory map of the code for any GPU (its footprint: every byte)
         tune_txt = f"  @autotune {', '.join(f'{n} in {list(v)}' for n, v in tune.items())}" if tune else ""
+        if any(len(v) > 1 for v in tune.values()):
+            # the figures are of one variant (the first that fits), and variants over the budget are left out
+            def named(values):     # in @autotune order
+                return ", ".join(f"{n}={values[n]}" for n in tune)
+            at = named(k.checked.default_tune())
+            left = [named(dict(key)) for key in k.checked.skipped]
+            tune_txt += f" (figures at {at}" + (f"; skipped, over the shared-memory budget: {'; '.join(left)}"
+                                                 if left else "") + ")"
         print(f"  {name}({params})")
         print(f"      {kir.threads} threads/CTA, {len(a.tiles)} tile(s), shared memory {a.footprint} B "
               f"(tiles {a.lifetimes.footprint} B){tune_txt}")

@@ -102,8 +102,8 @@ def test_literal_dimension(mod):
 
 def test_autotune_dimension_named_in_the_message(mod):
     a = args(D=24)
-    msg = refused(mod, a, "dimension 1 of 'X' (tensor<f32>[M, D]) is 24; it must be 16 (D = 16 in this variant)")
-    assert "no @autotune variant fits" in msg
+    # every variant refuses the same extent: the message lists what each takes, not the first's alone
+    refused(mod, a, "dimension 1 of 'X' (tensor<f32>[M, D]) is 24; the @autotune variants take 16 or 32 (D in [16, 32])")
     refused(mod, a, "it must be 32 (D = 32 in this variant)", variant={"D": 32})
 
 

@@ -2,12 +2,16 @@
 
 Guarantees: a `TileError` always has a message; a positioned one has a 1-based `.line` and
 `.column` into `.filename`, and `str()` reads `file:line:col: error: message`, then the source
-line and a caret under the column. When the checker finds several errors, the raised error is
+line and a caret under the column (of a line longer than 120 characters, the 120 around the
+column, "..." marking the cuts). When the checker finds several errors, the raised error is
 the first by position and `.diagnostics` holds all of them, sorted; `str()` shows them all.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Sequence
+
+
+SHOWN_LINE = 120   # the most characters of a source line an error shows (around its column)
 
 
 class TileError(Exception):
@@ -37,7 +41,14 @@ class TileError(Exception):
         if self.source_line is None:
             return head
         text = self.source_line.rstrip("\r\n").expandtabs(1)
-        caret = " " * max(0, (self.column or 1) - 1) + "^"
+        at = max(0, (self.column or 1) - 1)
+        if len(text) > SHOWN_LINE:
+            # a long line is shown as the stretch around the column, marked "..." where cut
+            start = max(0, min(at - SHOWN_LINE // 2, len(text) - SHOWN_LINE))
+            end = start + SHOWN_LINE
+            text = ("..." if start else "") + text[start:end] + ("..." if end < len(text) else "")
+            at = at - start + (3 if start else 0)
+        caret = " " * at + "^"
         return f"{head}\n    {text}\n    {caret}"
 
     def __str__(self) -> str:

@@ -540,7 +540,8 @@ def parse(text: str, filename: str = "<cell>", line_offset: int = 0) -> A.Progra
             raise src.error(TileSyntaxError, f"unexpected {_describe(tok)}{hint}", line, col) from None
         except lark.exceptions.UnexpectedCharacters as e:
             ch = text[e.pos_in_stream] if 0 <= e.pos_in_stream < len(text) else "?"
-            raise src.error(TileSyntaxError, f"unexpected character {ch!r}", e.line, e.column) from None
+            raise src.error(TileSyntaxError, f"unexpected character {ch!r}{_character_hint(ch)}", e.line,
+                            e.column) from None
         except lark.exceptions.UnexpectedEOF:
             bracket = _bracket_problem(text, len(text), line_offset=line_offset)
             if bracket is not None:
@@ -634,3 +635,32 @@ def _token_pos(tok, text):
         lines = text.split("\n")
         return len(lines), len(lines[-1]) + 1
     return tok.line, tok.column
+
+
+# Characters that text pasted from documents, chats or other editors brings in, looking like
+# (or hiding as) ASCII the language uses: the hint names the ASCII to write instead.
+_LOOKALIKE = {"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u00d7": "*", "\u2217": "*", "\u00f7": "/",
+              "\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\uff0b": "+", "\uff0d": "-", "\uff1d": "=",
+              "\uff08": "(", "\uff09": ")", "\uff1a": ":", "\uff0c": ",", "\uff1b": ";", "\uff3b": "[",
+              "\uff3d": "]"}
+
+
+def _character_hint(ch: str) -> str:
+    """What an unexpected non-ASCII character is, by its Unicode name (invisible ones print as
+    escapes), and the ASCII to write where it looks like one."""
+    import unicodedata
+    if ch.isascii():
+        return ""
+    name = unicodedata.name(ch, "")
+    what = f" (U+{ord(ch):04X}{' ' + name if name else ''}"
+    if ch == "\ufeff":
+        return what + ", a byte-order mark: save the source as UTF-8 without one)"
+    if ch in _LOOKALIKE:
+        return what + f"; write {_LOOKALIKE[ch]!r})"
+    if unicodedata.category(ch) in ("Zl", "Zp"):
+        return what + "; write a newline)"
+    if unicodedata.category(ch) in ("Zs", "Cf"):
+        return what + "; write an ordinary space, or nothing)"
+    if ch.isidentifier():
+        return what + "; names are ASCII letters, digits and '_')"
+    return what + ")"

@@ -35,6 +35,9 @@ def parse_views(spec: Optional[str], backend: str = "cpu") -> Tuple[str, ...]:
     if names == ["all"]:
         return VIEW_NAMES
     bad = [n for n in names if n not in VIEW_NAMES]
+    if bad and bad[0] in ("all", "none"):
+        raise TileError(f"{bad[0]!r} stands alone in --show ('--show {bad[0]}'); otherwise list views from "
+                        f"{', '.join(VIEW_NAMES)}")
     if bad:
         raise TileError(f"unknown view {bad[0]!r} in --show: choose from {', '.join(VIEW_NAMES)}, or all, or none")
     return tuple(n for n in VIEW_NAMES if n in names)

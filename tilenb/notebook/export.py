@@ -8,6 +8,9 @@ those widgets) from tilenb views and leaves every other output alone.
 
     python -m tilenb.notebook.export NOTEBOOK.ipynb [OUT.html]
 
+(exit status 0 when written; 1, with one line `FILE: error: ...` on stderr, when NOTEBOOK cannot be
+read or is not a notebook, or OUT cannot be written; 2 for a bad command line)
+
 Guarantees: `to_html(nb)` returns the HTML nbconvert's HTMLExporter makes (its `lab` template)
 after `OfflineViews`; in it every tilenb view is drawn by JavaScript inlined in the page, and the
 page asks the network for nothing: the template's require.js, MathJax and mermaid loaders are
@@ -95,8 +98,21 @@ def main(argv=None) -> int:
         return 2
     src = Path(argv[0])
     out = Path(argv[1]) if len(argv) > 1 else src.with_suffix(".html")
-    nb = nbformat.read(src, as_version=4)
-    out.write_text(to_html(nb), encoding="utf-8")
+    try:
+        nb = nbformat.read(src, as_version=4)
+    except OSError as e:
+        print(f"{src}: error: cannot read: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001 (JSON, encoding and schema errors: not a notebook)
+        print(f"{src}: error: not a Jupyter notebook ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+              file=sys.stderr)
+        return 1
+    html = to_html(nb)
+    try:
+        out.write_text(html, encoding="utf-8")
+    except OSError as e:
+        print(f"{out}: error: cannot write: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0
 

@@ -9,7 +9,9 @@ Guarantees:
   over a Python name that holds something other than a tilenb kernel or module (an import such
   as `np`, a variable, a built-in such as `sum`) prints one line to stderr naming it, and the
   requested views are displayed (default: threads, lifetimes, barriers, and timing on the CUDA
-  backend; `--show none` shows none; `--show all` all five).
+  backend; `--show none` shows none; `--show all` all five). A kernel named by a Python keyword
+  (`lambda`, `None`) is bound too, but no Python code can name it: one line on stderr says so and
+  how to reach it (`--module NAME`, then `NAME.kernels['lambda']`); `--module` refuses a keyword.
 - Functions (`fn`) are visible to later `%%tilekernel` cells: a cell may call any function an
   earlier successful cell defined (the latest definition wins; a cell's own definitions shadow
   earlier ones). Functions are not bound as Python names: they are not callable from Python.
@@ -18,7 +20,8 @@ Guarantees:
   the `%%tilekernel` line being line 1, then the source line and a caret), with no Python
   traceback, as it shows a `SyntaxError`; "Run All" stops there, as it does at a Python error.
   Nothing is bound: kernels and functions from earlier cells keep working. An error inside a
-  function brought in from an earlier cell names that cell ("In[3]:7"). A notebook cell that
+  function brought in from an earlier cell names that cell ("In[3]:7"), and the call that
+  brought it there by its cell too ("called at In[5]:2"). A notebook cell that
   fails on purpose carries the `raises-exception` tag (nbval, nbclient's allow_errors per cell).
 - Bad options (an unknown backend or view, a malformed --tune) fail the cell the same way.
 - "In[N]" is the cell's own execution count (the number in its prompt), whichever IPython
@@ -29,6 +32,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import keyword
 import re
 import shlex
 import sys
@@ -94,8 +98,9 @@ def parse_options(line: str) -> Options:
             o.show = value(flag)
         elif flag == "--module":
             o.module = value(flag)
-            if not o.module.isidentifier():
-                raise TileError(f"--module needs a Python name, not {o.module!r}")
+            if not o.module.isidentifier() or keyword.iskeyword(o.module):
+                raise TileError(f"--module needs a Python name, not {o.module!r}"
+                                + (" (a Python keyword)" if keyword.iskeyword(o.module) else ""))
         elif w == "--debug":
             o.debug = True
         elif w in ("-h", "--help"):
@@ -194,10 +199,13 @@ class CellCompiler:
                                      line_offset=0)
         except TileError as e:
             for d in e.diagnostics:
+                moved = False
                 if d.line is not None and d.line > nbody + self.HEADER_LINES:
                     cell, n = where(d.line)
                     if cell is not None:
-                        d.filename, d.line = cell, n
+                        d.filename, d.line, moved = cell, n, True
+                d.message = _CALLED_AT.sub(lambda m: _called_at(m, where, origin, moved), d.message)
+                d.args = (d.message,)
             raise
         module._tilenb_cell = (nbody, origin)
         if remember:
@@ -212,6 +220,19 @@ class CellCompiler:
             if f.span.line <= nbody + self.HEADER_LINES:
                 self.functions[f.name] = FnDef(f.name, _fn_text(src_lines, f.span), origin,
                                                f.span.line)
+
+
+_CALLED_AT = re.compile(r"\(in '(\w+)', called at line (\d+)\)")
+
+
+def _called_at(m, where, origin: str, moved: bool) -> str:
+    """The checker's "(in 'f', called at line N)", N a line of the compiled text, as the user
+    sees it: a call in a function brought in from an earlier cell names that cell, and a call in
+    this cell names this cell when the error itself is shown in another one."""
+    cell, n = where(int(m.group(2)))
+    if cell is None and not moved:
+        return f"(in '{m.group(1)}', called at line {n})"
+    return f"(in '{m.group(1)}', called at {cell or origin}:{n})"
 
 
 class CellError(TileError):
@@ -319,15 +340,21 @@ class TileMagics:
         self.cells.remember(module)
         ns = self.shell.user_ns
         for name, k in module.kernels.items():
-            _note_replaced(ns, name, "kernel")
+            if keyword.iskeyword(name):
+                _error(f"%%tilekernel: kernel '{name}' is a Python keyword, so Python code cannot name it; "
+                       f"rename it, or reach it through --module NAME as NAME.kernels['{name}']")
+            else:
+                _note_replaced(ns, name, "kernel")
             ns[name] = k
         if opts.module:
             _note_replaced(ns, opts.module, "--module")
             ns[opts.module] = module
         show = build.parse_views(opts.show, module.backend)
         if not module.kernels:
+            nbody = module._tilenb_cell[0] + self.cells.HEADER_LINES
+            own = sorted(n for n, f in module.checked.functions.items() if f.span.line <= nbody)
             display({"text/plain": "%%tilekernel: this cell defines no kernel"
-                     + (f" (functions: {', '.join(sorted(module.checked.functions))})" if module.checked.functions else "")},
+                     + (f" (functions: {', '.join(own)})" if own else "")},
                     raw=True)
             return None
         if not show:

@@ -232,8 +232,10 @@ def _bind_tensor(kname, sym, tt, arg, dims, dim_source, ast_type) -> ArrayArg:
         if isinstance(d, int):
             if ext != d:
                 via = f" ({shown} = {d} in this variant)" if isinstance(shown, str) else ""
-                raise LaunchError(f"kernel '{kname}': dimension {axis} of '{pname}' ({tt}) is {ext}; it must be "
+                err = LaunchError(f"kernel '{kname}': dimension {axis} of '{pname}' ({tt}) is {ext}; it must be "
                                   f"{d}{via}")
+                err.extent_wanted = (pname, axis, tt, ext, d, shown)    # for the message over all variants
+                raise err
         elif d in dims:
             if dims[d] != ext:
                 other, oaxis = dim_source[d]
@@ -275,6 +277,16 @@ def _bind_scalar(kname, sym, arg):
             pass
     if (isinstance(v, (bool, np.bool_, np.timedelta64, np.datetime64)) or not isinstance(v, numbers.Number)
             or isinstance(v, numbers.Complex) and not isinstance(v, numbers.Real)):
+        if not isinstance(v, (str, bytes, np.generic)) and hasattr(v, "shape") and hasattr(v, "dtype"):
+            # an array (a tensor given for a scalar, often an argument out of order): its shape
+            # and dtype say which one it is; its repr would print its elements over many lines
+            try:
+                shape = tuple(int(n) for n in v.shape)
+            except (TypeError, ValueError):
+                shape = v.shape
+            raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
+                              f"{type(arg).__name__} of shape {shape} and dtype {v.dtype} (an array; a scalar "
+                              f"parameter takes one value, such as a Python float or int)")
         raise LaunchError(f"kernel '{kname}': argument '{pname}' ({dt}) must be a number, not "
                           f"{type(arg).__name__} {arg!r}"[:300])
     if d.is_float:
@@ -549,7 +561,17 @@ def _variant_tune(kernel, variant) -> Dict[str, int]:
 
 
 def prepare(kernel, grid, args, variant=None) -> Prepared:
-    """All backend-independent launch checks (see the module docstring)."""
+    """All backend-independent launch checks (see the module docstring). A LaunchError names
+    the kernel's source (its file, or the cell "In[4]" that defined it), whichever path
+    launches: a call, a debug launch, `profile`, `measure`."""
+    try:
+        return _prepare(kernel, grid, args, variant)
+    except LaunchError as e:
+        e.filename = kernel.module.filename
+        raise
+
+
+def _prepare(kernel, grid, args, variant=None) -> Prepared:
     ast_params = kernel.checked.ast.params
     if variant is not None:
         tune = _variant_tune(kernel, variant)
@@ -557,20 +579,30 @@ def prepare(kernel, grid, args, variant=None) -> Prepared:
         bound = bind_arguments(kir, args, ast_params)
         one = Launch(tune, kir, bound, resolve_grid(kir, grid, bound, source=kernel.module.checked.source))
         return Prepared(one, (one,), True)
-    fits, first_error = [], None
+    fits, errors = [], []
     for key, kir in kernel.checked.variants.items():
         try:
             bound = bind_arguments(kir, args, ast_params)
         except LaunchError as e:
-            if first_error is None:
-                first_error = e
+            errors.append(e)
             continue
         values = dict(key)
         fits.append(({n: values[n] for n, _ in kernel.checked.tune_space}, kir, bound))
     if not fits:
+        first_error = errors[0]
         if len(kernel.checked.variants) > 1:
-            first_error.message += " (no @autotune variant fits these arguments)"
-            first_error.args = (first_error.message,)
+            wanted = [getattr(e, "extent_wanted", None) for e in errors]
+            if all(w is not None and w[:4] == wanted[0][:4] for w in wanted):
+                # every variant refused the same extent: say every extent some variant takes
+                pname, axis, tt, ext, _, shown = wanted[0]
+                takes = sorted({w[4] for w in wanted})
+                listed = ", ".join(map(str, takes[:-1])) + f" or {takes[-1]}" if len(takes) > 1 else str(takes[0])
+                via = f" ({shown} in {takes})" if isinstance(shown, str) else ""
+                first_error = LaunchError(f"kernel '{kernel.name}': dimension {axis} of '{pname}' ({tt}) is {ext}; "
+                                          f"the @autotune variants take {listed}{via}")
+            else:
+                first_error.message += " (no @autotune variant fits these arguments)"
+                first_error.args = (first_error.message,)
         raise first_error
     launches, cluster_error = [], None
     for t, k, b in fits:

@@ -62,8 +62,13 @@ class ExpressionRules:
                 if isinstance(b, _MacroArg):
                     with self.at_call_site(b):
                         return self.const_extent(b.expr, b.env, what)
-            self.fail(TileShapeError, f"{what} must be a constant: a literal or an @autotune name, not '{self.text(d)}'", d.span)
-        if not isinstance(v, int) or v <= 0 or v > T.MAX_EXTENT:
+            if _divides_by_zero(d, env):
+                self.fail(TileRuleError, f"{what} divides by zero: '{self.text(d)}'", d.span)
+            self.fail(TileShapeError, f"{what} must be a constant: a literal, an @autotune name, or arithmetic "
+                      f"on them, not '{self.text(d)}'", d.span)
+        if isinstance(v, int) and v > T.MAX_EXTENT:
+            self.fail(TileShapeError, f"{what} is {v}, more than the largest extent, 2**31 = {T.MAX_EXTENT}", d.span)
+        if not isinstance(v, int) or v <= 0:
             self.fail(TileShapeError, f"{what} must be a positive integer, not {v}", d.span)
         return v
 
@@ -648,3 +653,24 @@ class ExpressionRules:
             if isinstance(sub, ir.Ref) and sub.sym.name in regs and isinstance(sub.sym.type, ir.TileT):
                 self.fail(TileRuleError, f"'{sub.sym.name}' is kept in registers (@registers), so {f}() cannot read it: {f} needs elements other threads hold", ast.span)
         return x
+
+
+def _divides_by_zero(e, env) -> bool:
+    """Whether the constant expression `e` (which did not fold) divides by a zero it folds to:
+    `8 / 0`, `T % (T - T)`, `cdiv(64, 0)`, at any depth."""
+    def zero(x):
+        try:
+            return _fold(x, env) == 0
+        except _NotConst:
+            return False
+    if isinstance(e, A.Binary):
+        if e.op in ("/", "%") and zero(e.right):
+            return True
+        return _divides_by_zero(e.left, env) or _divides_by_zero(e.right, env)
+    if isinstance(e, A.Unary):
+        return _divides_by_zero(e.operand, env)
+    if isinstance(e, A.Call):
+        if e.func == "cdiv" and len(e.args) == 2 and zero(e.args[1]):
+            return True
+        return any(_divides_by_zero(a, env) for a in e.args)
+    return False

@@ -8,10 +8,10 @@ recursion (`functions`); each kernel is checked by `variants.check_kernel`.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..lang import ast as A
-from ..lang.diagnostics import Source, TileError, TileNameError, TileSyntaxError, combine
+from ..lang.diagnostics import Source, TileError, TileNameError, TileRuleError, TileSyntaxError, combine
 from . import builtins as B
 from .functions import _check_jumps, _check_recursion, _children
 from .results import CheckedKernel, CheckedProgram
@@ -21,21 +21,30 @@ from .variants import _check_kernel
 def check_program(prog: A.Program, src: Source) -> CheckedProgram:
     """Check every function and kernel of `prog`. Raises the first TileError by position,
     carrying all of them in `.diagnostics`. A statement nested too deeply for the checker's
-    recursion is a TileSyntaxError at that statement."""
+    recursion is a TileSyntaxError at that statement; a chain of functions calling one another
+    too long to inline is a TileRuleError at the kernel's call that starts it, naming the chain."""
     try:
         return _check_program(prog, src)
     except RecursionError:
-        line, col = _too_deep_at(prog)
+        at = _too_deep_at(prog)
+        if at is None:        # the text is shallow: inlining a long chain of function calls made it deep
+            chain, span = _deepest_chain(prog)
+            if chain:
+                shown = " -> ".join(chain[:4]) + (f" -> ... -> {chain[-1]}" if len(chain) > 4 else "")
+                raise src.error(TileRuleError, f"this call inlines {len(chain)} functions inside one another "
+                                f"({shown}), too deep to check; functions are inlined at every call, so "
+                                f"shorten the chain", span.line, span.column) from None
+            at = (1, 1)
         raise src.error(TileSyntaxError, "this statement nests too deeply (hundreds of levels of operators, "
-                        "calls or blocks); split it up, binding parts of a long expression with let", line, col) from None
+                        "calls or blocks); split it up, binding parts of a long expression with let", *at) from None
 
 
 _STATEMENTS = (A.Let, A.VarDecl, A.Assign, A.For, A.While, A.If, A.ExprStmt, A.Attribute, A.Function)
 
 
-def _too_deep_at(prog: A.Program, depth: int = 150) -> Tuple[int, int]:
+def _too_deep_at(prog: A.Program, depth: int = 150) -> Optional[Tuple[int, int]]:
     """(line, column) of the statement of `prog` in which the syntax tree first grows `depth`
-    levels deep, walked without recursion; (1, 1) if none does (deep only through inlining)."""
+    levels deep, walked without recursion; None if none does (deep only through inlining)."""
     stack = [(prog, 0, None)]
     while stack:
         node, d, stmt = stack.pop()
@@ -45,7 +54,48 @@ def _too_deep_at(prog: A.Program, depth: int = 150) -> Tuple[int, int]:
             return stmt.line, stmt.column
         kids = node if isinstance(node, tuple) else _children(node) if not isinstance(node, str) else ()
         stack.extend((c, d + 1, stmt) for c in reversed(kids))
-    return 1, 1
+    return None
+
+
+def _shallow_calls(node) -> List[A.Call]:
+    """Every call in an AST subtree, walked without recursion."""
+    out, stack = [], [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, A.Call):
+            out.append(n)
+        if not isinstance(n, str):
+            stack.extend(n if isinstance(n, tuple) else _children(n))
+    return out
+
+
+def _deepest_chain(prog: A.Program) -> Tuple[List[str], Optional[A.Span]]:
+    """The longest chain of function calls one call in a kernel starts (names, outermost first)
+    and that call's span; without recursion (a cycle, reported elsewhere, is cut)."""
+    fns = {f.name: f for f in prog.functions}
+    callees = {n: [c.func for c in _shallow_calls(f.body) if c.func in fns] for n, f in fns.items()}
+    longest: Dict[str, List[str]] = {}
+    for root in fns:                       # depth-first, post-order, with an explicit stack
+        if root in longest:
+            continue
+        stack, on_path = [(root, iter(callees[root]))], {root}
+        while stack:
+            name, it = stack[-1]
+            nxt = next((c for c in it if c not in longest and c not in on_path), None)
+            if nxt is not None:
+                stack.append((nxt, iter(callees[nxt])))
+                on_path.add(nxt)
+                continue
+            best = max((longest[c] for c in callees[name] if c in longest), key=len, default=[])
+            longest[name] = [name] + best
+            on_path.discard(name)
+            stack.pop()
+    best_chain, best_span = [], None
+    for k in prog.kernels:
+        for c in _shallow_calls(k.body):
+            if c.func in longest and len(longest[c.func]) > len(best_chain):
+                best_chain, best_span = longest[c.func], c.span
+    return best_chain, best_span
 
 
 def _check_program(prog: A.Program, src: Source) -> CheckedProgram:

@@ -54,6 +54,21 @@ def _fold(e, env):
         raise _NotConst()
     if isinstance(e, A.Unary) and e.op == "-":
         return -_fold(e.operand, env)
+    if isinstance(e, A.Unary) and e.op == "~":
+        v = _fold(e.operand, env)
+        if not isinstance(v, int):
+            raise _NotConst()
+        return ~v
+    if isinstance(e, A.Binary) and e.op in ("&", "|", "^", "<<", ">>"):
+        # integer bit operations fold too (spec 4.3: arithmetic on literals folds exactly)
+        a, b = _fold(e.left, env), _fold(e.right, env)
+        if not isinstance(a, int) or not isinstance(b, int) or max(abs(a), abs(b)) > 2 ** 64:
+            raise _NotConst()
+        if e.op in ("<<", ">>"):
+            if not 0 <= b <= 63:      # out of range: the checker's own rule reports it
+                raise _NotConst()
+            return a << b if e.op == "<<" else a >> b
+        return a & b if e.op == "&" else a | b if e.op == "|" else a ^ b
     if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/", "%"):
         a, b = _fold(e.left, env), _fold(e.right, env)
         if max(abs(a), abs(b)) > 2 ** 64:
