@@ -9,9 +9,15 @@ Guarantees:
   it (they are out of scope in C); `new(prefix)` gives a fresh C name; `cname(sym)` the one C
   name of a symbol; `src_comment(s)` the `// line N: <source>` comment above each statement;
   `fail` raises `UnsupportedError` naming the source line (and column) at fault.
+- User text reaches the C++ only through `c_comment_text` (inside a comment) and
+  `c_string_literal` (a string literal, such as a `#line` file name): whatever the text holds
+  (a backslash at its end, `*/`, `??/` and the other trigraphs, control characters, a carriage
+  return, quotes), the comment ends at its own line and the literal is one token that denotes
+  exactly the text's UTF-8 bytes, so no generated line is joined to it or lost.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional
 
 from .. import ir
@@ -89,12 +95,53 @@ def c_cond(x) -> str:
     return "true" if x is True else "false" if x is False else x
 
 
+# ---- user text inside the C++ -----------------------------------------------------------------
+_TRIGRAPH = re.compile(r"\?\?(?=[=/'()!<>-])")
+_LINE_BREAKS = "\u2028\u2029"
+
+
+def c_comment_text(text: str) -> str:
+    """`text` (one line of the user's source) made safe to stand after `//` or inside `/* */`:
+    control characters (a carriage return, form feed, NUL, ...), Unicode line separators and
+    lone surrogates become `<U+XXXX>`; `*/` becomes `* /`; the `??` of a trigraph becomes `?\\?`; trailing
+    blanks go; and a backslash left at the end (which would splice the next generated line
+    into the comment) is followed by a note saying so. Everything else is kept as written."""
+    out = []
+    for ch in text:
+        o = ord(ch)
+        out.append(f"<U+{o:04X}>" if (o < 0x20 and ch != "\t") or 0x7f <= o <= 0x9f
+                   or 0xD800 <= o <= 0xDFFF or ch in _LINE_BREAKS else ch)
+    s = _TRIGRAPH.sub(lambda m: "?\\?", "".join(out).replace("*/", "* /")).rstrip()
+    if s.endswith("\\"):
+        s += " (the line ends in a backslash)"
+    return s
+
+
+def c_string_literal(text: str) -> str:
+    """A C++ string literal, quotes included, holding `text`'s UTF-8 bytes: printable ASCII as
+    itself except `\\`, `\"` and `?` (escaped, so no trigraph forms), every other byte as a
+    three-digit octal escape (an octal escape stops after three digits, so a following digit
+    stays a digit)."""
+    out = []
+    for b in text.encode("utf-8"):
+        c = chr(b)
+        if c in '\\"?':
+            out.append("\\" + c)
+        elif 0x20 <= b < 0x7f:
+            out.append(c)
+        else:
+            out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
 # ---- the emitter -------------------------------------------------------------------------------
 class Emitter:
     """The lines of one kernel body, their indentation, fresh names and source comments."""
 
     def __init__(self, source_text: Optional[str], line_offset: int):
-        self.lines_src = source_text.splitlines() if source_text else None
+        # lines as the grammar counts them (only "\n" ends a line; a carriage return or form
+        # feed inside a comment does not)
+        self.lines_src = source_text.split("\n") if source_text else None
         self.line_offset = line_offset
         self.out: List[str] = []
         self.ind = 1
@@ -134,5 +181,4 @@ class Emitter:
         text = ""
         if self.lines_src and 1 <= ln <= len(self.lines_src):
             text = self.lines_src[ln - 1].strip()
-        text = text.replace("*/", "* /").replace("\\", "\\\\")
-        self.emit(f"// line {ln + self.line_offset}: {text}".rstrip())
+        self.emit(f"// line {ln + self.line_offset}: {c_comment_text(text)}".rstrip())

@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ...codegen.emitter import c_string_literal
+
 # the launch totals the analysis predicts (bench/ncu_vs_analysis.py compares the same)
 METRICS = {
     "global_ld_sectors": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
@@ -223,6 +225,14 @@ class LinedSource:
     files: Tuple[str, str, str]          # the names the #line directives use: tile, CUDA, barriers
 
 
+def _line_file(path: str) -> str:
+    """A file name as a `#line` directive writes it: a C string literal (a path may hold a
+    backslash, `??/` or any byte), with each `"` written as `'`: NVVM copies the name into the
+    PTX `.file` directive unescaped, and ptxas cannot read a quote there. ncu's rows are matched
+    to the files by base name (`_base`), and the files tilenb names hold no quote."""
+    return c_string_literal(path.replace('"', "'"))
+
+
 def lined_source(cuda: str, line_offset: int = 0, tile_file: str = TILE_FILE, cuda_file: str = CUDA_FILE,
                  barrier_file: str = BARRIER_FILE) -> LinedSource:
     """The profiled variant of generated CUDA `cuda` (see the module docstring). Tile lines are
@@ -231,6 +241,7 @@ def lined_source(cuda: str, line_offset: int = 0, tile_file: str = TILE_FILE, cu
     `cuda_file` (the plain generated text). Returns a LinedSource."""
     out: List[str] = []
     bars: List[Tuple[str, int]] = []
+    names = [_line_file(f) for f in (tile_file, cuda_file, barrier_file)]
     current: Optional[int] = None        # the tile line the code below belongs to
     in_kernel = False
     for i, ln in enumerate(cuda.splitlines(), start=1):
@@ -244,11 +255,11 @@ def lined_source(cuda: str, line_offset: int = 0, tile_file: str = TILE_FILE, cu
             # a barrier the analysis placed (before / after / within a line), or one the code
             # generator adds inside a statement's own code ("internal", at the current line)
             bars.append((b.group(1), int(b.group(2)) - line_offset) if b else ("internal", current or 0))
-            out.append(f'#line {len(bars)} "{barrier_file}"')
+            out.append(f'#line {len(bars)} {names[2]}')
         elif in_kernel and current is not None and current > 0:
-            out.append(f'#line {current} "{tile_file}"')
+            out.append(f'#line {current} {names[0]}')
         else:
-            out.append(f'#line {i} "{cuda_file}"')
+            out.append(f'#line {i} {names[1]}')
         out.append(ln)
     return LinedSource("\n".join(out) + "\n", tuple(bars), (tile_file, cuda_file, barrier_file))
 
@@ -263,8 +274,8 @@ def helper_calls(cuda: str, line_offset: int = 0) -> Dict[str, List[int]]:
     current = None
     for ln in lined.text.splitlines():
         if ln.startswith("#line "):
-            parts = ln.split()
-            current = int(parts[1]) if parts[2].strip('"') == lined.files[0] else None
+            parts = ln.split(None, 2)
+            current = int(parts[1]) if parts[2] == _line_file(lined.files[0]) else None
             continue
         if current is None:
             continue
