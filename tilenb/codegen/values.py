@@ -6,7 +6,8 @@ canonical partition's chunks), `At` (where an element is evaluated), `TileVar` (
 and its C names), `Loc` (a tile-shaped window of a tensor or shared tile, and the index of an
 element in it, through the tile's swizzle), `ViewInfo` (a `let` view resolved to its base),
 `Shaped` (stands for an expression of a given type) and `KernelSource` (the generated kernel
-and what a launch needs). `kernel_symbol(kir)` is the C symbol of a kernel variant.
+and what a launch needs). `kernel_symbol(kir)` is the C symbol of a kernel variant, the one
+place that decides it (a name that clashes with C++ or CUDA is escaped: `cnames.py`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from .. import ir
+from .cnames import kernel_base
 from .emitter import c_add, is_int, swz_c
 
 Region = Tuple[object, object, object, object]   # r0, r1, c0, c1 (ints or C text)
@@ -149,10 +151,16 @@ class KernelSource:
 
 
 def kernel_symbol(kir: ir.KernelIR) -> str:
+    """The C symbol of a kernel variant, the one place that decides it (the generated
+    `extern "C" __global__` function, the launch, the profile's job and ncu's kernel filter all
+    read it, through `KernelSource.symbol` or this function): the kernel's name, or
+    `tnb_kernel_<name>` where the name clashes with C++ or CUDA (`cnames.kernel_base`), then
+    for an @autotune variant `__` and its values (`T8_NW4`; a minus sign as `m`)."""
+    base = kernel_base(kir.name)
     if not kir.tune:
-        return kir.name
+        return base
     parts = "_".join(f"{k}{v}" for k, v in kir.tune.items())
-    return f"{kir.name}__{parts}".replace("-", "m")
+    return f"{base}__{parts}".replace("-", "m")
 
 
 @dataclass(frozen=True)
