@@ -292,7 +292,13 @@ class _KernelChecker(StatementRules, ExpressionRules):
                     e = self.expr(a, genv, allow_ctx=False)
                     if not isinstance(e.type, ir.ScalarT) or not T.DTYPES[e.type.dtype].is_int:
                         self.fail(TileTypeError, f"@grid's extents must be integers, not {_type_str(e.type)}", a.span)
-                    gl.append(self.fin(self.to_index(e, a.span)))
+                    g = self.fin(self.to_index(e, a.span))
+                    if isinstance(g, ir.Const) and int(g.value) < 1:
+                        # known while checking: refused here, at the extent, not at every launch
+                        # (an extent over runtime dimensions is checked at launch: checks.resolve_grid)
+                        self.fail(TileRuleError, f"@grid gives {int(g.value)} CTAs along {'xyz'[len(gl)]}; a grid has "
+                                  f"at least 1 CTA along each axis", a.span)
+                    gl.append(g)
                 except _Abort:
                     pass
             grid = tuple(gl)

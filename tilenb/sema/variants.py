@@ -62,12 +62,18 @@ def _check_attributes(k: A.Kernel, src, errors: List[TileError]):
                     tune_ok = False
                     continue
                 vals = []
+                repeated = False
                 for v in arg.values:
                     c = _const_int(v, src, errors, f"an @autotune value of {arg.name}")
-                    if c is not None:
+                    if c is not None and c in vals:
+                        # a repeated value would be one variant listed twice (a mistyped list)
+                        errors.append(src.error(TileRuleError, f"@autotune name '{arg.name}' lists the value {c} twice; "
+                                                f"give each value once", v.span.line, v.span.column))
+                        repeated = True
+                    elif c is not None:
                         vals.append(c)
-                if len(vals) == len(arg.values):
-                    tune_space.append((arg.name, tuple(dict.fromkeys(vals))))
+                if len(vals) == len(arg.values) and not repeated:
+                    tune_space.append((arg.name, tuple(vals)))
                 else:
                     tune_ok = False
         elif at.name == "dynshared":
