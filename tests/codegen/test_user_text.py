@@ -142,3 +142,12 @@ kernel h(X: tensor<f32>[N], Y: tensor<f32>[N]) {
     cuda = tilenb.compile(src, backend="cpu").h.cuda_source(arch="sm_90")
     calls = ncu.helper_calls(cuda)
     assert calls and all(lines == [4] for lines in calls.values())
+
+
+def test_comment_lines_are_counted_by_newlines_only():
+    """A form feed or a lone carriage return inside a tile comment is no line break for the
+    grammar, so the `// line N:` comment shows line N as the grammar counts it (it showed a
+    piece of the comment line instead)."""
+    src = "// a\x0cb\r c\nkernel k(Y: tensor<f32>[N]) {\n  Y[0] = 1.0\n}\n"
+    cuda = tilenb.compile(src, backend="cpu").k.cuda_source(arch=None)
+    assert "  // line 3: Y[0] = 1.0\n" in cuda
