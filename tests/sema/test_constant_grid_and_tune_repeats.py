@@ -66,7 +66,7 @@ def test_a_repeated_autotune_value_is_refused_at_the_repeat(values, column, valu
     assert isinstance(e, tilenb.TileRuleError)
     assert (e.line, e.column) == (1, column)
     assert f"attrs.tile:1:{column}:" in str(e)
-    assert f"'T'" in e.message and f"the value {value} twice" in e.message
+    assert "'T'" in e.message and f"the value {value} twice" in e.message
 
 
 def test_distinct_autotune_values_still_make_one_variant_each():
