@@ -130,8 +130,7 @@ def compound_value(op, target, value):
 # ---- GEMM loops on wgmma (TMA pipeline): their recognition and records are in gemm_loops.py ----
 
 
-# ---- streamed loops (attention) on wgmma -----------------------------------------------------------
-# the ring records (RingOp, Ring) are in rings.py
+# ---- streamed loops (attention) on wgmma: the ring records (RingOp, Ring) are in rings.py ----------
 
 
 def blocks_early_copy(t, deps) -> bool:
@@ -295,8 +294,7 @@ class KernelLowering:
     # id(tile Assign) -> the proven alignment of its 16-byte row moves into a tensor (`tc_moves.Move`):
     # the stores a GEMM loop's accumulator may leave by in 16-byte rows (codegen/sm90/gemm.staged_store)
     moves: Dict[int, Move] = field(default_factory=dict)
-    # id(tile Assign) -> how that staged store leaves where an experiment switch asks for it
-    # (`gemm_loops.EpiloguePlan`; empty with the switches unset)
+    # id(tile Assign) -> how that staged store leaves (`gemm_loops.EpiloguePlan`, from the switches)
     epilogues: Dict[int, EpiloguePlan] = field(default_factory=dict)
     # ids of the GEMM loops whose pipeline needs no entry barrier nor fence (TILENB_GEMM_LEAN_SYNC,
     # `gemm_loops.entry_free`; empty with the switch unset)
